@@ -1,0 +1,130 @@
+//! The command table: the one place that knows every command's name, arity, flags and
+//! key positions, and the `execute` entry point that runs a keyspace command.
+//!
+//! Keyspace commands are plain functions `fn(&mut Ctx, &[Bytes]) -> Reply`: they read
+//! and write the keyspace handed to them with the `now_ms` handed to them, nothing else
+//! (the determinism rule), so the same function serves the standalone engine, Lua's
+//! `redis.call` and the Raft state machine. Commands that act on the connection itself
+//! (SELECT, MULTI, AUTH, ...) have no handler here; the connection layer runs them.
+//!
+//! Command files are grouped by family, each reading like a page of the Redis docs.
+
+pub mod args;
+pub mod keys;
+pub mod server;
+pub mod strings;
+pub mod table;
+
+use bytes::Bytes;
+
+use crate::protocol::Reply;
+use crate::store::{Db, Keyspace};
+
+pub use table::{all, lookup, CommandSpec};
+
+/// Command flags, as in Redis's command table.
+pub mod flags {
+    /// May modify the keyspace.
+    pub const WRITE: u32 = 1;
+    /// Only reads.
+    pub const READONLY: u32 = 1 << 1;
+    /// Administrative.
+    pub const ADMIN: u32 = 1 << 2;
+    /// Not allowed inside scripts.
+    pub const NOSCRIPT: u32 = 1 << 3;
+    /// May grow memory.
+    pub const DENYOOM: u32 = 1 << 4;
+    /// O(1) or O(log n).
+    pub const FAST: u32 = 1 << 5;
+    /// Runs in the connection layer, not against the keyspace.
+    pub const CONNECTION: u32 = 1 << 6;
+    /// Not allowed inside MULTI (queued as an error).
+    pub const NO_MULTI: u32 = 1 << 7;
+    /// Allowed before AUTH.
+    pub const NO_AUTH: u32 = 1 << 8;
+    /// Runs a script (EVAL, FCALL, ...): may run long, touches any key.
+    pub const SCRIPT: u32 = 1 << 9;
+    /// Uses randomness (replies may differ between runs).
+    pub const RANDOM: u32 = 1 << 10;
+}
+
+/// A keyspace command handler.
+pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
+
+/// What a keyspace command runs against.
+pub struct Ctx<'a> {
+    /// All databases.
+    pub ks: &'a mut Keyspace,
+    /// The selected database.
+    pub db: usize,
+    /// Time of this execution in unix milliseconds (leader-stamped in a cluster).
+    pub now_ms: u64,
+    /// The client's protocol version (2 or 3), for replies whose shape differs.
+    pub resp: u8,
+}
+
+impl Ctx<'_> {
+    /// The selected database.
+    pub fn db(&mut self) -> &mut Db {
+        &mut self.ks.dbs[self.db]
+    }
+}
+
+/// Redis's error for a command called with the wrong number of arguments.
+pub fn arity_error(name: &str) -> Reply {
+    Reply::err(format!(
+        "ERR wrong number of arguments for '{}' command",
+        name.to_ascii_lowercase()
+    ))
+}
+
+/// Redis's error for an unknown command, quoting the first arguments.
+pub fn unknown_command(args: &[Bytes]) -> Reply {
+    let name = String::from_utf8_lossy(args.first().map(|b| &b[..]).unwrap_or(b""));
+    let mut quoted = String::new();
+    for a in args.iter().skip(1) {
+        if quoted.len() >= 128 {
+            break;
+        }
+        let room = 128 - quoted.len();
+        let text = String::from_utf8_lossy(a);
+        let cut: String = text.chars().take(room).collect();
+        quoted.push_str(&format!("'{cut}' "));
+    }
+    let name: String = name.chars().take(128).collect();
+    Reply::err(sanitize(&format!(
+        "ERR unknown command '{name}', with args beginning with: {quoted}"
+    )))
+}
+
+/// Error texts must fit on one line: Redis replaces CR and LF with spaces.
+pub fn sanitize(s: &str) -> String {
+    s.replace(['\r', '\n'], " ")
+}
+
+/// Check arity against a spec: positive = exact, negative = at least.
+pub fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
+    let a = spec.arity;
+    if a >= 0 {
+        argc == a as usize
+    } else {
+        argc >= (-a) as usize
+    }
+}
+
+/// Run one keyspace command (looked up, arity-checked) against `ctx`.
+pub fn execute(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
+    let Some(spec) = args.first().and_then(|n| lookup(n)) else {
+        return unknown_command(args);
+    };
+    if !arity_ok(spec, args.len()) {
+        return arity_error(spec.name);
+    }
+    match spec.handler {
+        Some(h) => h(ctx, args),
+        None => Reply::err(format!(
+            "ERR '{}' is not allowed in this context",
+            spec.name
+        )),
+    }
+}

@@ -1,0 +1,489 @@
+//! String and counter commands: GET, SET and its options, INCR family, APPEND, ranges.
+
+use bytes::Bytes;
+
+use super::args::{
+    self, int, is, syntax_error, wrongtype, CmdResult, MAX_STRING, NOT_FLOAT, NOT_INTEGER,
+};
+use super::keys::{expire_time_error, relative_deadline};
+use super::Ctx;
+use crate::protocol::Reply;
+use crate::store::{Db, Entry, StrValue, Value};
+
+/// The string at `key`: Ok(None) if absent, WRONGTYPE if another type.
+pub fn get_str<'a>(db: &'a Db, key: &[u8], now_ms: u64) -> CmdResult<Option<&'a StrValue>> {
+    match db.get(key, now_ms) {
+        None => Ok(None),
+        Some(Entry {
+            value: Value::Str(s),
+            ..
+        }) => Ok(Some(s)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+fn str_reply(s: Option<&StrValue>) -> Reply {
+    s.map_or(Reply::Nil, |s| Reply::Bulk(s.to_bytes()))
+}
+
+/// GET key
+pub fn get(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    get_str(ctx.db(), &a[1], now).map_or_else(|e| e, str_reply)
+}
+
+/// The expiry part of SET/GETEX options.
+#[derive(Clone, Copy, PartialEq)]
+enum Ttl {
+    Unchanged,
+    Keep,
+    Persist,
+    At(u64),
+}
+
+/// Parse `EX s | PX ms | EXAT s | PXAT ms` at `a[i]`; returns the deadline.
+fn parse_ttl_option(name: &str, opt: &[u8], arg: &[u8], now: u64) -> CmdResult<u64> {
+    let n = int(arg)?;
+    let (seconds, absolute) = match opt.to_ascii_lowercase().as_slice() {
+        b"ex" => (true, false),
+        b"px" => (false, false),
+        b"exat" => (true, true),
+        _ => (false, true),
+    };
+    if n <= 0 || (seconds && n > i64::MAX / 1000) {
+        return Err(expire_time_error(name));
+    }
+    let ms = if seconds { n * 1000 } else { n };
+    if absolute {
+        Ok(ms as u64)
+    } else {
+        relative_deadline(ms, now).ok_or_else(|| expire_time_error(name))
+    }
+}
+
+/// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+pub fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    run(set_inner(ctx, a))
+}
+
+fn set_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+    let now = ctx.now_ms;
+    let (mut nx, mut xx, mut get) = (false, false, false);
+    let mut ttl = Ttl::Unchanged;
+    let mut i = 3;
+    while i < a.len() {
+        let opt = &a[i];
+        let has_next = i + 1 < a.len();
+        if is(opt, "nx") && !xx {
+            nx = true;
+        } else if is(opt, "xx") && !nx {
+            xx = true;
+        } else if is(opt, "get") {
+            get = true;
+        } else if is(opt, "keepttl") && ttl == Ttl::Unchanged {
+            ttl = Ttl::Keep;
+        } else if ["ex", "px", "exat", "pxat"].iter().any(|k| is(opt, k))
+            && ttl == Ttl::Unchanged
+            && has_next
+        {
+            ttl = Ttl::At(parse_ttl_option("set", opt, &a[i + 1], now)?);
+            i += 1;
+        } else {
+            return Err(syntax_error());
+        }
+        i += 1;
+    }
+    let key = &a[1];
+    let db = ctx.db();
+    let old = get_str(db, key, now);
+    let old_value = match (&old, get) {
+        (Err(e), true) => return Err(e.clone()),
+        (Ok(v), _) => v.map(StrValue::to_bytes),
+        _ => None,
+    };
+    let exists = db.contains(key, now);
+    if (nx && exists) || (xx && !exists) {
+        return Ok(if get {
+            old_value.map_or(Reply::Nil, Reply::Bulk)
+        } else {
+            Reply::Nil
+        });
+    }
+    let keep = match ttl {
+        Ttl::Keep => db.get(key, now).and_then(Entry::expires_at),
+        _ => None,
+    };
+    db.set(key.clone(), Value::string(a[2].clone()));
+    match ttl {
+        Ttl::At(t) => {
+            db.set_expiry(key, Some(t));
+        }
+        Ttl::Keep if keep.is_some() => {
+            db.set_expiry(key, keep);
+        }
+        _ => {}
+    }
+    Ok(if get {
+        old_value.map_or(Reply::Nil, Reply::Bulk)
+    } else {
+        Reply::ok()
+    })
+}
+
+/// Flatten a command step's result into its reply.
+pub fn run(r: CmdResult<Reply>) -> Reply {
+    r.unwrap_or_else(|e| e)
+}
+
+/// SETNX key value
+pub fn setnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if db.contains(&a[1], now) {
+        return Reply::Integer(0);
+    }
+    db.set(a[1].clone(), Value::string(a[2].clone()));
+    Reply::Integer(1)
+}
+
+/// SETEX key seconds value / PSETEX key ms value
+fn setex_generic(ctx: &mut Ctx, a: &[Bytes], unit_seconds: bool, name: &str) -> Reply {
+    let now = ctx.now_ms;
+    let opt = if unit_seconds { "ex" } else { "px" };
+    let deadline = match parse_ttl_option(name, opt.as_bytes(), &a[2], now) {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
+    let db = ctx.db();
+    db.set(a[1].clone(), Value::string(a[3].clone()));
+    db.set_expiry(&a[1], Some(deadline));
+    Reply::ok()
+}
+
+/// SETEX key seconds value
+pub fn setex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    setex_generic(ctx, a, true, "setex")
+}
+
+/// PSETEX key milliseconds value
+pub fn psetex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    setex_generic(ctx, a, false, "psetex")
+}
+
+/// GETSET key value
+pub fn getset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let old = match get_str(db, &a[1], now) {
+        Ok(v) => str_reply(v),
+        Err(e) => return e,
+    };
+    db.set(a[1].clone(), Value::string(a[2].clone()));
+    old
+}
+
+/// GETDEL key
+pub fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let old = match get_str(db, &a[1], now) {
+        Ok(v) => str_reply(v),
+        Err(e) => return e,
+    };
+    db.remove(&a[1], now);
+    old
+}
+
+/// GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]
+pub fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let mut ttl = Ttl::Unchanged;
+    let mut i = 2;
+    while i < a.len() {
+        let opt = &a[i];
+        if is(opt, "persist") && ttl == Ttl::Unchanged {
+            ttl = Ttl::Persist;
+        } else if ["ex", "px", "exat", "pxat"].iter().any(|k| is(opt, k))
+            && ttl == Ttl::Unchanged
+            && i + 1 < a.len()
+        {
+            match parse_ttl_option("getex", opt, &a[i + 1], now) {
+                Ok(t) => ttl = Ttl::At(t),
+                Err(e) => return e,
+            }
+            i += 1;
+        } else {
+            return syntax_error();
+        }
+        i += 1;
+    }
+    let db = ctx.db();
+    let reply = match get_str(db, &a[1], now) {
+        Ok(None) => return Reply::Nil,
+        Ok(v) => str_reply(v),
+        Err(e) => return e,
+    };
+    match ttl {
+        Ttl::At(t) if t <= now => {
+            db.remove(&a[1], now);
+        }
+        Ttl::At(t) => {
+            db.set_expiry(&a[1], Some(t));
+        }
+        Ttl::Persist => {
+            db.set_expiry(&a[1], None);
+        }
+        _ => {}
+    }
+    reply
+}
+
+/// MGET key [key ...]
+pub fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    Reply::Array(
+        a[1..]
+            .iter()
+            .map(|k| get_str(db, k, now).map_or(Reply::Nil, str_reply))
+            .collect(),
+    )
+}
+
+/// MSET key value [key value ...]
+pub fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    if a.len() % 2 == 0 {
+        return super::arity_error("mset");
+    }
+    let db = ctx.db();
+    for pair in a[1..].chunks(2) {
+        db.set(pair[0].clone(), Value::string(pair[1].clone()));
+    }
+    Reply::ok()
+}
+
+/// MSETNX key value [key value ...]
+pub fn msetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    if a.len() % 2 == 0 {
+        return super::arity_error("msetnx");
+    }
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    if a[1..].chunks(2).any(|p| db.contains(&p[0], now)) {
+        return Reply::Integer(0);
+    }
+    for pair in a[1..].chunks(2) {
+        db.set(pair[0].clone(), Value::string(pair[1].clone()));
+    }
+    Reply::Integer(1)
+}
+
+/// Add `by` to the integer at `key` (creating it at 0), keeping its TTL.
+pub fn incr_by(db: &mut Db, key: &Bytes, by: i64, now: u64) -> CmdResult<i64> {
+    let current = match get_str(db, key, now)? {
+        None => 0,
+        Some(StrValue::Int(n)) => *n,
+        Some(StrValue::Raw(b)) => args::parse_i64(b).ok_or_else(|| Reply::err(NOT_INTEGER))?,
+    };
+    let next = current
+        .checked_add(by)
+        .ok_or_else(|| Reply::err("ERR increment or decrement would overflow"))?;
+    match db.get_mut(key, now) {
+        Some(e) => e.value = Value::Str(StrValue::Int(next)),
+        None => db.set(key.clone(), Value::Str(StrValue::Int(next))),
+    }
+    Ok(next)
+}
+
+fn incr_reply(ctx: &mut Ctx, key: &Bytes, by: i64) -> Reply {
+    let now = ctx.now_ms;
+    incr_by(ctx.db(), key, by, now).map_or_else(|e| e, Reply::Integer)
+}
+
+/// INCR key
+pub fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    incr_reply(ctx, &a[1], 1)
+}
+
+/// DECR key
+pub fn decr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    incr_reply(ctx, &a[1], -1)
+}
+
+/// INCRBY key increment
+pub fn incrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match int(&a[2]) {
+        Ok(by) => incr_reply(ctx, &a[1], by),
+        Err(e) => e,
+    }
+}
+
+/// DECRBY key decrement
+pub fn decrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match int(&a[2]) {
+        Ok(i64::MIN) => Reply::err("ERR decrement would overflow"),
+        Ok(by) => incr_reply(ctx, &a[1], -by),
+        Err(e) => e,
+    }
+}
+
+/// INCRBYFLOAT key increment
+pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let by = match args::float(&a[2]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let db = ctx.db();
+    let current = match get_str(db, &a[1], now) {
+        Err(e) => return e,
+        Ok(None) => 0.0,
+        Ok(Some(s)) => match args::parse_f64(&s.to_bytes()) {
+            Some(v) => v,
+            None => return Reply::err(NOT_FLOAT),
+        },
+    };
+    let next = current + by;
+    if !next.is_finite() {
+        return Reply::err("ERR increment would produce NaN or Infinity");
+    }
+    let text = Bytes::from(args::human_float(next));
+    match db.get_mut(&a[1], now) {
+        Some(e) => e.value = Value::string(text.clone()),
+        None => db.set(a[1].clone(), Value::string(text.clone())),
+    }
+    Reply::Bulk(text)
+}
+
+/// APPEND key value
+pub fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let current = match get_str(db, &a[1], now) {
+        Err(e) => return e,
+        Ok(v) => v.map(StrValue::to_bytes),
+    };
+    let mut buf = current.map(|b| b.to_vec()).unwrap_or_default();
+    if buf.len() + a[2].len() > MAX_STRING {
+        return Reply::err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    }
+    buf.extend_from_slice(&a[2]);
+    let len = buf.len() as i64;
+    match db.get_mut(&a[1], now) {
+        Some(e) => e.value = Value::string(buf),
+        None => db.set(a[1].clone(), Value::string(buf)),
+    }
+    Reply::Integer(len)
+}
+
+/// STRLEN key
+pub fn strlen(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    match get_str(ctx.db(), &a[1], now) {
+        Err(e) => e,
+        Ok(v) => Reply::Integer(v.map_or(0, |s| s.len() as i64)),
+    }
+}
+
+/// GETRANGE key start end
+pub fn getrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let (start, end) = match (int(&a[2]), int(&a[3])) {
+        (Ok(s), Ok(e)) => (s, e),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    let s = match get_str(ctx.db(), &a[1], now) {
+        Err(e) => return e,
+        Ok(None) => return Reply::bulk(Bytes::new()),
+        Ok(Some(s)) => s.to_bytes(),
+    };
+    let len = s.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return Reply::bulk(Bytes::new());
+    }
+    let mut start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let mut end = if end < 0 { (len + end).max(0) } else { end };
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        start = 0;
+        end = -1;
+    }
+    if end < start {
+        return Reply::bulk(Bytes::new());
+    }
+    Reply::Bulk(s.slice(start as usize..=end as usize))
+}
+
+/// SETRANGE key offset value
+pub fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let now = ctx.now_ms;
+    let offset = match int(&a[2]) {
+        Ok(o) if o >= 0 => o as usize,
+        Ok(_) => return Reply::err("ERR offset is out of range"),
+        Err(e) => return e,
+    };
+    let db = ctx.db();
+    let current = match get_str(db, &a[1], now) {
+        Err(e) => return e,
+        Ok(v) => v.map(StrValue::to_bytes),
+    };
+    let value = &a[3];
+    if value.is_empty() {
+        return Reply::Integer(current.map_or(0, |c| c.len() as i64));
+    }
+    if offset.saturating_add(value.len()) > MAX_STRING {
+        return Reply::err("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    }
+    let mut buf = current.map(|b| b.to_vec()).unwrap_or_default();
+    if buf.len() < offset + value.len() {
+        buf.resize(offset + value.len(), 0);
+    }
+    buf[offset..offset + value.len()].copy_from_slice(value);
+    let len = buf.len() as i64;
+    match db.get_mut(&a[1], now) {
+        Some(e) => e.value = Value::string(buf),
+        None => db.set(a[1].clone(), Value::string(buf)),
+    }
+    Reply::Integer(len)
+}
+
+use super::flags::{DENYOOM, FAST, READONLY, WRITE};
+
+/// String commands.
+pub const COMMANDS: &[super::CommandSpec] = &[
+    crate::cmd!("get", 2, READONLY | FAST, 1, 1, 1, get),
+    crate::cmd!("set", -3, WRITE | DENYOOM, 1, 1, 1, set),
+    crate::cmd!("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, setnx),
+    crate::cmd!("setex", 4, WRITE | DENYOOM, 1, 1, 1, setex),
+    crate::cmd!("psetex", 4, WRITE | DENYOOM, 1, 1, 1, psetex),
+    crate::cmd!("getset", 3, WRITE | DENYOOM | FAST, 1, 1, 1, getset),
+    crate::cmd!("getdel", 2, WRITE | FAST, 1, 1, 1, getdel),
+    crate::cmd!("getex", -2, WRITE | FAST, 1, 1, 1, getex),
+    crate::cmd!("mget", -2, READONLY | FAST, 1, -1, 1, mget),
+    crate::cmd!("mset", -3, WRITE | DENYOOM, 1, -1, 2, mset),
+    crate::cmd!("msetnx", -3, WRITE | DENYOOM, 1, -1, 2, msetnx),
+    crate::cmd!("incr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, incr),
+    crate::cmd!("decr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, decr),
+    crate::cmd!("incrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, incrby),
+    crate::cmd!("decrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, decrby),
+    crate::cmd!(
+        "incrbyfloat",
+        3,
+        WRITE | DENYOOM | FAST,
+        1,
+        1,
+        1,
+        incrbyfloat
+    ),
+    crate::cmd!("append", 3, WRITE | DENYOOM, 1, 1, 1, append),
+    crate::cmd!("strlen", 2, READONLY | FAST, 1, 1, 1, strlen),
+    crate::cmd!("getrange", 4, READONLY, 1, 1, 1, getrange),
+    crate::cmd!("substr", 4, READONLY, 1, 1, 1, getrange),
+    crate::cmd!("setrange", 4, WRITE | DENYOOM, 1, 1, 1, setrange),
+];

@@ -1,0 +1,21 @@
+//! Tollgate: a rate-limiter server that speaks the Redis protocol.
+//!
+//! Data flows top to bottom, never back up:
+//!
+//! - [`server`]: the listener and one task per connection, which owns the client's state
+//!   (selected db, RESP version, AUTH, MULTI queue, WATCH) and parses requests with
+//!   [`protocol`].
+//! - [`command`]: the command table (names, arity, flags, key positions) and one file per
+//!   command family; a keyspace command is `fn(&mut Ctx, &[Bytes]) -> Reply`.
+//! - [`engine`]: applies batches of commands to the [`store`] with one `now_ms`; this
+//!   `apply` path is deterministic (no clock reads, no randomness, no dependence on hash
+//!   iteration order), so the same code can serve as a replicated state machine.
+//! - [`store`]: 16 databases of sharded maps of values with millisecond expiry.
+
+pub mod alloc;
+pub mod command;
+pub mod config;
+pub mod engine;
+pub mod protocol;
+pub mod server;
+pub mod store;

@@ -1,0 +1,342 @@
+//! Request parsing: RESP multibulk arrays and inline (telnet) commands, with Redis's limits.
+//!
+//! The parser works on the connection's read buffer and consumes a request only once it
+//! is complete, so pipelined requests are taken out one after another. Every length read
+//! from the wire is checked against a limit before anything is allocated for it.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// Size limits applied while parsing; tighter ones apply before AUTH.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest bulk string accepted (proto-max-bulk-len).
+    pub max_bulk: usize,
+    /// Largest multibulk element count accepted.
+    pub max_multibulk: usize,
+    /// Largest inline request line.
+    pub max_inline: usize,
+}
+
+impl Limits {
+    /// Limits for a client that has not authenticated while a password is set (as Redis 7).
+    pub const UNAUTHENTICATED: Limits = Limits {
+        max_bulk: 16 * 1024,
+        max_multibulk: 10,
+        max_inline: 16 * 1024,
+    };
+}
+
+/// A malformed request; the connection replies `-ERR Protocol error: ...` and closes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("ERR Protocol error: {0}")]
+pub struct ProtocolError(pub &'static str);
+
+/// Parse one complete request from the front of `buf`.
+///
+/// Returns `Ok(None)` when more bytes are needed. An empty inline line yields an empty
+/// argument list, which callers skip (as Redis does).
+pub fn parse_request(
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    if buf[0] == b'*' {
+        parse_multibulk(buf, limits)
+    } else {
+        parse_inline(buf, limits)
+    }
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    buf[from..]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|i| i + from)
+}
+
+/// Parse a signed decimal length as Redis's string2ll would, for a header line.
+fn parse_len(line: &[u8]) -> Option<i64> {
+    if line.is_empty() || line.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = match line[0] {
+        b'-' => (true, &line[1..]),
+        _ => (false, line),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// Longest header line (`*<count>` or `$<len>`) we wait for before calling it malformed.
+const MAX_HEADER: usize = 64;
+
+fn parse_multibulk(
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(eol) = find_crlf(buf, 0) else {
+        if buf.len() > MAX_HEADER {
+            return Err(ProtocolError("too big mbulk count string"));
+        }
+        return Ok(None);
+    };
+    let count = parse_len(&buf[1..eol]).ok_or(ProtocolError("invalid multibulk length"))?;
+    if count > limits.max_multibulk as i64 {
+        return Err(ProtocolError("invalid multibulk length"));
+    }
+    let mut pos = eol + 2;
+    if count <= 0 {
+        buf.advance(pos);
+        return Ok(Some(Vec::new()));
+    }
+    let count = count as usize;
+    // First pass: check the whole request is buffered, without allocating.
+    let mut spans = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        if pos >= buf.len() {
+            return Ok(None);
+        }
+        if buf[pos] != b'$' {
+            return Err(ProtocolError(dollar_error(buf[pos])));
+        }
+        let Some(eol) = find_crlf(buf, pos) else {
+            if buf.len() - pos > MAX_HEADER {
+                return Err(ProtocolError("too big bulk count string"));
+            }
+            return Ok(None);
+        };
+        let len = parse_len(&buf[pos + 1..eol]).ok_or(ProtocolError("invalid bulk length"))?;
+        if len < 0 || len as u64 > limits.max_bulk as u64 {
+            return Err(ProtocolError("invalid bulk length"));
+        }
+        let start = eol + 2;
+        let end = start + len as usize;
+        if buf.len() < end + 2 {
+            return Ok(None);
+        }
+        spans.push((start, end));
+        pos = end + 2;
+    }
+    let frame = buf.split_to(pos).freeze();
+    // Each argument gets its own allocation so a stored key never pins the read buffer.
+    Ok(Some(
+        spans
+            .into_iter()
+            .map(|(s, e)| Bytes::copy_from_slice(&frame[s..e]))
+            .collect(),
+    ))
+}
+
+fn dollar_error(got: u8) -> &'static str {
+    // Redis prints the offending character; we keep a static text with the common cases.
+    match got {
+        b'*' => "expected '$', got '*'",
+        b':' => "expected '$', got ':'",
+        b'+' => "expected '$', got '+'",
+        b'-' => "expected '$', got '-'",
+        b'\r' => "expected '$', got '\r'",
+        b'\n' => "expected '$', got '\n'",
+        _ => "expected '$', got something else",
+    }
+}
+
+fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(nl) = buf.iter().position(|&c| c == b'\n') else {
+        if buf.len() > limits.max_inline {
+            return Err(ProtocolError("too big inline request"));
+        }
+        return Ok(None);
+    };
+    if nl > limits.max_inline {
+        return Err(ProtocolError("too big inline request"));
+    }
+    let line = buf.split_to(nl + 1);
+    let mut text = &line[..nl];
+    if text.last() == Some(&b'\r') {
+        text = &text[..text.len() - 1];
+    }
+    let args = split_args(text).ok_or(ProtocolError("unbalanced quotes in request"))?;
+    if args.len() > limits.max_multibulk {
+        return Err(ProtocolError("invalid multibulk length"));
+    }
+    Ok(Some(args))
+}
+
+/// Split an inline command line like Redis's `sdssplitargs`: spaces separate arguments,
+/// "double quotes" allow escapes (\n \r \t \b \a \\ \" \xHH), 'single quotes' allow \'.
+/// Returns None on unbalanced quotes or a closing quote not followed by a space.
+pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Some(args);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\'
+                    && i + 3 < n
+                    && line[i + 1] == b'x'
+                    && hex(line[i + 2]).is_some()
+                    && hex(line[i + 3]).is_some()
+                {
+                    cur.push(hex(line[i + 2])? * 16 + hex(line[i + 3])?);
+                    i += 3;
+                } else if c == b'\\' && i + 1 < n {
+                    i += 1;
+                    cur.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else if in_sq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    i += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                if i >= n {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    c => cur.push(c),
+                }
+            }
+            i += 1;
+        }
+        args.push(Bytes::from(cur));
+    }
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: Limits = Limits {
+        max_bulk: 512 * 1024 * 1024,
+        max_multibulk: 1024 * 1024,
+        max_inline: 64 * 1024,
+    };
+
+    fn parse(s: &[u8]) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        parse_request(&mut BytesMut::from(s), &L)
+    }
+
+    #[test]
+    fn multibulk_complete_and_partial() {
+        let r = parse(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").unwrap().unwrap();
+        assert_eq!(r, vec![Bytes::from("GET"), Bytes::from("k")]);
+        assert_eq!(parse(b"*2\r\n$3\r\nGET\r\n$1\r\n").unwrap(), None);
+        assert_eq!(parse(b"*2\r\n$3\r\nGE").unwrap(), None);
+    }
+
+    #[test]
+    fn pipelined_requests_come_out_in_order() {
+        let mut b = BytesMut::from(&b"*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\nPING\r\n"[..]);
+        for _ in 0..3 {
+            assert_eq!(
+                parse_request(&mut b, &L).unwrap().unwrap(),
+                vec![Bytes::from("PING")]
+            );
+        }
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn limits_reject_before_allocating() {
+        assert_eq!(
+            parse(b"*2\r\n$600000000\r\n").unwrap_err().0,
+            "invalid bulk length"
+        );
+        assert_eq!(
+            parse(b"*10000000\r\n").unwrap_err().0,
+            "invalid multibulk length"
+        );
+        assert_eq!(
+            parse(b"*1\r\n$-5\r\n").unwrap_err().0,
+            "invalid bulk length"
+        );
+        assert_eq!(parse(b"*x\r\n").unwrap_err().0, "invalid multibulk length");
+        assert_eq!(
+            parse(b"*1\r\n+OK\r\n").unwrap_err().0,
+            "expected '$', got '+'"
+        );
+    }
+
+    #[test]
+    fn inline_commands_with_quotes() {
+        let r = parse(b"SET k \"a b\\x41\"\r\n").unwrap().unwrap();
+        assert_eq!(
+            r,
+            vec![Bytes::from("SET"), Bytes::from("k"), Bytes::from("a bA")]
+        );
+        assert_eq!(
+            parse(b"SET 'it\\'s' v\n").unwrap().unwrap()[1],
+            Bytes::from("it's")
+        );
+        assert_eq!(
+            parse(b"SET \"open\r\n").unwrap_err().0,
+            "unbalanced quotes in request"
+        );
+        assert_eq!(parse(b"\r\n").unwrap().unwrap(), Vec::<Bytes>::new());
+    }
+
+    #[test]
+    fn empty_multibulk_is_skipped() {
+        assert_eq!(parse(b"*0\r\n").unwrap().unwrap(), Vec::<Bytes>::new());
+        assert_eq!(parse(b"*-1\r\n").unwrap().unwrap(), Vec::<Bytes>::new());
+    }
+}

@@ -1,0 +1,214 @@
+//! `Reply`: the value a command answers with, independent of the wire version.
+//!
+//! Commands build RESP3-shaped replies (maps, sets, doubles, booleans); the encoder
+//! lowers them to RESP2 for clients that did not say `HELLO 3`, exactly as Redis does.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// A reply to one command, before encoding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `+OK` style status line; must not contain CR or LF.
+    Status(String),
+    /// `-ERR ...` error; the text includes its code prefix (`ERR`, `WRONGTYPE`, ...).
+    Error(String),
+    /// `:n`
+    Integer(i64),
+    /// `$n` binary-safe string.
+    Bulk(Bytes),
+    /// Null bulk string (`$-1` in RESP2, `_` in RESP3).
+    Nil,
+    /// Null array (`*-1` in RESP2, `_` in RESP3), e.g. EXEC aborted by WATCH.
+    NilArray,
+    /// `*n` array.
+    Array(Vec<Reply>),
+    /// RESP3 map; flattened to an array of 2n items in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// RESP3 set; an array in RESP2.
+    Set(Vec<Reply>),
+    /// RESP3 double; a bulk string in RESP2.
+    Double(f64),
+    /// RESP3 boolean; `:1` / `:0` in RESP2.
+    Bool(bool),
+    /// RESP3 big number; a bulk string in RESP2.
+    BigNumber(String),
+    /// RESP3 verbatim string with a 3-letter format; a bulk string in RESP2.
+    Verbatim(&'static str, Bytes),
+}
+
+impl Reply {
+    /// `+OK`.
+    pub fn ok() -> Reply {
+        Reply::Status("OK".into())
+    }
+
+    /// An error reply; `msg` must carry its prefix, e.g. `"ERR syntax error"`.
+    pub fn err(msg: impl Into<String>) -> Reply {
+        Reply::Error(msg.into())
+    }
+
+    /// A bulk reply from anything byte-like.
+    pub fn bulk(b: impl Into<Bytes>) -> Reply {
+        Reply::Bulk(b.into())
+    }
+
+    /// A bulk reply holding the decimal text of `n`.
+    pub fn bulk_int(n: i64) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(
+            itoa::Buffer::new().format(n).as_bytes(),
+        ))
+    }
+
+    /// Whether this reply is an error.
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Encode this reply for protocol version `resp` (2 or 3) onto `out`.
+    pub fn encode(&self, resp: u8, out: &mut BytesMut) {
+        match self {
+            Reply::Status(s) => line(out, b'+', s.as_bytes()),
+            Reply::Error(e) => line(out, b'-', e.as_bytes()),
+            Reply::Integer(n) => int_line(out, b':', *n),
+            Reply::Bulk(b) => bulk(out, b),
+            Reply::Nil => {
+                if resp >= 3 {
+                    out.put_slice(b"_\r\n")
+                } else {
+                    out.put_slice(b"$-1\r\n")
+                }
+            }
+            Reply::NilArray => {
+                if resp >= 3 {
+                    out.put_slice(b"_\r\n")
+                } else {
+                    out.put_slice(b"*-1\r\n")
+                }
+            }
+            Reply::Array(items) => {
+                int_line(out, b'*', items.len() as i64);
+                items.iter().for_each(|r| r.encode(resp, out));
+            }
+            Reply::Set(items) => {
+                int_line(out, if resp >= 3 { b'~' } else { b'*' }, items.len() as i64);
+                items.iter().for_each(|r| r.encode(resp, out));
+            }
+            Reply::Map(pairs) => {
+                if resp >= 3 {
+                    int_line(out, b'%', pairs.len() as i64);
+                } else {
+                    int_line(out, b'*', 2 * pairs.len() as i64);
+                }
+                for (k, v) in pairs {
+                    k.encode(resp, out);
+                    v.encode(resp, out);
+                }
+            }
+            Reply::Double(d) => {
+                let text = format_double(*d);
+                if resp >= 3 {
+                    line(out, b',', text.as_bytes())
+                } else {
+                    bulk(out, text.as_bytes())
+                }
+            }
+            Reply::Bool(b) => {
+                if resp >= 3 {
+                    out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" })
+                } else {
+                    out.put_slice(if *b { b":1\r\n" } else { b":0\r\n" })
+                }
+            }
+            Reply::BigNumber(n) => {
+                if resp >= 3 {
+                    line(out, b'(', n.as_bytes())
+                } else {
+                    bulk(out, n.as_bytes())
+                }
+            }
+            Reply::Verbatim(fmt, text) => {
+                if resp >= 3 {
+                    int_line(out, b'=', (text.len() + 4) as i64);
+                    out.put_slice(fmt.as_bytes());
+                    out.put_u8(b':');
+                    out.put_slice(text);
+                    out.put_slice(b"\r\n");
+                } else {
+                    bulk(out, text)
+                }
+            }
+        }
+    }
+}
+
+/// Redis's text for a double in RESP3 `,` frames and RESP2 bulk replies:
+/// `inf`, `-inf`, `nan`, integers without a fractional part, else shortest round-trip.
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        "nan".into()
+    } else if d.is_infinite() {
+        if d > 0.0 { "inf" } else { "-inf" }.into()
+    } else if d == d.trunc() && d.abs() < 1e17 {
+        format!("{}", d as i64)
+    } else {
+        let mut b = ryu::Buffer::new();
+        let s = b.format_finite(d);
+        // ryu prints exponents as `1e20`; Redis prints `1e+20`.
+        match s.find('e') {
+            Some(i) if !s[i + 1..].starts_with('-') => format!("{}e+{}", &s[..i], &s[i + 1..]),
+            _ => s.to_string(),
+        }
+    }
+}
+
+fn line(out: &mut BytesMut, tag: u8, text: &[u8]) {
+    out.reserve(text.len() + 3);
+    out.put_u8(tag);
+    out.put_slice(text);
+    out.put_slice(b"\r\n");
+}
+
+fn int_line(out: &mut BytesMut, tag: u8, n: i64) {
+    line(out, tag, itoa::Buffer::new().format(n).as_bytes());
+}
+
+fn bulk(out: &mut BytesMut, b: &[u8]) {
+    int_line(out, b'$', b.len() as i64);
+    out.reserve(b.len() + 2);
+    out.put_slice(b);
+    out.put_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(r: &Reply, resp: u8) -> String {
+        let mut b = BytesMut::new();
+        r.encode(resp, &mut b);
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn map_lowers_to_flat_array_in_resp2() {
+        let m = Reply::Map(vec![(Reply::bulk("a"), Reply::Integer(1))]);
+        assert_eq!(enc(&m, 2), "*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&m, 3), "%1\r\n$1\r\na\r\n:1\r\n");
+    }
+
+    #[test]
+    fn nulls_per_version() {
+        assert_eq!(enc(&Reply::Nil, 2), "$-1\r\n");
+        assert_eq!(enc(&Reply::NilArray, 2), "*-1\r\n");
+        assert_eq!(enc(&Reply::Nil, 3), "_\r\n");
+    }
+
+    #[test]
+    fn doubles_format_like_redis() {
+        assert_eq!(format_double(3.0), "3");
+        assert_eq!(format_double(1.5), "1.5");
+        assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(enc(&Reply::Double(2.5), 3), ",2.5\r\n");
+        assert_eq!(enc(&Reply::Double(2.5), 2), "$3\r\n2.5\r\n");
+    }
+}

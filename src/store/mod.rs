@@ -1,0 +1,368 @@
+//! The keyspace: 16 databases of keys, each with an optional millisecond deadline.
+//!
+//! A database is split into fixed shards by key hash. The shards bound the cost of a
+//! table resize (only one small map grows at a time) and give SCAN a cursor that stays
+//! valid while keys come and go: the cursor is a shard index, and a key present for the
+//! whole scan is returned exactly once. A B-tree ordered by deadline indexes keys with a
+//! TTL, so expired keys are found without sampling.
+//!
+//! Reads treat a key whose deadline has passed as absent; mutable access deletes it. All
+//! of this depends only on the `now_ms` handed in, never on a clock (the determinism rule).
+
+pub mod value;
+pub mod zset;
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+pub use value::{StrValue, Value};
+
+/// Number of databases (`SELECT 0..15`).
+pub const DATABASES: usize = 16;
+/// Shards per database; a SCAN step returns one shard's keys (or more, to reach COUNT).
+pub const SHARDS: usize = 1024;
+
+/// The hasher for all maps: seeded once per process (HashDoS resistance); nothing
+/// observable depends on it, since results never depend on hash-map iteration order.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct KeyHasher;
+
+fn process_state() -> &'static ahash::RandomState {
+    static STATE: OnceLock<ahash::RandomState> = OnceLock::new();
+    STATE.get_or_init(ahash::RandomState::new)
+}
+
+impl BuildHasher for KeyHasher {
+    type Hasher = ahash::AHasher;
+    fn build_hasher(&self) -> ahash::AHasher {
+        process_state().build_hasher()
+    }
+}
+
+fn shard_of(key: &[u8]) -> usize {
+    let mut h = KeyHasher.build_hasher();
+    h.write(key);
+    (h.finish() >> 54) as usize % SHARDS
+}
+
+/// A key's value and deadline.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The value.
+    pub value: Value,
+    expires_at: Option<u64>,
+}
+
+impl Entry {
+    /// A value without a deadline.
+    pub fn new(value: Value) -> Entry {
+        Entry {
+            value,
+            expires_at: None,
+        }
+    }
+
+    /// The deadline in unix milliseconds, if any.
+    pub fn expires_at(&self) -> Option<u64> {
+        self.expires_at
+    }
+
+    fn is_expired(&self, now_ms: u64) -> bool {
+        matches!(self.expires_at, Some(t) if t <= now_ms)
+    }
+}
+
+/// A flag set when a watched key is modified (WATCH ... EXEC).
+pub type WatchFlag = Arc<AtomicBool>;
+
+type Shard = HashMap<Bytes, Entry, KeyHasher>;
+
+/// One database.
+#[derive(Debug)]
+pub struct Db {
+    shards: Box<[Shard]>,
+    expires: BTreeSet<(u64, Bytes)>,
+    len: usize,
+    watched: HashMap<Bytes, Vec<WatchFlag>, KeyHasher>,
+}
+
+impl Default for Db {
+    fn default() -> Self {
+        Db {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            expires: BTreeSet::new(),
+            len: 0,
+            watched: HashMap::default(),
+        }
+    }
+}
+
+impl Db {
+    /// The live entry for `key`, or None if absent or expired.
+    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        self.shards[shard_of(key)]
+            .get(key)
+            .filter(|e| !e.is_expired(now_ms))
+    }
+
+    /// Whether `key` exists and is live.
+    pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
+        self.get(key, now_ms).is_some()
+    }
+
+    /// Mutable access to a live entry; an expired entry is deleted first.
+    /// Marks watchers of the key dirty, since the caller may modify it.
+    pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        self.purge_if_expired(key, now_ms);
+        self.touch(key);
+        self.shards[shard_of(key)].get_mut(key)
+    }
+
+    /// Insert or replace `key` with a value and no deadline.
+    pub fn set(&mut self, key: Bytes, value: Value) {
+        self.insert(key, Entry::new(value));
+    }
+
+    /// Insert or replace `key` with an entry (keeping the entry's deadline).
+    pub fn insert(&mut self, key: Bytes, entry: Entry) {
+        self.touch(&key);
+        let deadline = entry.expires_at;
+        if let Some(t) = deadline {
+            self.expires.insert((t, key.clone()));
+        }
+        let old = self.shards[shard_of(&key)].insert(key.clone(), entry);
+        match old {
+            Some(old) => {
+                if let Some(t) = old.expires_at {
+                    if Some(t) != deadline {
+                        self.expires.remove(&(t, key));
+                    }
+                }
+            }
+            None => self.len += 1,
+        }
+    }
+
+    /// Remove `key`; returns the entry if it was live.
+    pub fn remove(&mut self, key: &[u8], now_ms: u64) -> Option<Entry> {
+        let entry = self.remove_raw(key)?;
+        (!entry.is_expired(now_ms)).then_some(entry)
+    }
+
+    /// Remove `key` if it holds an empty collection (Redis never keeps those).
+    pub fn remove_if_empty(&mut self, key: &[u8]) {
+        let empty = self.shards[shard_of(key)]
+            .get(key)
+            .is_some_and(|e| e.value.is_empty_collection());
+        if empty {
+            self.remove_raw(key);
+        }
+    }
+
+    /// Set or clear the deadline of an existing key. Returns false if the key is absent.
+    pub fn set_expiry(&mut self, key: &[u8], deadline: Option<u64>) -> bool {
+        self.touch(key);
+        let shard = &mut self.shards[shard_of(key)];
+        // Take the entry out to share its key allocation with the deadline index.
+        let Some((k, mut entry)) = shard.remove_entry(key) else {
+            return false;
+        };
+        if let Some(old) = entry.expires_at {
+            self.expires.remove(&(old, k.clone()));
+        }
+        if let Some(t) = deadline {
+            self.expires.insert((t, k.clone()));
+        }
+        entry.expires_at = deadline;
+        shard.insert(k, entry);
+        true
+    }
+
+    /// Keys whose deadline is at or before `now_ms`, earliest first, at most `limit`.
+    pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
+        self.expires
+            .iter()
+            .take_while(|(t, _)| *t <= now_ms)
+            .take(limit)
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+
+    /// Delete up to `limit` expired keys; returns how many were deleted.
+    pub fn delete_expired(&mut self, now_ms: u64, limit: usize) -> usize {
+        let due = self.due_keys(now_ms, limit);
+        for k in &due {
+            self.remove_raw(k);
+        }
+        due.len()
+    }
+
+    /// Number of keys, including expired ones not yet deleted (as Redis's DBSIZE).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the database holds no keys.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of keys with a deadline.
+    pub fn expires_count(&self) -> usize {
+        self.expires.len()
+    }
+
+    /// Delete every key.
+    pub fn clear(&mut self) {
+        for flags in self.watched.values() {
+            flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+        }
+        self.shards.iter_mut().for_each(|s| s.clear());
+        self.expires.clear();
+        self.len = 0;
+    }
+
+    /// Visit live entries of shard `shard`.
+    pub fn shard_entries(
+        &self,
+        shard: usize,
+        now_ms: u64,
+    ) -> impl Iterator<Item = (&Bytes, &Entry)> + '_ {
+        self.shards
+            .get(shard)
+            .into_iter()
+            .flat_map(|s| s.iter())
+            .filter(move |(_, e)| !e.is_expired(now_ms))
+    }
+
+    /// All live entries (order is unspecified; callers sort where it matters).
+    pub fn entries(&self, now_ms: u64) -> impl Iterator<Item = (&Bytes, &Entry)> + '_ {
+        self.shards
+            .iter()
+            .flat_map(|s| s.iter())
+            .filter(move |(_, e)| !e.is_expired(now_ms))
+    }
+
+    /// Register a WATCH flag on `key`.
+    pub fn watch(&mut self, key: Bytes, flag: WatchFlag) {
+        self.watched.entry(key).or_default().push(flag);
+    }
+
+    /// Remove a WATCH flag from `key`.
+    pub fn unwatch(&mut self, key: &[u8], flag: &WatchFlag) {
+        if let Some(list) = self.watched.get_mut(key) {
+            list.retain(|f| !Arc::ptr_eq(f, flag));
+            if list.is_empty() {
+                self.watched.remove(key);
+            }
+        }
+    }
+
+    fn touch(&self, key: &[u8]) {
+        if !self.watched.is_empty() {
+            if let Some(flags) = self.watched.get(key) {
+                flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+            }
+        }
+    }
+
+    fn purge_if_expired(&mut self, key: &[u8], now_ms: u64) {
+        let expired = self.shards[shard_of(key)]
+            .get(key)
+            .is_some_and(|e| e.is_expired(now_ms));
+        if expired {
+            self.remove_raw(key);
+        }
+    }
+
+    fn remove_raw(&mut self, key: &[u8]) -> Option<Entry> {
+        let (k, entry) = self.shards[shard_of(key)].remove_entry(key)?;
+        self.touch(key);
+        self.len -= 1;
+        if let Some(t) = entry.expires_at {
+            self.expires.remove(&(t, k));
+        }
+        Some(entry)
+    }
+}
+
+/// All databases.
+#[derive(Debug)]
+pub struct Keyspace {
+    /// The 16 databases.
+    pub dbs: Vec<Db>,
+}
+
+impl Default for Keyspace {
+    fn default() -> Self {
+        Keyspace {
+            dbs: (0..DATABASES).map(|_| Db::default()).collect(),
+        }
+    }
+}
+
+impl Keyspace {
+    /// Total number of keys in all databases.
+    pub fn total_keys(&self) -> usize {
+        self.dbs.iter().map(Db::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn expired_keys_are_invisible_then_deleted() {
+        let mut db = Db::default();
+        db.set(key("a"), Value::string("1"));
+        assert!(db.set_expiry(b"a", Some(100)));
+        assert!(db.get(b"a", 99).is_some());
+        assert!(db.get(b"a", 100).is_none());
+        assert_eq!(db.len(), 1);
+        assert!(db.get_mut(b"a", 100).is_none());
+        assert_eq!(db.len(), 0);
+        assert_eq!(db.expires_count(), 0);
+    }
+
+    #[test]
+    fn delete_expired_uses_the_deadline_index() {
+        let mut db = Db::default();
+        for i in 0..10u64 {
+            db.set(key(&format!("k{i}")), Value::string("x"));
+            db.set_expiry(format!("k{i}").as_bytes(), Some(i * 10));
+        }
+        assert_eq!(db.delete_expired(45, 100), 5);
+        assert_eq!(db.len(), 5);
+        assert_eq!(db.delete_expired(45, 100), 0);
+    }
+
+    #[test]
+    fn replacing_an_entry_drops_its_old_deadline() {
+        let mut db = Db::default();
+        db.set(key("a"), Value::string("1"));
+        db.set_expiry(b"a", Some(10));
+        db.set(key("a"), Value::string("2"));
+        assert_eq!(db.expires_count(), 0);
+        assert!(db.get(b"a", 1000).is_some());
+    }
+
+    #[test]
+    fn watch_flags_fire_on_write() {
+        let mut db = Db::default();
+        let flag = WatchFlag::default();
+        db.watch(key("w"), flag.clone());
+        db.set(key("other"), Value::string("1"));
+        assert!(!flag.load(Ordering::Relaxed));
+        db.set(key("w"), Value::string("1"));
+        assert!(flag.load(Ordering::Relaxed));
+    }
+}

@@ -1,0 +1,193 @@
+//! The values a key can hold, mirroring Redis's five core types.
+//!
+//! Hashes and sets keep insertion order (like Redis's listpack encoding for small
+//! collections), which also makes every iteration deterministic across replicas.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use indexmap::{IndexMap, IndexSet};
+
+use super::zset::SortedSet;
+use super::KeyHasher;
+
+/// Field map of a hash value.
+pub type HashValue = IndexMap<Bytes, Bytes, KeyHasher>;
+/// Member set of a set value.
+pub type SetValue = IndexSet<Bytes, KeyHasher>;
+
+/// Collections at most this long delete in order-preserving O(n) like a Redis listpack;
+/// larger ones use O(1) swap removal.
+const ORDERED_REMOVE_MAX: usize = 512;
+
+/// A Redis value.
+#[derive(Debug, Clone)]
+pub enum Value {
+    /// A string; integers are kept as integers (Redis's `int` encoding).
+    Str(StrValue),
+    /// A hash of field -> value.
+    Hash(HashValue),
+    /// A list.
+    List(VecDeque<Bytes>),
+    /// A set.
+    Set(SetValue),
+    /// A sorted set.
+    ZSet(SortedSet),
+}
+
+/// A string value: either a canonical integer or raw bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StrValue {
+    /// A string that is the canonical decimal text of an i64.
+    Int(i64),
+    /// Any other bytes.
+    Raw(Bytes),
+}
+
+impl StrValue {
+    /// Build from bytes, keeping canonical integers as integers.
+    pub fn from_bytes(b: Bytes) -> StrValue {
+        match parse_canonical_i64(&b) {
+            Some(n) => StrValue::Int(n),
+            None => StrValue::Raw(b),
+        }
+    }
+
+    /// The bytes of the string.
+    pub fn to_bytes(&self) -> Bytes {
+        match self {
+            StrValue::Int(n) => Bytes::copy_from_slice(itoa::Buffer::new().format(*n).as_bytes()),
+            StrValue::Raw(b) => b.clone(),
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            StrValue::Int(n) => itoa::Buffer::new().format(*n).len(),
+            StrValue::Raw(b) => b.len(),
+        }
+    }
+
+    /// Whether the string is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Value {
+    /// A string value from bytes.
+    pub fn string(b: impl Into<Bytes>) -> Value {
+        Value::Str(StrValue::from_bytes(b.into()))
+    }
+
+    /// The name TYPE reports.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
+        }
+    }
+
+    /// Whether a collection value has become empty (Redis deletes such keys).
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(h) => h.is_empty(),
+            Value::List(l) => l.is_empty(),
+            Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        }
+    }
+
+    /// A rough count of the heap bytes this value holds, for INFO memory.
+    pub fn memory_estimate(&self) -> usize {
+        const ITEM: usize = 32;
+        match self {
+            Value::Str(StrValue::Int(_)) => 8,
+            Value::Str(StrValue::Raw(b)) => b.len() + ITEM,
+            Value::Hash(h) => h.iter().map(|(k, v)| k.len() + v.len() + 2 * ITEM).sum(),
+            Value::List(l) => l.iter().map(|v| v.len() + ITEM).sum(),
+            Value::Set(s) => s.iter().map(|v| v.len() + ITEM).sum(),
+            Value::ZSet(z) => z.memory_estimate(),
+        }
+    }
+}
+
+/// Remove a field from a hash, preserving order for small hashes.
+pub fn hash_remove(h: &mut HashValue, field: &[u8]) -> Option<Bytes> {
+    if h.len() <= ORDERED_REMOVE_MAX {
+        h.shift_remove(field)
+    } else {
+        h.swap_remove(field)
+    }
+}
+
+/// Remove a member from a set, preserving order for small sets.
+pub fn set_remove(s: &mut SetValue, member: &[u8]) -> bool {
+    if s.len() <= ORDERED_REMOVE_MAX {
+        s.shift_remove(member)
+    } else {
+        s.swap_remove(member)
+    }
+}
+
+/// Parse bytes that are exactly the canonical decimal form of an i64
+/// (no sign on zero, no leading zeros, no spaces), like Redis's `string2ll`.
+pub fn parse_canonical_i64(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = match b[0] {
+        b'-' => (true, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() || (digits[0] == b'0' && (digits.len() > 1 || neg)) {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = (c - b'0') as i64;
+        v = if neg {
+            v.checked_mul(10)?.checked_sub(d)?
+        } else {
+            v.checked_mul(10)?.checked_add(d)?
+        };
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_integers_only() {
+        assert_eq!(parse_canonical_i64(b"0"), Some(0));
+        assert_eq!(parse_canonical_i64(b"-12"), Some(-12));
+        assert_eq!(parse_canonical_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_canonical_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_canonical_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_canonical_i64(b"01"), None);
+        assert_eq!(parse_canonical_i64(b"-0"), None);
+        assert_eq!(parse_canonical_i64(b" 1"), None);
+        assert_eq!(parse_canonical_i64(b"+1"), None);
+        assert_eq!(parse_canonical_i64(b""), None);
+    }
+
+    #[test]
+    fn int_strings_round_trip() {
+        let v = StrValue::from_bytes(Bytes::from_static(b"123"));
+        assert_eq!(v, StrValue::Int(123));
+        assert_eq!(v.to_bytes(), Bytes::from_static(b"123"));
+        assert_eq!(v.len(), 3);
+        let r = StrValue::from_bytes(Bytes::from_static(b"0123"));
+        assert_eq!(r.len(), 4);
+    }
+}
