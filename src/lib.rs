@@ -16,6 +16,7 @@ pub mod alloc;
 pub mod command;
 pub mod config;
 pub mod engine;
+pub mod limiter;
 pub mod protocol;
 pub mod server;
 pub mod store;

@@ -104,7 +104,7 @@ fn expire_inner(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> CmdResult<Reply
     let current = entry.expires_at().map(|t| t as i64);
     let refused = (nx && current.is_some())
         || (xx && current.is_none())
-        || (gt && current.map_or(true, |c| when <= c))
+        || (gt && current.is_none_or(|c| when <= c))
         || (lt && current.is_some_and(|c| when >= c));
     if refused {
         return Ok(Reply::Integer(0));
@@ -190,7 +190,7 @@ fn ttl_generic(ctx: &mut Ctx, a: &[Bytes], view: TtlView) -> Reply {
     Reply::Integer(match view {
         TtlView::Seconds => (left + 500) / 1000,
         TtlView::Millis => left,
-        TtlView::AtSeconds => at as i64 / 1000,
+        TtlView::AtSeconds => (at as i64 + 500) / 1000,
         TtlView::AtMillis => at as i64,
     })
 }
@@ -345,11 +345,11 @@ pub fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             let type_ok = opts
                 .type_name
                 .as_deref()
-                .map_or(true, |t| t == e.value.type_name());
+                .is_none_or(|t| t == e.value.type_name());
             let match_ok = opts
                 .pattern
                 .as_ref()
-                .map_or(true, |p| glob_match(p, k, false));
+                .is_none_or(|p| glob_match(p, k, false));
             if type_ok && match_ok {
                 out.push(Reply::Bulk(k.clone()));
             }
@@ -578,24 +578,6 @@ fn glob_at(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
     s.is_empty()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs_like_redis() {
-        assert!(glob_match(b"*", b"anything", false));
-        assert!(glob_match(b"h?llo", b"hello", false));
-        assert!(glob_match(b"h*llo", b"heeeello", false));
-        assert!(glob_match(b"h[ae]llo", b"hallo", false));
-        assert!(!glob_match(b"h[^e]llo", b"hello", false));
-        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
-        assert!(glob_match(b"rate.limit.*", b"rate.limit.1.2", false));
-        assert!(!glob_match(b"a*b", b"acd", false));
-        assert!(glob_match(b"a\\*b", b"a*b", false));
-    }
-}
-
 use super::flags::{FAST, RANDOM, READONLY, WRITE};
 
 /// Generic key commands.
@@ -624,3 +606,21 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("move", 3, WRITE | FAST, 1, 1, 1, move_),
     crate::cmd!("copy", -3, WRITE, 1, 2, 1, copy),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs_like_redis() {
+        assert!(glob_match(b"*", b"anything", false));
+        assert!(glob_match(b"h?llo", b"hello", false));
+        assert!(glob_match(b"h*llo", b"heeeello", false));
+        assert!(glob_match(b"h[ae]llo", b"hallo", false));
+        assert!(!glob_match(b"h[^e]llo", b"hello", false));
+        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
+        assert!(glob_match(b"rate.limit.*", b"rate.limit.1.2", false));
+        assert!(!glob_match(b"a*b", b"acd", false));
+        assert!(glob_match(b"a\\*b", b"a*b", false));
+    }
+}

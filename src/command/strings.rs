@@ -252,7 +252,7 @@ pub fn mget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// MSET key value [key value ...]
 pub fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return super::arity_error("mset");
     }
     let db = ctx.db();
@@ -264,7 +264,7 @@ pub fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// MSETNX key value [key value ...]
 pub fn msetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return super::arity_error("msetnx");
     }
     let now = ctx.now_ms;

@@ -635,7 +635,7 @@ impl Client {
                 None => Reply::err("ERR No such client"),
             };
         }
-        if a.len() % 2 != 0 {
+        if !a.len().is_multiple_of(2) {
             return Reply::err("ERR syntax error");
         }
         let mut killed = 0;

@@ -163,7 +163,7 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
                 .collect();
             Reply::Map(pairs)
         }
-        "set" if a.len() >= 4 && a.len() % 2 == 0 => {
+        "set" if a.len() >= 4 && a.len().is_multiple_of(2) => {
             for pair in a[2..].chunks(2) {
                 if let Err(e) = config_set(shared, &pair[0], &pair[1]) {
                     return Reply::err(format!(

@@ -1,13 +1,15 @@
 //! Sorted sets: the value behind Redis's ZSET commands.
 //!
 //! A [`SortedSet`] keeps members ordered by `(score, member bytes)` exactly as Redis does,
-//! and owns everything the ZSET commands need from the value itself: an order-statistic
-//! index (an arena AVL tree whose nodes carry subtree sizes, so inserts, removals, ranks
-//! and the start of any range cost O(log n), and a range of k items O(log n + k)), a
-//! member -> score hash map for O(1) ZSCORE, and the argument parsers and score printer
-//! whose texts must match Redis 7.0 byte for byte. It is part of the Raft state machine,
-//! so nothing here is random or order-leaking: the tree is deterministic, its shape (which
-//! depends on history) never shows in any result, and the hash map is never iterated.
+//! and owns everything the ZSET commands need from the value itself: the ordered storage
+//! (up to 128 members a sorted vector, like Redis's listpack, since limiter sets are many
+//! and small; beyond that an arena AVL tree with subtree sizes, so inserts, removals,
+//! ranks and the start of any range cost O(log n) and a range of k items O(log n + k),
+//! plus a member -> score hash map for O(1) ZSCORE), and the argument parsers and score
+//! printer whose texts must match Redis 7.0 byte for byte. It is part of the Raft state
+//! machine, so nothing here is random or order-leaking: the structures are deterministic,
+//! their shape (which depends on history) never shows in any result, and the hash map is
+//! never iterated.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -22,10 +24,6 @@ pub const ERR_MIN_MAX_NOT_FLOAT: &str = "ERR min or max is not a float";
 pub const ERR_MIN_MAX_NOT_STRING_RANGE: &str = "ERR min or max not valid string range item";
 /// Reply error when ZINCRBY / ZADD INCR would produce NaN (for example inf + -inf).
 pub const ERR_NAN_RESULT: &str = "ERR resulting score is not a number (NaN)";
-
-/// Sets with at most this many members answer ZSCAN in one reply with cursor 0, as Redis
-/// does for its listpack encoding (`zset-max-listpack-entries` 128).
-pub const SCAN_SINGLE_REPLY_MAX: usize = 128;
 
 /// Most members one set can hold: arena slots are `u32` indexes.
 pub const MAX_LEN: usize = u32::MAX as usize;
@@ -180,17 +178,46 @@ pub enum AddOutcome {
 
 /// A Redis sorted set: unique byte-string members, each with an `f64` score.
 ///
-/// Scores are never NaN (mutators refuse NaN without panicking). `-0.0` is stored as
-/// `0.0`, as Redis's listpack encoding (every set of up to 128 members) does, so ZSCORE
-/// prints `0`; a freshly computed `-0` is still reported as such by [`SortedSet::add`].
+/// It follows Redis's two encodings and when one becomes the other, because that shows:
+/// a set starts as a listpack (a sorted vector here) and becomes a skiplist (map + tree
+/// here) for good once it would exceed 128 members or gets a member longer than 64 bytes.
+/// A listpack stores `-0` as `0`, a skiplist keeps `-0`, so ZSCORE prints `0` or `-0`
+/// accordingly; ZSCAN and OBJECT ENCODING differ too. Scores are never NaN: mutators
+/// refuse NaN without panicking.
 #[derive(Clone)]
 pub struct SortedSet {
-    /// Member -> score; looked up only, never iterated (iteration order is random).
-    scores: ahash::AHashMap<Bytes, f64>,
-    /// The same members ordered by (score, member), sharing the member allocations.
-    tree: Tree,
+    repr: Repr,
     /// Sum of member lengths, for [`SortedSet::memory_estimate`].
     member_bytes: usize,
+}
+
+/// Most members of a listpack set (Redis's `zset-max-listpack-entries`).
+#[cfg(not(test))]
+const SMALL_MAX: usize = 128;
+/// Tests convert sets often with a small pool of members.
+#[cfg(test)]
+const SMALL_MAX: usize = 8;
+
+/// Longest member a listpack set may hold (Redis's `zset-max-listpack-value`).
+const SMALL_MEMBER_MAX: usize = 64;
+
+#[derive(Clone)]
+enum Repr {
+    /// Redis's listpack: sorted by (score, member), scores never `-0`. Little memory per
+    /// member, which is what millions of small limiter sets need; at this size O(n)
+    /// inserts and member scans are a few cache lines.
+    Small(Vec<(Bytes, f64)>),
+    /// Redis's skiplist: O(1) scores by member, O(log n) everything ordered. Boxed so
+    /// that small sets (and every key's value enum) stay small.
+    Large(Box<Large>),
+}
+
+#[derive(Clone)]
+struct Large {
+    /// Member -> score; looked up only, never iterated (its order is random).
+    scores: ahash::AHashMap<Bytes, f64>,
+    /// The same members by (score, member), sharing the member allocations.
+    tree: Tree,
 }
 
 impl Default for SortedSet {
@@ -209,15 +236,25 @@ impl SortedSet {
     /// An empty set.
     pub fn new() -> SortedSet {
         SortedSet {
-            scores: ahash::AHashMap::new(),
-            tree: Tree::new(),
+            repr: Repr::Small(Vec::new()),
             member_bytes: 0,
+        }
+    }
+
+    /// Redis's name for the current encoding (OBJECT ENCODING): `listpack` or `skiplist`.
+    pub fn encoding(&self) -> &'static str {
+        match self.repr {
+            Repr::Small(_) => "listpack",
+            Repr::Large(_) => "skiplist",
         }
     }
 
     /// Number of members (ZCARD).
     pub fn len(&self) -> usize {
-        self.tree.len()
+        match &self.repr {
+            Repr::Small(items) => items.len(),
+            Repr::Large(large) => large.tree.len(),
+        }
     }
 
     /// Whether the set has no members (Redis deletes such keys).
@@ -225,14 +262,17 @@ impl SortedSet {
         self.len() == 0
     }
 
-    /// The score of `member` (ZSCORE, ZMSCORE), O(1).
+    /// The score of `member` (ZSCORE, ZMSCORE): O(1), or a scan of at most 128 members.
     pub fn score(&self, member: &[u8]) -> Option<f64> {
-        self.scores.get(member).copied()
+        match &self.repr {
+            Repr::Small(items) => items.iter().find(|(m, _)| m[..] == *member).map(|e| e.1),
+            Repr::Large(large) => large.scores.get(member).copied(),
+        }
     }
 
     /// Whether `member` is in the set.
     pub fn contains(&self, member: &[u8]) -> bool {
-        self.scores.contains_key(member)
+        self.score(member).is_some()
     }
 
     /// Set `member`'s score, adding the member if new; O(log n).
@@ -242,28 +282,19 @@ impl SortedSet {
         if score.is_nan() {
             return InsertResult::Rejected;
         }
-        let score = canonical(score);
-        if let Some(slot) = self.scores.get_mut(member) {
-            let old = *slot;
-            if old == score {
-                return InsertResult::Unchanged;
-            }
-            *slot = score;
-            let t = self.tree.unlink(old, member);
-            if t != NIL {
-                self.tree.node_mut(t).score = score;
-                self.tree.insert(t);
-            }
-            return InsertResult::Updated { old };
+        let outgrown =
+            |items: &Vec<(Bytes, f64)>| items.len() >= SMALL_MAX || member.len() > SMALL_MEMBER_MAX;
+        if matches!(&self.repr, Repr::Small(items) if outgrown(items)) && !self.contains(member) {
+            self.grow();
         }
-        let member = Bytes::copy_from_slice(member);
-        let Some(t) = self.tree.alloc(member.clone(), score) else {
-            return InsertResult::Rejected;
+        let result = match &mut self.repr {
+            Repr::Small(items) => small_insert(items, member, listpack_score(score)),
+            Repr::Large(large) => large.insert(member, score),
         };
-        self.tree.insert(t);
-        self.member_bytes += member.len();
-        self.scores.insert(member, score);
-        InsertResult::Added
+        if result == InsertResult::Added {
+            self.member_bytes += member.len();
+        }
+        result
     }
 
     /// ZADD / ZINCRBY for one pair, with Redis's `zsetAdd` rules for NX/XX/GT/LT/INCR.
@@ -301,23 +332,29 @@ impl SortedSet {
 
     /// Remove `member` (ZREM); returns its score if it was present. O(log n).
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
-        let score = self.scores.remove(member)?;
-        let t = self.tree.unlink(score, member);
-        if t != NIL {
-            let gone = self.tree.release(t);
-            self.member_bytes -= gone.len();
-        }
-        self.maybe_compact();
+        let score = match &mut self.repr {
+            Repr::Small(items) => {
+                let i = items.iter().position(|(m, _)| m[..] == *member)?;
+                items.remove(i).1
+            }
+            Repr::Large(large) => {
+                let score = large.scores.remove(member)?;
+                let t = large.tree.unlink(score, member);
+                if t != NIL {
+                    large.tree.release(t);
+                }
+                score
+            }
+        };
+        self.member_bytes -= member.len();
+        self.after_removal();
         Some(score)
     }
 
     /// 0-based position of `member` in ascending order (ZRANK), O(log n).
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
         let score = self.score(member)?;
-        Some(
-            self.tree
-                .count_before(|n| cmp_key(n.score, &n.member, score, member) == Ordering::Less),
-        )
+        Some(self.count_before(|s, m| cmp_key(s, m, score, member) == Ordering::Less))
     }
 
     /// 0-based position of `member` in descending order (ZREVRANK), O(log n).
@@ -328,29 +365,29 @@ impl SortedSet {
 
     /// The member and score at ascending position `rank`, O(log n).
     pub fn get_by_rank(&self, rank: usize) -> Option<(&Bytes, f64)> {
-        self.tree.iter_from(rank, 1, false).next()
+        self.iter_from(rank, 1, false).next()
     }
 
     /// All members in ascending order.
     pub fn iter(&self) -> Iter<'_> {
-        self.tree.iter_from(0, self.len(), false)
+        self.iter_from(0, self.len(), false)
     }
 
     /// Ascending positions `start..=stop` (ZRANGE after [`normalize_range`]); `stop` is
     /// clamped to the last position, and `start > stop` is empty.
     pub fn range_by_rank(&self, start: usize, stop: usize) -> Iter<'_> {
-        let Some(count) = self.rank_span(start, stop) else {
-            return Iter::empty(&self.tree.nodes);
-        };
-        self.tree.iter_from(start, count, false)
+        match self.rank_span(start, stop) {
+            Some(count) => self.iter_from(start, count, false),
+            None => Iter::empty(),
+        }
     }
 
     /// Descending positions `start..=stop`, position 0 being the highest (ZREVRANGE).
     pub fn rev_range_by_rank(&self, start: usize, stop: usize) -> Iter<'_> {
-        let Some(count) = self.rank_span(start, stop) else {
-            return Iter::empty(&self.tree.nodes);
-        };
-        self.tree.iter_from(self.len() - 1 - start, count, true)
+        match self.rank_span(start, stop) {
+            Some(count) => self.iter_from(self.len() - 1 - start, count, true),
+            None => Iter::empty(),
+        }
     }
 
     /// Members with `min <= score <= max` (per the bounds' exclusivity), ascending or,
@@ -403,7 +440,7 @@ impl SortedSet {
 
     /// Remove members with a score in `[min, max]` (ZREMRANGEBYSCORE); returns how many.
     ///
-    /// O(k log n) for k removed members.
+    /// O(log n + k log n) for k removed members, at most O(n).
     pub fn remove_range_by_score(&mut self, min: ScoreBound, max: ScoreBound) -> usize {
         let (lo, hi) = self.score_span(min, max);
         self.remove_ranks(lo, hi)
@@ -428,7 +465,7 @@ impl SortedSet {
     pub fn pop_min(&mut self, count: usize) -> Vec<(Bytes, f64)> {
         let n = count.min(self.len());
         let popped = (0..n).filter_map(|_| self.remove_at(0)).collect();
-        self.maybe_compact();
+        self.after_removal();
         popped
     }
 
@@ -438,49 +475,83 @@ impl SortedSet {
         let popped = (0..n)
             .filter_map(|_| self.remove_at(self.len().checked_sub(1)?))
             .collect();
-        self.maybe_compact();
+        self.after_removal();
         popped
     }
 
     /// One ZSCAN step: the next cursor (0 when done) and the members of this step.
     ///
-    /// A set of up to [`SCAN_SINGLE_REPLY_MAX`] members is returned whole with cursor 0
-    /// whatever the cursor, like Redis's listpack encoding. Larger sets walk in score
+    /// A listpack set is returned whole with cursor 0 whatever the cursor, as Redis
+    /// does. A skiplist set walks in score
     /// order with the cursor encoding the next score to visit; a step returns about
     /// `count` members but never splits members of equal score, so every member present
     /// with an unchanged score for the whole scan is returned exactly once.
     pub fn scan(&self, cursor: u64, count: usize) -> (u64, Iter<'_>) {
         let len = self.len();
-        if len <= SCAN_SINGLE_REPLY_MAX {
+        if let Repr::Small(_) = self.repr {
             return (0, self.iter());
         }
         let start = if cursor == 0 {
             0
         } else {
-            self.tree.count_before(|n| scan_key(n.score) < cursor)
+            self.count_before(|s, _| scan_key(s) < cursor)
         };
         if start >= len {
-            return (0, Iter::empty(&self.tree.nodes));
+            return (0, Iter::empty());
         }
         let mut end = start.saturating_add(count.max(1)).min(len);
         if let Some((_, last)) = self.get_by_rank(end - 1).filter(|_| end < len) {
-            end = self.tree.count_before(|n| n.score <= last);
+            end = self.count_before(|s, _| s <= last);
         }
         let next = self.get_by_rank(end).map_or(0, |(_, s)| scan_key(s));
-        (next, self.tree.iter_from(start, end - start, false))
+        (next, self.iter_from(start, end - start, false))
     }
 
     /// Approximate heap bytes held by the set, for memory accounting.
     pub fn memory_estimate(&self) -> usize {
-        // Per member: the copied bytes' allocation, the shared refcount block that the
-        // map and the tree hold together, and allocator overhead on both.
-        const PER_MEMBER_OVERHEAD: usize = 48;
-        std::mem::size_of::<SortedSet>()
-            + self.tree.nodes.capacity() * std::mem::size_of::<Node>()
-            + self.tree.free.capacity() * std::mem::size_of::<u32>()
-            + self.scores.capacity() * (std::mem::size_of::<(Bytes, f64)>() + 1)
-            + self.member_bytes
-            + self.len() * PER_MEMBER_OVERHEAD
+        // Allocator overhead of one small allocation (each member's bytes).
+        const ALLOC_OVERHEAD: usize = 16;
+        // Large sets share each member between map and tree through a refcount block.
+        const SHARED_BLOCK: usize = 24 + ALLOC_OVERHEAD;
+        let base =
+            std::mem::size_of::<SortedSet>() + self.member_bytes + self.len() * ALLOC_OVERHEAD;
+        match &self.repr {
+            Repr::Small(items) => base + items.capacity() * std::mem::size_of::<(Bytes, f64)>(),
+            Repr::Large(large) => {
+                let Large { scores, tree } = &**large;
+                base + tree.nodes.capacity() * std::mem::size_of::<Node>()
+                    + tree.free.capacity() * std::mem::size_of::<u32>()
+                    + scores.capacity() * (std::mem::size_of::<(Bytes, f64)>() + 1)
+                    + self.len() * SHARED_BLOCK
+            }
+        }
+    }
+
+    /// How many members satisfy `before(score, member)`, which must hold for a prefix of
+    /// the order; O(log n).
+    fn count_before(&self, before: impl Fn(f64, &[u8]) -> bool) -> usize {
+        match &self.repr {
+            Repr::Small(items) => items.partition_point(|(m, s)| before(*s, m)),
+            Repr::Large(large) => large.tree.count_before(|n| before(n.score, &n.member)),
+        }
+    }
+
+    /// Walk `count` members from ascending position `rank`, upwards or (with `rev`) down.
+    fn iter_from(&self, rank: usize, count: usize, rev: bool) -> Iter<'_> {
+        match &self.repr {
+            Repr::Small(items) => {
+                if rank >= items.len() {
+                    return Iter::empty();
+                }
+                let (lo, hi) = if rev {
+                    ((rank + 1).saturating_sub(count), rank + 1)
+                } else {
+                    (rank, rank.saturating_add(count).min(items.len()))
+                };
+                Iter(IterInner::Slice(items[lo..hi].iter(), rev))
+            }
+            Repr::Large(large) => Iter(IterInner::Tree(large.tree.iter_from(rank, count, rev))),
+        }
     }
 
     /// Count of positions `start..=stop` clamped to the set, or None when empty.
@@ -497,8 +568,8 @@ impl SortedSet {
         if score_range_is_empty(min, max) {
             return (0, 0);
         }
-        let lo = self.tree.count_before(|n| !min.admits_above(n.score));
-        let hi = self.tree.count_before(|n| max.admits_below(n.score));
+        let lo = self.count_before(|s, _| !min.admits_above(s));
+        let hi = self.count_before(|s, _| max.admits_below(s));
         (lo, hi.max(lo))
     }
 
@@ -518,19 +589,16 @@ impl SortedSet {
             return (0, 0);
         }
         if first_score == last_score {
-            let lo = self.tree.count_before(|n| !min.admits_above(&n.member));
-            let hi = self.tree.count_before(|n| max.admits_below(&n.member));
+            let lo = self.count_before(|_, m| !min.admits_above(m));
+            let hi = self.count_before(|_, m| max.admits_below(m));
             return (lo, hi.max(lo));
         }
         if !rev {
             let mut walk = self.iter().map(|(m, _)| m).enumerate();
-            let Some((lo, _)) = walk.find(|(_, m)| min.admits_above(m)) else {
+            let Some((lo, m)) = walk.find(|(_, m)| min.admits_above(m)) else {
                 return (0, 0);
             };
-            let Some(first_in) = self.get_by_rank(lo) else {
-                return (0, 0);
-            };
-            if !max.admits_below(first_in.0) {
+            if !max.admits_below(m) {
                 return (lo, lo);
             }
             let hi = walk
@@ -539,7 +607,6 @@ impl SortedSet {
             (lo, hi)
         } else {
             let mut walk = self
-                .tree
                 .iter_from(len - 1, len, true)
                 .map(|(m, _)| m)
                 .enumerate()
@@ -568,73 +635,246 @@ impl SortedSet {
     ) -> Iter<'_> {
         let available = hi.saturating_sub(lo);
         if offset >= available {
-            return Iter::empty(&self.tree.nodes);
+            return Iter::empty();
         }
         let n = available - offset;
         let n = count.map_or(n, |c| c.min(n));
         if rev {
-            self.tree.iter_from(hi - 1 - offset, n, true)
+            self.iter_from(hi - 1 - offset, n, true)
         } else {
-            self.tree.iter_from(lo + offset, n, false)
+            self.iter_from(lo + offset, n, false)
         }
     }
 
-    /// Remove ascending positions `[lo, hi)`.
+    /// Remove ascending positions `[lo, hi)`: O(k log n) for a few members, O(n) by
+    /// rebuilding when they are a large share of the set.
     fn remove_ranks(&mut self, lo: usize, hi: usize) -> usize {
-        let removed = (lo..hi).filter_map(|_| self.remove_at(lo)).count();
-        self.maybe_compact();
+        if lo >= hi || hi > self.len() {
+            return 0;
+        }
+        let removed = match &mut self.repr {
+            Repr::Small(items) => {
+                let gone: usize = items.drain(lo..hi).map(|(m, _)| m.len()).sum();
+                self.member_bytes -= gone;
+                hi - lo
+            }
+            Repr::Large(large) if hi - lo > large.tree.len() / 8 => {
+                let Large { scores, tree } = &mut **large;
+                let mut items = tree.drain_sorted();
+                for (m, _) in items.drain(lo..hi) {
+                    scores.remove(&m);
+                    self.member_bytes -= m.len();
+                }
+                *tree = Tree::from_sorted(items);
+                hi - lo
+            }
+            Repr::Large(_) => (lo..hi).filter_map(|_| self.remove_at(lo)).count(),
+        };
+        self.after_removal();
         removed
     }
 
     /// Remove the member at ascending position `rank`.
     fn remove_at(&mut self, rank: usize) -> Option<(Bytes, f64)> {
-        let t = self.tree.unlink_at(rank);
-        if t == NIL {
-            return None;
-        }
-        let score = self.tree.node(t).score;
-        let member = self.tree.release(t);
-        self.scores.remove(&member);
+        let (member, score) = match &mut self.repr {
+            Repr::Small(items) => {
+                if rank >= items.len() {
+                    return None;
+                }
+                items.remove(rank)
+            }
+            Repr::Large(large) => {
+                let Large { scores, tree } = &mut **large;
+                let t = tree.unlink_at(rank);
+                if t == NIL {
+                    return None;
+                }
+                let score = tree.node(t).score;
+                let member = tree.release(t);
+                scores.remove(&member);
+                (member, score)
+            }
+        };
         self.member_bytes -= member.len();
         Some((member, score))
     }
 
-    /// Give memory back once three quarters of the arena are free slots; amortised O(1)
-    /// because at least that many removals preceded it.
-    fn maybe_compact(&mut self) {
+    /// Convert to the skiplist form (Redis never converts back on removals).
+    fn grow(&mut self) {
+        let Repr::Small(items) = std::mem::replace(&mut self.repr, Repr::Small(Vec::new())) else {
+            return;
+        };
+        let mut scores = ahash::AHashMap::with_capacity(items.len() * 2);
+        for (m, s) in &items {
+            scores.insert(m.clone(), *s);
+        }
+        self.repr = Repr::Large(Box::new(Large {
+            scores,
+            tree: Tree::from_sorted(items),
+        }));
+    }
+
+    /// After removals: give memory back once three quarters of the capacity are unused.
+    /// That costs O(n) but follows at least n removals, so it is amortised O(1).
+    fn after_removal(&mut self) {
         const MIN_ARENA: usize = 64;
-        let slots = self.tree.nodes.len();
-        if slots >= MIN_ARENA && self.len() * 4 <= slots {
-            self.tree.rebuild();
-            self.scores.shrink_to_fit();
+        let len = self.len();
+        let large = match &mut self.repr {
+            Repr::Small(items) => {
+                if items.capacity() >= 16 && len * 4 <= items.capacity() {
+                    items.shrink_to(len * 2);
+                }
+                return;
+            }
+            Repr::Large(large) => large,
+        };
+        let Large { scores, tree } = &mut **large;
+        if tree.nodes.len() >= MIN_ARENA && len * 4 <= tree.nodes.len() {
+            let items = tree.drain_sorted();
+            *tree = Tree::from_sorted(items);
+        }
+        if scores.capacity() >= MIN_ARENA && len * 4 <= scores.capacity() {
+            scores.shrink_to_fit();
         }
     }
 
-    /// Check the tree's ordering, sizes, heights and balance, and that it mirrors the map.
+    /// Check ordering, sizes and balance, and that every index agrees.
     #[cfg(test)]
     fn check_invariants(&self) {
-        let (size, _) = self.tree.check(self.tree.root);
-        assert_eq!(size, self.scores.len());
-        assert_eq!(self.tree.nodes.len(), size + self.tree.free.len());
         let items: Vec<_> = self.iter().collect();
+        assert_eq!(items.len(), self.len());
         for w in items.windows(2) {
             assert_eq!(cmp_key(w[0].1, w[0].0, w[1].1, w[1].0), Ordering::Less);
         }
-        for (m, s) in items {
-            assert_eq!(
-                self.scores.get(&m[..]).map(|v| v.to_bits()),
-                Some(s.to_bits())
-            );
+        for (m, s) in &items {
+            assert_eq!(self.score(m).map(f64::to_bits), Some(s.to_bits()));
+            assert!(!s.is_nan());
         }
-        let bytes: usize = self.scores.keys().map(Bytes::len).sum();
+        let bytes: usize = items.iter().map(|(m, _)| m.len()).sum();
         assert_eq!(bytes, self.member_bytes);
+        match &self.repr {
+            Repr::Small(v) => {
+                assert!(v.len() <= SMALL_MAX);
+                for (m, s) in v {
+                    assert!(m.len() <= SMALL_MEMBER_MAX);
+                    assert!(*s != 0.0 || s.is_sign_positive(), "listpack keeps no -0");
+                }
+            }
+            Repr::Large(large) => {
+                let Large { scores, tree } = &**large;
+                let (size, _) = tree.check(tree.root);
+                assert_eq!(size, scores.len());
+                assert_eq!(tree.nodes.len(), size + tree.free.len());
+            }
+        }
+    }
+}
+
+/// [`SortedSet::insert`] on the vector form (which has room for a new member).
+fn small_insert(items: &mut Vec<(Bytes, f64)>, member: &[u8], score: f64) -> InsertResult {
+    let (member, result) = match items.iter().position(|(m, _)| m[..] == *member) {
+        Some(i) if items[i].1 == score => return InsertResult::Unchanged,
+        Some(i) => {
+            let (m, old) = items.remove(i);
+            (m, InsertResult::Updated { old })
+        }
+        None => (Bytes::copy_from_slice(member), InsertResult::Added),
+    };
+    let at = items.partition_point(|(m, s)| cmp_key(*s, m, score, &member) == Ordering::Less);
+    if items.len() == items.capacity() {
+        // Grow by a quarter, not double: most limiter sets stay at a few members.
+        items.reserve_exact(items.len() / 4 + 1);
+    }
+    items.insert(at, (member, score));
+    result
+}
+
+impl Large {
+    /// [`SortedSet::insert`] on the map + tree form.
+    fn insert(&mut self, member: &[u8], score: f64) -> InsertResult {
+        if let Some(slot) = self.scores.get_mut(member) {
+            let old = *slot;
+            if old == score {
+                return InsertResult::Unchanged;
+            }
+            *slot = score;
+            let t = self.tree.unlink(old, member);
+            if t != NIL {
+                self.tree.node_mut(t).score = score;
+                self.tree.insert(t);
+            }
+            return InsertResult::Updated { old };
+        }
+        let member = Bytes::copy_from_slice(member);
+        let Some(t) = self.tree.alloc(member.clone(), score) else {
+            return InsertResult::Rejected;
+        };
+        self.tree.insert(t);
+        self.scores.insert(member, score);
+        InsertResult::Added
     }
 }
 
 /// Ascending or descending walk over a range of a [`SortedSet`], yielding
 /// `(member, score)`; O(log n) to create, O(1) amortised per item.
-#[derive(Clone, Debug)]
-pub struct Iter<'a> {
+#[derive(Clone)]
+pub struct Iter<'a>(IterInner<'a>);
+
+#[derive(Clone)]
+enum IterInner<'a> {
+    /// A slice of the vector form, walked backwards when the flag is set.
+    Slice(std::slice::Iter<'a, (Bytes, f64)>, bool),
+    Tree(TreeIter<'a>),
+}
+
+impl Iter<'_> {
+    fn empty() -> Self {
+        Iter(IterInner::Slice([].iter(), false))
+    }
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a Bytes, f64);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            IterInner::Slice(items, rev) => {
+                let (m, s) = if *rev {
+                    items.next_back()
+                } else {
+                    items.next()
+                }?;
+                Some((m, *s))
+            }
+            IterInner::Tree(walk) => {
+                let n = walk.next_node()?;
+                Some((&n.member, n.score))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = match &self.0 {
+            IterInner::Slice(items, _) => items.len(),
+            IterInner::Tree(walk) => walk.remaining,
+        };
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl fmt::Debug for Iter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Iter")
+            .field("remaining", &self.len())
+            .finish()
+    }
+}
+
+/// In-order walk of the tree from a seek position.
+#[derive(Clone)]
+struct TreeIter<'a> {
     nodes: &'a [Node],
     /// Nodes still to visit, next on top: the seek path plus subtrees' spines.
     stack: Vec<u32>,
@@ -642,16 +882,7 @@ pub struct Iter<'a> {
     rev: bool,
 }
 
-impl<'a> Iter<'a> {
-    fn empty(nodes: &'a [Node]) -> Iter<'a> {
-        Iter {
-            nodes,
-            stack: Vec::new(),
-            remaining: 0,
-            rev: false,
-        }
-    }
-
+impl<'a> TreeIter<'a> {
     fn next_index(&mut self) -> Option<u32> {
         if self.remaining == 0 {
             return None;
@@ -669,23 +900,12 @@ impl<'a> Iter<'a> {
         }
         Some(t)
     }
-}
 
-impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a Bytes, f64);
-
-    fn next(&mut self) -> Option<Self::Item> {
+    fn next_node(&mut self) -> Option<&'a Node> {
         let t = self.next_index()?;
-        let n = &self.nodes[t as usize];
-        Some((&n.member, n.score))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
+        Some(&self.nodes[t as usize])
     }
 }
-
-impl ExactSizeIterator for Iter<'_> {}
 
 /// Parse a ZADD / ZINCRBY score as Redis's `string2d` does (C `strtod`, whole string).
 ///
@@ -824,8 +1044,8 @@ fn cmp_key(score_a: f64, member_a: &[u8], score_b: f64, member_b: &[u8]) -> Orde
     }
 }
 
-/// The stored form of a score: `-0.0` becomes `0.0` (they compare equal anyway).
-fn canonical(score: f64) -> f64 {
+/// A score as a listpack stores it: `-0.0` becomes `0.0` (they compare equal anyway).
+fn listpack_score(score: f64) -> f64 {
     if score == 0.0 {
         0.0
     } else {
@@ -833,10 +1053,10 @@ fn canonical(score: f64) -> f64 {
     }
 }
 
-/// Order-preserving map of a (non-NaN, canonical) score onto u64 for ZSCAN cursors;
-/// never 0, since 0 would stand for a NaN.
+/// Order-preserving map of a (non-NaN) score onto u64 for ZSCAN cursors, with `-0` as
+/// `0`; never 0, since 0 would stand for a NaN.
 fn scan_key(score: f64) -> u64 {
-    let bits = canonical(score).to_bits();
+    let bits = listpack_score(score).to_bits();
     if bits >> 63 == 1 {
         !bits
     } else {
@@ -1129,13 +1349,19 @@ impl Tree {
     }
 
     /// Walk `count` nodes from ascending position `rank`, upwards or (with `rev`) down.
-    fn iter_from(&self, rank: usize, count: usize, rev: bool) -> Iter<'_> {
+    fn iter_from(&self, rank: usize, count: usize, rev: bool) -> TreeIter<'_> {
         let len = self.len();
+        let mut walk = TreeIter {
+            nodes: &self.nodes,
+            stack: Vec::new(),
+            remaining: 0,
+            rev,
+        };
         if rank >= len || count == 0 {
-            return Iter::empty(&self.nodes);
+            return walk;
         }
-        let available = if rev { rank + 1 } else { len - rank };
-        let mut stack = Vec::with_capacity(usize::from(self.height(self.root)));
+        walk.remaining = count.min(if rev { rank + 1 } else { len - rank });
+        walk.stack.reserve(usize::from(self.height(self.root)));
         let (mut t, mut r) = (self.root, rank);
         while t != NIL {
             let n = self.node(t);
@@ -1143,52 +1369,63 @@ impl Tree {
             match r.cmp(&left_size) {
                 Ordering::Less => {
                     if !rev {
-                        stack.push(t);
+                        walk.stack.push(t);
                     }
                     t = n.left;
                 }
                 Ordering::Equal => {
-                    stack.push(t);
+                    walk.stack.push(t);
                     break;
                 }
                 Ordering::Greater => {
                     if rev {
-                        stack.push(t);
+                        walk.stack.push(t);
                     }
                     r -= left_size + 1;
                     t = n.right;
                 }
             }
         }
-        Iter {
-            nodes: &self.nodes,
-            stack,
-            remaining: count.min(available),
-            rev,
-        }
+        walk
     }
 
-    /// Repack live nodes into a fresh, perfectly balanced arena.
-    fn rebuild(&mut self) {
-        let order: Vec<u32> = {
-            let mut it = self.iter_from(0, self.len(), false);
-            std::iter::from_fn(|| it.next_index()).collect()
-        };
-        let mut nodes = Vec::with_capacity(order.len());
-        for t in order {
-            let old = self.node_mut(t);
-            nodes.push(Node {
-                member: std::mem::take(&mut old.member),
-                score: old.score,
+    /// A perfectly balanced tree over `items`, which are in key order.
+    fn from_sorted(items: Vec<(Bytes, f64)>) -> Tree {
+        let nodes = items
+            .into_iter()
+            .map(|(member, score)| Node {
+                member,
+                score,
                 left: NIL,
                 right: NIL,
                 size: 1,
                 height: 1,
-            });
-        }
-        self.nodes = nodes;
-        self.free = Vec::new();
-        self.root = self.build(0, self.nodes.len());
+            })
+            .collect();
+        let mut tree = Tree {
+            nodes,
+            free: Vec::new(),
+            root: NIL,
+        };
+        tree.root = tree.build(0, tree.nodes.len());
+        tree
+    }
+
+    /// Take every member out in key order, leaving the tree empty.
+    fn drain_sorted(&mut self) -> Vec<(Bytes, f64)> {
+        let order: Vec<u32> = {
+            let mut walk = self.iter_from(0, self.len(), false);
+            std::iter::from_fn(|| walk.next_index()).collect()
+        };
+        let items = order
+            .into_iter()
+            .map(|t| {
+                let n = self.node_mut(t);
+                (std::mem::take(&mut n.member), n.score)
+            })
+            .collect();
+        *self = Tree::new();
+        items
     }
 
     /// Link arena positions `[lo, hi)` (already in key order) into a balanced subtree.
@@ -1517,16 +1754,29 @@ mod tests {
     }
 
     #[test]
-    fn negative_zero_equals_zero_and_is_stored_as_zero() {
+    fn negative_zero_equals_zero_and_prints_as_redis_encodings_do() {
+        // Observed on redis-server 7.0.15: a listpack stores -0 as 0, a skiplist keeps -0.
         let mut z = SortedSet::new();
         assert_eq!(z.insert(b"m", -0.0), InsertResult::Added);
-        assert!(z.score(b"m").unwrap().is_sign_positive());
+        assert_eq!(format_score(z.score(b"m").unwrap()), "0");
         assert_eq!(z.insert(b"m", 0.0), InsertResult::Unchanged);
         z.insert(b"a", 0.0);
         z.insert(b"b", -0.0);
         assert_eq!(names(z.iter()), ["a", "b", "m"]);
         assert_eq!(z.count_in_score_range(incl(-0.0), incl(-0.0)), 3);
-        // ZINCRBY on a new member with -0 replies "-0" but stores 0, as Redis 7.0 does.
+        for i in 0..SMALL_MAX {
+            z.insert(format!("n{i}").as_bytes(), 1.0);
+        }
+        assert_eq!(z.encoding(), "skiplist");
+        z.insert(b"z", -0.0);
+        assert_eq!(format_score(z.score(b"z").unwrap()), "-0");
+        assert_eq!(format_score(z.score(b"m").unwrap()), "0");
+        assert_eq!(z.insert(b"z", 0.0), InsertResult::Unchanged);
+        assert_eq!(
+            names(z.range_by_score(incl(0.0), incl(0.0), false, 0, None)),
+            ["a", "b", "m", "z"]
+        );
+        // ZINCRBY of a new member by -0 replies "-0" even where a listpack stores 0.
         let mut z = SortedSet::new();
         let flags = AddFlags {
             incr: true,
@@ -1537,6 +1787,31 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(format_score(z.score(b"n").unwrap()), "0");
+    }
+
+    #[test]
+    fn encoding_changes_like_redis() {
+        let mut z = SortedSet::new();
+        assert_eq!(z.encoding(), "listpack");
+        z.insert(&[b'x'; 64], 1.0);
+        assert_eq!(z.encoding(), "listpack");
+        z.insert(&[b'y'; 65], 1.0);
+        assert_eq!(z.encoding(), "skiplist");
+        z.remove(&[b'y'; 65]);
+        assert_eq!(z.encoding(), "skiplist");
+        z.check_invariants();
+        // Observed on redis-server 7.0.15: `ZADD h 1 <65 bytes> -0 a` keeps -0 for a,
+        // `ZADD h -0 a 1 <65 bytes>` does not (7.0 picks the encoding by first member).
+        let long = [b'x'; 65];
+        let mut z = SortedSet::new();
+        z.insert(&long, 1.0);
+        z.insert(b"a", -0.0);
+        assert_eq!(format_score(z.score(b"a").unwrap()), "-0");
+        let mut z = SortedSet::new();
+        z.insert(b"a", -0.0);
+        z.insert(&long, 1.0);
+        assert_eq!(format_score(z.score(b"a").unwrap()), "0");
+        assert_eq!(z.encoding(), "skiplist");
     }
 
     #[test]
@@ -1790,6 +2065,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::approx_constant)]
     fn score_formatting_matches_redis_7_0() {
         // Observed on redis-server 7.0.15 (ZADD k <v> m; ZSCORE k m).
         let cases: &[(f64, &str)] = &[
@@ -1821,7 +2097,7 @@ mod tests {
             (5e-324, "4.9406564584124654e-324"),
             (1.7976931348623157e308, "1.7976931348623157e+308"),
             (1484551710.0, "1484551710"),
-            (1000000000000000.25, "1000000000000000.2"),
+            (1e15 + 0.25, "1000000000000000.2"),
         ];
         for (v, want) in cases {
             assert_eq!(format_score(*v), *want, "{v:e}");
@@ -1921,12 +2197,29 @@ mod tests {
             assert_eq!(z.rank(m.as_bytes()), Some(rank));
             assert_eq!(z.get_by_rank(rank).unwrap().0.as_ref(), m.as_bytes());
         }
-        assert!(usize::from(z.tree.height(z.tree.root)) <= 25);
+        let Repr::Large(large) = &z.repr else {
+            panic!("a large set should use the tree");
+        };
+        let tree = &large.tree;
+        assert!(usize::from(tree.height(tree.root)) <= 25);
         assert_eq!(z.remove_range_by_rank(0, 89_999), 90_000);
         assert_eq!(z.len(), 10_000);
         z.check_invariants();
         // The arena shrank back once most slots were free.
-        assert!(z.tree.nodes.len() < 40_000);
+        let Repr::Large(large) = &z.repr else {
+            panic!("10k members should still use the tree");
+        };
+        assert!(large.tree.nodes.len() < 40_000);
+        // Like Redis, a skiplist stays one however small it gets.
+        z.remove_range_by_rank(0, 9_998);
+        assert_eq!(z.encoding(), "skiplist");
+        z.check_invariants();
+    }
+
+    #[test]
+    fn the_value_itself_stays_small() {
+        // Every key's value enum is as large as its largest variant.
+        assert!(std::mem::size_of::<SortedSet>() <= 32);
     }
 
     #[test]
@@ -1971,11 +2264,21 @@ mod tests {
         m.sort_by(|a, b| cmp_key(a.1, &a.0, b.1, &b.0));
     }
 
-    fn model_insert(m: &mut Model, member: &[u8], score: f64) -> InsertResult {
+    /// `skiplist`: the model's own record of Redis's encoding (listpack until a 9th
+    /// member in tests, then skiplist for good); only a listpack turns -0 into 0.
+    fn model_insert(m: &mut Model, skiplist: &mut bool, member: &[u8], score: f64) -> InsertResult {
         if score.is_nan() {
             return InsertResult::Rejected;
         }
-        let score = if score == 0.0 { 0.0 } else { score };
+        let is_new = !m.iter().any(|(x, _)| x == member);
+        if is_new && (m.len() >= SMALL_MAX || member.len() > SMALL_MEMBER_MAX) {
+            *skiplist = true;
+        }
+        let score = if score == 0.0 && !*skiplist {
+            0.0
+        } else {
+            score
+        };
         let r = match m.iter_mut().find(|(x, _)| x == member) {
             Some(e) if e.1 == score => InsertResult::Unchanged,
             Some(e) => {
@@ -1992,11 +2295,17 @@ mod tests {
         r
     }
 
-    fn model_add(m: &mut Model, member: &[u8], score: f64, f: AddFlags) -> AddOutcome {
+    fn model_add(
+        m: &mut Model,
+        skiplist: &mut bool,
+        member: &[u8],
+        score: f64,
+        f: AddFlags,
+    ) -> AddOutcome {
         match m.iter().find(|(x, _)| x == member).map(|e| e.1) {
             None if f.xx => AddOutcome::Skipped,
             None => {
-                model_insert(m, member, score);
+                model_insert(m, skiplist, member, score);
                 AddOutcome::Added { score }
             }
             Some(_) if f.nx => AddOutcome::Skipped,
@@ -2009,7 +2318,7 @@ mod tests {
                 } else if new == cur {
                     AddOutcome::Unchanged { score: new }
                 } else {
-                    model_insert(m, member, new);
+                    model_insert(m, skiplist, member, new);
                     AddOutcome::Updated { old: cur, new }
                 }
             }
@@ -2081,10 +2390,18 @@ mod tests {
         it.map(|(m, s)| (m.to_vec(), s)).collect()
     }
 
-    fn apply(z: &mut SortedSet, m: &mut Model, op: &Op) {
+    /// Exact contents, telling -0 from 0.
+    fn bits(items: &[(Vec<u8>, f64)]) -> Vec<(Vec<u8>, u64)> {
+        items
+            .iter()
+            .map(|(m, s)| (m.clone(), s.to_bits()))
+            .collect()
+    }
+
+    fn apply(z: &mut SortedSet, m: &mut Model, skiplist: &mut bool, op: &Op) {
         match op {
-            Op::Insert(k, s) => assert_eq!(z.insert(k, *s), model_insert(m, k, *s)),
-            Op::Add(k, s, f) => assert_eq!(z.add(k, *s, *f), model_add(m, k, *s, *f)),
+            Op::Insert(k, s) => assert_eq!(z.insert(k, *s), model_insert(m, skiplist, k, *s)),
+            Op::Add(k, s, f) => assert_eq!(z.add(k, *s, *f), model_add(m, skiplist, k, *s, *f)),
             Op::Remove(k) => {
                 let want = m.iter().position(|(x, _)| x == k).map(|i| m.remove(i).1);
                 assert_eq!(z.remove(k), want);
@@ -2277,10 +2594,12 @@ mod tests {
         fn behaves_like_a_sorted_vec(steps in scenario()) {
             let mut z = SortedSet::new();
             let mut m: Model = Vec::new();
+            let mut skiplist = false;
             for (op, queries) in &steps {
-                apply(&mut z, &mut m, op);
+                apply(&mut z, &mut m, &mut skiplist, op);
                 z.check_invariants();
-                prop_assert_eq!(collect(z.iter()), m.clone());
+                prop_assert_eq!(bits(&collect(z.iter())), bits(&m));
+                prop_assert_eq!(z.encoding(), if skiplist { "skiplist" } else { "listpack" });
                 for q in queries {
                     check_query(&z, &m, q);
                 }
@@ -2293,10 +2612,11 @@ mod tests {
         ) {
             let mut z = SortedSet::new();
             let mut m: Model = Vec::new();
+            let mut skiplist = false;
             for (k, s, add) in ops {
                 let key = k.to_be_bytes();
                 if add {
-                    model_insert(&mut m, &key, f64::from(s));
+                    model_insert(&mut m, &mut skiplist, &key, f64::from(s));
                     z.insert(&key, f64::from(s));
                 } else {
                     let want = m.iter().position(|(x, _)| x[..] == key[..]).map(|i| m.remove(i).1);
@@ -2363,13 +2683,12 @@ mod tests {
                 _ => (s, false),
             };
             let (v, used, _) = c_strtod(body);
-            (used == body.len() && !v.is_nan()).then(|| {
-                if ex {
-                    ScoreBound::Exclusive(v)
-                } else {
-                    ScoreBound::Inclusive(v)
-                }
-            })
+            let bound = if ex {
+                ScoreBound::Exclusive(v)
+            } else {
+                ScoreBound::Inclusive(v)
+            };
+            (used == body.len() && !v.is_nan()).then_some(bound)
         }
 
         fn c_format(v: f64) -> String {
@@ -2426,7 +2745,8 @@ mod tests {
                     (None, None) => true,
                     _ => false,
                 };
-                prop_assert!(eq, "{:?}: {:?} vs {:?}", String::from_utf8_lossy(&text), ours, theirs);
+                let shown = String::from_utf8_lossy(&text);
+                prop_assert!(eq, "{:?}: {:?} vs {:?}", shown, ours, theirs);
             }
 
             #[test]
@@ -2438,7 +2758,7 @@ mod tests {
         }
 
         #[test]
-        fn hex_rounding_edges_match_glibc() {
+        fn rounding_and_range_edges_match_glibc() {
             let cases = [
                 "0x1.fffffffffffff8p1023",
                 "0x1.fffffffffffff7ffffffp1023",
@@ -2457,6 +2777,19 @@ mod tests {
                 "0x1p+99999999999999999999",
                 "0x0p99999",
                 "0x0.0",
+                "1e99999999999999999999",
+                "0e99999999999999999999",
+                "1e-99999999999999999999",
+                "0.00000000000000000000000000000000000000000000000000000000001e-270",
+                "100000000000000000000000000000000000000000000000000000000000e250",
+                "2.4703282292062327208828439643411068618252990130716238221279284125033775363e-324",
+                "2.4703282292062327208828439643411068618252990130716238221279284125033775364e-324",
+                "1.797693134862315807937289714053034150799341327710923e308",
+                "nan(abc)",
+                "-nan",
+                "INFINITY",
+                "-infinityx",
+                "00000000000000000000000000000000000000012.5",
             ];
             for c in cases {
                 let ours = parse_score(c.as_bytes()).ok();

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Side-by-side throughput: redis-server and Tollgate on this machine, same redis-benchmark
+# load, Tollgate's requests/s printed as a ratio of Redis's.
+#
+#   bench/run.sh [requests]      (default 200000 per row)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-200000}
+TESTS=${TESTS:-set,get,incr,hset,zadd,lpush}
+CLIENTS=${CLIENTS:-50}
+if ! command -v redis-benchmark >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+cargo build --release -q
+RPORT=16379
+TPORT=16380
+redis-server --port "$RPORT" --save "" --appendonly no >/tmp/bench-redis.log 2>&1 &
+RPID=$!
+target/release/tollgate --port "$TPORT" --log warn >/tmp/bench-tollgate.log 2>&1 &
+TPID=$!
+trap 'kill $RPID $TPID 2>/dev/null || true' EXIT
+for port in $RPORT $TPORT; do
+  for _ in $(seq 1 100); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+
+# rps <port> <pipeline> -> "test,rps" lines
+rps() {
+  redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 -t "$TESTS" --csv 2>/dev/null \
+    | tail -n +2 | tr -d '"' | cut -d, -f1,2
+}
+
+printf '%-10s %-8s %14s %14s %8s\n' test pipeline redis_rps tollgate_rps ratio
+for P in 1 32; do
+  # Alternate the servers so that machine noise hits both alike.
+  R=$(rps $RPORT $P); T=$(rps $TPORT $P)
+  while IFS=, read -r name r; do
+    t=$(echo "$T" | grep "^$name," | cut -d, -f2 || true)
+    if [ -n "$t" ]; then ratio=$(python3 -c "print(f'{$t/$r:.2f}x')"); else t="failed"; ratio="-"; fi
+    printf '%-10s %-8s %14s %14s %8s\n' "$name" "$P" "$r" "$t" "$ratio"
+  done <<<"$R"
+done

@@ -1,0 +1,260 @@
+//! Leaky bucket as a meter: a level, empty at first, rises by each admitted
+//! cost and leaks `leak_tokens` every `leak_period_ms`; a request is
+//! rejected (and adds nothing) if `level + cost > capacity`.
+//!
+//! The leak is continuous at millisecond precision (exact fractions, kept
+//! as an integer number of `1/leak_period_ms` units). Guarantee: from any
+//! starting point, at most `capacity + leak_tokens × elapsed /
+//! leak_period_ms` units are admitted over `elapsed` ms. As a meter it
+//! decides exactly like a [`super::token`] bucket of the same numbers (the
+//! level is the tokens missing); it differs in what it stores (the level, so
+//! `LIMIT.INFO` shows the queue depth) and starts empty rather than full.
+//! This is not the leaky bucket as a queue, which would delay requests
+//! instead of rejecting them.
+//!
+//! `remaining` is the whole units of room left, `retry_after_ms` the time
+//! until `cost` fits, `reset_after_ms` the time until the bucket is empty.
+//! If the clock steps back, nothing leaks.
+
+use super::{ceil_div, encoder, info_i64, put_u128, put_u64, rescale, sat_u64, ttl_for};
+use super::{Algorithm, LimitError, Meter, Outcome, Reader};
+
+/// A validated leaky-bucket configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    meter: Meter,
+}
+
+impl Params {
+    /// A bucket holding up to `capacity` units that leaks `leak_tokens` per
+    /// `leak_period_ms`; all three must be positive.
+    pub fn new(capacity: u64, leak_tokens: u64, leak_period_ms: u64) -> Result<Params, LimitError> {
+        if capacity == 0 {
+            return Err(LimitError::InvalidCapacity);
+        }
+        if leak_tokens == 0 {
+            return Err(LimitError::InvalidRate);
+        }
+        if leak_period_ms == 0 {
+            return Err(LimitError::InvalidPeriod);
+        }
+        Ok(Params {
+            meter: Meter {
+                capacity,
+                rate: leak_tokens,
+                period_ms: leak_period_ms,
+            },
+        })
+    }
+
+    /// The most the level may reach.
+    pub fn capacity(&self) -> u64 {
+        self.meter.capacity
+    }
+
+    /// Units leaked per leak period.
+    pub fn leak_tokens(&self) -> u64 {
+        self.meter.rate
+    }
+
+    /// Leak period in milliseconds.
+    pub fn leak_period_ms(&self) -> u64 {
+        self.meter.period_ms
+    }
+}
+
+/// The bucket's level at its last update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// Level in units of `1/scale`.
+    level: u128,
+    /// The leak period the level was scaled by.
+    scale: u64,
+    updated_ms: u64,
+}
+
+impl State {
+    /// Compact binary form: header, scaled level (u128), scale, time (36 bytes).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = encoder(Algorithm::Leaky, 32);
+        put_u128(&mut out, self.level);
+        put_u64(&mut out, self.scale);
+        put_u64(&mut out, self.updated_ms);
+        out
+    }
+
+    /// Parses [`State::encode`]'s output; `None` for anything else.
+    pub fn decode(bytes: &[u8]) -> Option<State> {
+        let mut r = Reader::open(bytes, Algorithm::Leaky)?;
+        let state = State {
+            level: r.u128()?,
+            scale: r.u64()?,
+            updated_ms: r.u64()?,
+        };
+        if state.scale == 0 {
+            return None;
+        }
+        r.finish(state)
+    }
+
+    /// Fields for `LIMIT.INFO` (level as of `updated_ms`, rounded up, before
+    /// the leak since).
+    pub fn info(&self) -> Vec<(&'static str, i64)> {
+        vec![
+            (
+                "level",
+                info_i64(sat_u64(ceil_div(self.level, u128::from(self.scale)))),
+            ),
+            ("updated_ms", info_i64(self.updated_ms)),
+        ]
+    }
+}
+
+/// Adds `cost` units at `now_ms` (cost 0 peeks).
+pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
+    let m = params.meter;
+    let (level, last) = match state {
+        // Rounding a re-scaled level up never lets more through.
+        Some(s) => (rescale(s.level, s.scale, m.period_ms, true), s.updated_ms),
+        None => (0, now_ms),
+    };
+    let run = m.run(level, last, cost, now_ms);
+    let new_state = run.store.then_some(State {
+        level: run.level,
+        scale: m.period_ms,
+        updated_ms: run.at_ms,
+    });
+    Outcome {
+        decision: run.decision,
+        new_state,
+        ttl_ms: ttl_for(run.decision.reset_after_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{drive, forward, jittery, Run};
+    use super::super::token;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run(params: &Params, start: u64, steps: &[(i64, u64)], monotonic: bool) -> Run {
+        drive(
+            start,
+            steps,
+            monotonic,
+            State::encode,
+            State::decode,
+            |s, c, t| evaluate(s, params, c, t),
+        )
+    }
+
+    fn within_bound(p: &Params, admitted: u128, elapsed: u64) -> bool {
+        let period = u128::from(p.leak_period_ms());
+        admitted * period
+            <= u128::from(p.capacity()) * period + u128::from(elapsed) * u128::from(p.leak_tokens())
+    }
+
+    #[test]
+    fn fills_then_leaks() {
+        // Holds 4, leaks 2 per second.
+        let p = Params::new(4, 2, 1000).unwrap();
+        let out = evaluate(None, &p, 3, 10_000);
+        assert!(out.decision.allowed);
+        assert_eq!(out.decision.remaining, 1);
+        assert_eq!(out.decision.reset_after_ms, 1500);
+        let s = out.new_state.unwrap();
+        assert_eq!(s.info(), vec![("level", 3), ("updated_ms", 10_000)]);
+        let out = evaluate(Some(&s), &p, 2, 10_000);
+        assert!(!out.decision.allowed);
+        assert_eq!(out.decision.retry_after_ms, 500);
+        assert!(evaluate(Some(&s), &p, 2, 10_500).decision.allowed);
+        let out = evaluate(Some(&s), &p, 5, 10_000);
+        assert_eq!(out.decision.retry_after_ms, -1);
+        assert_eq!(Params::new(0, 1, 1), Err(LimitError::InvalidCapacity));
+        assert_eq!(Params::new(1, 0, 1), Err(LimitError::InvalidRate));
+        assert_eq!(Params::new(1, 1, 0), Err(LimitError::InvalidPeriod));
+    }
+
+    proptest! {
+        #[test]
+        fn never_admits_more_than_capacity_plus_leak(
+            capacity in 1u64..20,
+            leak in 1u64..5,
+            period in 1u64..100,
+            start in 0u64..1_000_000,
+            steps in forward(40, 8, 150),
+        ) {
+            let p = Params::new(capacity, leak, period).unwrap();
+            let r = run(&p, start, &steps, true);
+            let mut admitted = 0u128;
+            for &(t, c) in &r.admitted {
+                admitted += u128::from(c);
+                prop_assert!(within_bound(&p, admitted, t - start));
+            }
+        }
+
+        #[test]
+        fn decides_like_a_token_bucket(
+            capacity in 1u64..20,
+            leak in 1u64..5,
+            period in 1u64..100,
+            steps in forward(40, 8, 100),
+        ) {
+            let lp = Params::new(capacity, leak, period).unwrap();
+            let tp = token::Params::new(capacity, leak, period).unwrap();
+            let (mut ls, mut ts) = (None, None);
+            let mut now = 5_000u64;
+            for &(dt, cost) in &steps {
+                now += dt as u64;
+                let l = evaluate(ls.as_ref(), &lp, cost, now);
+                let t = token::evaluate(ts.as_ref(), &tp, cost, now);
+                prop_assert_eq!(l.decision, t.decision);
+                if let Some(s) = l.new_state { ls = Some(s); }
+                if let Some(s) = t.new_state { ts = Some(s); }
+            }
+        }
+
+        #[test]
+        fn a_clock_stepping_back_leaks_nothing(
+            capacity in 1u64..20,
+            leak in 1u64..5,
+            period in 1u64..100,
+            start in 10_000u64..1_000_000,
+            steps in jittery(40, 50, 8, 150),
+        ) {
+            let p = Params::new(capacity, leak, period).unwrap();
+            let r = run(&p, start, &steps, false);
+            let admitted: u128 = r.admitted.iter().map(|&(_, c)| u128::from(c)).sum();
+            prop_assert!(within_bound(&p, admitted, r.max_now - r.min_now));
+        }
+
+        #[test]
+        fn extreme_numbers_never_panic(
+            capacity in 1u64..,
+            leak in 1u64..,
+            period in 1u64..,
+            cost in proptest::num::u64::ANY,
+            now in proptest::num::u64::ANY,
+            level in proptest::num::u128::ANY,
+            scale in 1u64..,
+            updated_ms in proptest::num::u64::ANY,
+        ) {
+            let p = Params::new(capacity, leak, period).unwrap();
+            let s = State { level, scale, updated_ms };
+            let _ = evaluate(Some(&s), &p, cost, now);
+            let _ = evaluate(None, &p, cost, now);
+        }
+
+        #[test]
+        fn encoding_round_trips(level in proptest::num::u128::ANY, scale in 1u64.., updated_ms in proptest::num::u64::ANY) {
+            let s = State { level, scale, updated_ms };
+            prop_assert_eq!(State::decode(&s.encode()), Some(s));
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..60)) {
+            let _ = State::decode(&bytes);
+        }
+    }
+}

@@ -1,0 +1,873 @@
+//! Pure rate-limiter algorithms: each one is a function of
+//! `(stored state, parameters, cost, now_ms)` that returns a verdict and the
+//! state to store back.
+//!
+//! This module owns the arithmetic of every native limiter and nothing else:
+//! no I/O, no clock, no keyspace. The command layer loads a key's bytes,
+//! decodes them with the algorithm's `State::decode`, calls `evaluate` with the
+//! entry's `now_ms`, stores `Outcome::new_state` (encoded) with
+//! `Outcome::ttl_ms`, and replies with `Outcome::decision`. Because the result
+//! depends only on the inputs, the same call is the standalone engine and the
+//! Raft state machine, and replicas never diverge.
+//!
+//! Rules shared by every algorithm:
+//!
+//! - **Cost 0 peeks**: it reports the current verdict and never asks for a
+//!   write (`new_state` is `None`).
+//! - **A rejected request consumes nothing** (`new_state` is `None`).
+//! - **Impossible requests** (a cost larger than the limit or capacity, which
+//!   no amount of waiting can admit) are rejected with `retry_after_ms = -1`,
+//!   as redis-cell does for them.
+//! - **Time going backwards** (a `now_ms` older than what the state has seen)
+//!   counts as no elapsed time; nothing underflows.
+//! - **All arithmetic on user numbers saturates** or runs in `u128`/`i128`
+//!   wide enough to be exact, so huge periods or `u64::MAX` costs never
+//!   overflow or panic.
+//! - `reset_after_ms` is the time until the limiter is back to its initial
+//!   state if nothing else is admitted (0 when it already is), and `ttl_ms`
+//!   is the same time (at least 1 ms): past it the stored key equals an
+//!   absent one and may expire.
+//!
+//! Encoded states start with the magic `b"TGL"` and one tag byte per
+//! algorithm. The tag bytes are in `0x81..=0x88`: after three ASCII bytes such
+//! a byte is invalid UTF-8, so no valid UTF-8 string a user stores can be
+//! misread as a limiter state, and a state of one algorithm is never decoded
+//! as another. Decoders reject garbage, truncated and trailing bytes.
+//!
+//! The algorithms: [`fixed`] (fixed window counter), [`sliding`] (sliding
+//! window counter on sub-buckets), [`log`] (exact sliding log), [`token`]
+//! (token bucket), [`leaky`] (leaky bucket as a meter), [`gcra`] (generic cell
+//! rate algorithm), [`cell`] (redis-cell's `CL.THROTTLE`, reply-compatible)
+//! and [`concurrency`] (leased concurrency slots).
+
+pub mod cell;
+pub mod concurrency;
+pub mod fixed;
+pub mod gcra;
+pub mod leaky;
+pub mod log;
+pub mod sliding;
+pub mod token;
+
+pub use cell::{Params as CellParams, State as CellState};
+pub use concurrency::{Params as ConcurrencyParams, State as ConcurrencyState};
+pub use fixed::{Params as FixedParams, State as FixedState};
+pub use gcra::{Params as GcraParams, State as GcraState};
+pub use leaky::{Params as LeakyParams, State as LeakyState};
+pub use log::{Params as LogParams, State as LogState};
+pub use sliding::{Params as SlidingParams, State as SlidingState};
+pub use token::{Params as TokenParams, State as TokenState};
+
+/// The verdict every native limiter returns (one reply shape for all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the request was admitted.
+    pub allowed: bool,
+    /// The configured limit (or capacity, burst, slot count).
+    pub limit: u64,
+    /// Units still admissible right now after this request.
+    pub remaining: u64,
+    /// Milliseconds until a retry of the same cost can succeed; -1 when
+    /// allowed or when the request can never succeed.
+    pub retry_after_ms: i64,
+    /// Milliseconds until the limiter is back to its initial state.
+    pub reset_after_ms: u64,
+}
+
+/// What an evaluation produced: the decision, the state to store (`None` =
+/// leave the key untouched, e.g. a peek with cost 0 or a rejection that
+/// changes nothing), and the TTL in ms the key should get so idle limiters
+/// free their memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome<S> {
+    /// The verdict to reply with.
+    pub decision: Decision,
+    /// The state to encode and store, or `None` to leave the key as it is.
+    pub new_state: Option<S>,
+    /// The TTL (ms, at least 1) the stored key should carry.
+    pub ttl_ms: u64,
+}
+
+/// Why limiter parameters or a duration were refused; `Display` is the exact
+/// error line to send to the client (without the leading `-`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// A limit of zero (nothing could ever be admitted).
+    #[error("ERR limit must be a positive integer")]
+    InvalidLimit,
+    /// A capacity or burst of zero.
+    #[error("ERR capacity must be a positive integer")]
+    InvalidCapacity,
+    /// A refill, leak or emission count of zero.
+    #[error("ERR rate must be a positive integer")]
+    InvalidRate,
+    /// A window, period or lease of zero milliseconds.
+    #[error("ERR period must be a positive duration")]
+    InvalidPeriod,
+    /// A sub-bucket count outside `1..=min(sliding::MAX_BUCKETS, window_ms)`.
+    #[error(
+        "ERR precision must be between 1 and {} buckets and at most the window in milliseconds",
+        sliding::MAX_BUCKETS
+    )]
+    InvalidBuckets,
+    /// A sliding-log limit above `log::MAX_LIMIT` (its state grows with the limit).
+    #[error(
+        "ERR limit is too large for the sliding log (at most {})",
+        log::MAX_LIMIT
+    )]
+    LogLimitTooLarge,
+    /// A duration that is not digits with an optional unit.
+    #[error(
+        "ERR invalid duration, expected a positive integer with an optional unit ms, s, m, h or d"
+    )]
+    InvalidDuration,
+    /// A duration of zero.
+    #[error("ERR duration must be positive")]
+    ZeroDuration,
+    /// A duration that does not fit in u64 milliseconds.
+    #[error("ERR duration is out of range")]
+    DurationOutOfRange,
+    /// `CL.THROTTLE` with the wrong number of arguments (redis-cell's text).
+    #[error(
+        "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]"
+    )]
+    CellUsage,
+    /// A `CL.THROTTLE` argument that is not an i64 (redis-cell's text).
+    #[error("Cell error: Couldn't parse as integer: {0}")]
+    CellNotInteger(String),
+    /// A `CL.THROTTLE` rate whose emission interval is zero (redis-cell's text).
+    #[error("Cell error: Zero rates are not supported")]
+    CellZeroRate,
+    /// A negative `CL.THROTTLE` argument or one whose arithmetic overflows
+    /// (redis-cell has no check here; Redis's generic text, as Dragonfly uses).
+    #[error("ERR value is not an integer or out of range")]
+    CellOutOfRange,
+}
+
+/// Parses a duration into milliseconds: `"250"` (plain number = ms),
+/// `"250ms"`, `"1s"`, `"5m"`, `"1h"`, `"1d"` (units case-insensitive).
+pub fn parse_duration(s: &[u8]) -> Result<u64, LimitError> {
+    let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return Err(LimitError::InvalidDuration);
+    }
+    let unit: u64 = match s[digits..].to_ascii_lowercase().as_slice() {
+        b"" | b"ms" => 1,
+        b"s" => 1_000,
+        b"m" => 60_000,
+        b"h" => 3_600_000,
+        b"d" => 86_400_000,
+        _ => return Err(LimitError::InvalidDuration),
+    };
+    let mut value: u64 = 0;
+    for &b in &s[..digits] {
+        value = value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(b - b'0')))
+            .ok_or(LimitError::DurationOutOfRange)?;
+    }
+    let ms = value
+        .checked_mul(unit)
+        .ok_or(LimitError::DurationOutOfRange)?;
+    if ms == 0 {
+        return Err(LimitError::ZeroDuration);
+    }
+    Ok(ms)
+}
+
+/// Which algorithm a stored limiter state belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Fixed window counter ([`fixed`]).
+    Fixed,
+    /// Sliding window counter ([`sliding`]).
+    Sliding,
+    /// Exact sliding log ([`log`]).
+    Log,
+    /// Token bucket ([`token`]).
+    Token,
+    /// Leaky bucket as a meter ([`leaky`]).
+    Leaky,
+    /// Generic cell rate algorithm ([`gcra`]).
+    Gcra,
+    /// redis-cell's `CL.THROTTLE` ([`cell`]).
+    Cell,
+    /// Leased concurrency slots ([`concurrency`]).
+    Concurrency,
+}
+
+impl Algorithm {
+    /// Every algorithm, in tag order.
+    pub const ALL: [Algorithm; 8] = [
+        Algorithm::Fixed,
+        Algorithm::Sliding,
+        Algorithm::Log,
+        Algorithm::Token,
+        Algorithm::Leaky,
+        Algorithm::Gcra,
+        Algorithm::Cell,
+        Algorithm::Concurrency,
+    ];
+
+    /// The lower-case name used in commands and `LIMIT.INFO`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Fixed => "fixed",
+            Algorithm::Sliding => "sliding",
+            Algorithm::Log => "log",
+            Algorithm::Token => "token",
+            Algorithm::Leaky => "leaky",
+            Algorithm::Gcra => "gcra",
+            Algorithm::Cell => "cell",
+            Algorithm::Concurrency => "concurrency",
+        }
+    }
+
+    /// The algorithm with this name (ASCII case-insensitive).
+    pub fn from_name(name: &[u8]) -> Option<Algorithm> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name().as_bytes().eq_ignore_ascii_case(name))
+    }
+
+    /// The tag byte that follows the magic in encoded states.
+    fn tag(self) -> u8 {
+        match self {
+            Algorithm::Fixed => 0x81,
+            Algorithm::Sliding => 0x82,
+            Algorithm::Log => 0x83,
+            Algorithm::Token => 0x84,
+            Algorithm::Leaky => 0x85,
+            Algorithm::Gcra => 0x86,
+            Algorithm::Cell => 0x87,
+            Algorithm::Concurrency => 0x88,
+        }
+    }
+}
+
+/// A decoded state of any algorithm, for commands that handle every kind
+/// (`LIMIT.INFO`, `LIMIT.RESET`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnyState {
+    /// A [`fixed`] state.
+    Fixed(fixed::State),
+    /// A [`sliding`] state.
+    Sliding(sliding::State),
+    /// A [`log`] state.
+    Log(log::State),
+    /// A [`token`] state.
+    Token(token::State),
+    /// A [`leaky`] state.
+    Leaky(leaky::State),
+    /// A [`gcra`] state.
+    Gcra(gcra::State),
+    /// A [`cell`] state.
+    Cell(cell::State),
+    /// A [`concurrency`] state.
+    Concurrency(concurrency::State),
+}
+
+impl AnyState {
+    /// Which algorithm this state belongs to.
+    pub fn algorithm(&self) -> Algorithm {
+        match self {
+            AnyState::Fixed(_) => Algorithm::Fixed,
+            AnyState::Sliding(_) => Algorithm::Sliding,
+            AnyState::Log(_) => Algorithm::Log,
+            AnyState::Token(_) => Algorithm::Token,
+            AnyState::Leaky(_) => Algorithm::Leaky,
+            AnyState::Gcra(_) => Algorithm::Gcra,
+            AnyState::Cell(_) => Algorithm::Cell,
+            AnyState::Concurrency(_) => Algorithm::Concurrency,
+        }
+    }
+
+    /// The state's fields as name/value pairs for `LIMIT.INFO`.
+    pub fn info(&self) -> Vec<(&'static str, i64)> {
+        match self {
+            AnyState::Fixed(s) => s.info(),
+            AnyState::Sliding(s) => s.info(),
+            AnyState::Log(s) => s.info(),
+            AnyState::Token(s) => s.info(),
+            AnyState::Leaky(s) => s.info(),
+            AnyState::Gcra(s) => s.info(),
+            AnyState::Cell(s) => s.info(),
+            AnyState::Concurrency(s) => s.info(),
+        }
+    }
+
+    /// The state's binary encoding (the algorithm's own `encode`).
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            AnyState::Fixed(s) => s.encode(),
+            AnyState::Sliding(s) => s.encode(),
+            AnyState::Log(s) => s.encode(),
+            AnyState::Token(s) => s.encode(),
+            AnyState::Leaky(s) => s.encode(),
+            AnyState::Gcra(s) => s.encode(),
+            AnyState::Cell(s) => s.encode(),
+            AnyState::Concurrency(s) => s.encode(),
+        }
+    }
+}
+
+/// Which algorithm an encoded state belongs to, judged by its header only.
+pub fn algorithm_of(bytes: &[u8]) -> Option<Algorithm> {
+    let (magic, rest) = bytes.split_first_chunk::<3>()?;
+    if *magic != MAGIC {
+        return None;
+    }
+    let tag = *rest.first()?;
+    Algorithm::ALL.into_iter().find(|a| a.tag() == tag)
+}
+
+/// Decodes a state of any algorithm; `None` for bytes that are not a valid
+/// limiter state (a user's plain string, a truncated or corrupt encoding).
+pub fn decode_any(bytes: &[u8]) -> Option<AnyState> {
+    Some(match algorithm_of(bytes)? {
+        Algorithm::Fixed => AnyState::Fixed(fixed::State::decode(bytes)?),
+        Algorithm::Sliding => AnyState::Sliding(sliding::State::decode(bytes)?),
+        Algorithm::Log => AnyState::Log(log::State::decode(bytes)?),
+        Algorithm::Token => AnyState::Token(token::State::decode(bytes)?),
+        Algorithm::Leaky => AnyState::Leaky(leaky::State::decode(bytes)?),
+        Algorithm::Gcra => AnyState::Gcra(gcra::State::decode(bytes)?),
+        Algorithm::Cell => AnyState::Cell(cell::State::decode(bytes)?),
+        Algorithm::Concurrency => AnyState::Concurrency(concurrency::State::decode(bytes)?),
+    })
+}
+
+const MAGIC: [u8; 3] = *b"TGL";
+
+/// Starts an encoding with the magic and the algorithm's tag.
+fn encoder(algorithm: Algorithm, capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + capacity);
+    out.extend_from_slice(&MAGIC);
+    out.push(algorithm.tag());
+    out
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u128(out: &mut Vec<u8>, v: u128) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// LEB128, so small counts and deltas take one byte.
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A bounds-checked cursor over an encoded state; every read is `None` past
+/// the end so decoders never panic on truncated input.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    /// Checks the magic and tag, and positions after them.
+    fn open(bytes: &'a [u8], algorithm: Algorithm) -> Option<Reader<'a>> {
+        if algorithm_of(bytes)? != algorithm {
+            return None;
+        }
+        Some(Reader { rest: &bytes[4..] })
+    }
+
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.rest.len() < n {
+            return None;
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Some(head)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.bytes(8)?.try_into().ok()?))
+    }
+
+    fn u128(&mut self) -> Option<u128> {
+        Some(u128::from_le_bytes(self.bytes(16)?.try_into().ok()?))
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        let mut shift = 0u32;
+        loop {
+            let byte = *self.bytes(1)?.first()?;
+            // The tenth byte may only carry the top bit of a u64.
+            if shift == 63 && byte > 1 {
+                return None;
+            }
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+            shift += 7;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    /// Succeeds only when every byte was consumed (no trailing garbage).
+    fn finish<T>(self, value: T) -> Option<T> {
+        self.is_empty().then_some(value)
+    }
+}
+
+fn sat_u64(v: u128) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+fn sat_i64(v: u128) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Info values are i64 (RESP integers); larger numbers saturate.
+fn info_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn ceil_div(a: u128, b: u128) -> u128 {
+    if b == 0 {
+        return 0;
+    }
+    a.div_ceil(b)
+}
+
+/// Re-expresses a quantity counted in units of `1/from` in units of `1/to`,
+/// rounding to whole units first (up or down as the caller's safety needs);
+/// used when a key is evaluated with a different period than it was written with.
+fn rescale(v: u128, from: u64, to: u64, round_up: bool) -> u128 {
+    if from == to || from == 0 {
+        return v;
+    }
+    let whole = if round_up {
+        ceil_div(v, u128::from(from))
+    } else {
+        v / u128::from(from)
+    };
+    whole.saturating_mul(u128::from(to))
+}
+
+/// The TTL a key gets: the time until it is back to its initial state, at
+/// least 1 ms so a key is never stored already expired.
+fn ttl_for(reset_after_ms: u64) -> u64 {
+    reset_after_ms.max(1)
+}
+
+/// A continuously draining meter: a level rises by each admitted cost and
+/// drains `rate` units per `period_ms`, and a cost is admitted while the
+/// level stays within `capacity`. The token bucket (tokens = capacity −
+/// level) and the leaky bucket share it. The level is kept in units of
+/// `1/period_ms`, so draining `rate` units per period is exactly `rate`
+/// scaled units per millisecond: no rounding ever accumulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Meter {
+    capacity: u64,
+    rate: u64,
+    period_ms: u64,
+}
+
+/// The result of running a meter: the verdict, and the level (scaled) at
+/// `at_ms` that the caller stores when `store` is set.
+struct Metered {
+    decision: Decision,
+    level: u128,
+    at_ms: u64,
+    store: bool,
+}
+
+impl Meter {
+    /// One scaled unit per `1/period_ms` of a unit.
+    fn scale(&self) -> u128 {
+        u128::from(self.period_ms)
+    }
+
+    /// Runs one request against a level measured at `last_ms`.
+    fn run(&self, level: u128, last_ms: u64, cost: u64, now_ms: u64) -> Metered {
+        let scale = self.scale();
+        let rate = u128::from(self.rate);
+        let cap = u128::from(self.capacity) * scale;
+        let elapsed = u128::from(now_ms.saturating_sub(last_ms));
+        let at_ms = now_ms.max(last_ms);
+        let level = level.saturating_sub(elapsed * rate);
+        let need = u128::from(cost) * scale;
+        let fits = level.saturating_add(need) <= cap;
+        let admitted = fits && cost <= self.capacity;
+        let after = if admitted { level + need } else { level };
+        // Waits count from `now_ms`: a clock behind the state's also waits
+        // for the state's own time to come round.
+        let behind = u128::from(at_ms - now_ms);
+        let retry_after_ms = if admitted || cost > self.capacity {
+            -1
+        } else {
+            sat_i64(behind.saturating_add(ceil_div(level.saturating_add(need) - cap, rate)))
+        };
+        let decision = Decision {
+            allowed: admitted,
+            limit: self.capacity,
+            remaining: sat_u64(cap.saturating_sub(after) / scale),
+            retry_after_ms,
+            reset_after_ms: if after == 0 {
+                0
+            } else {
+                sat_u64(behind.saturating_add(ceil_div(after, rate)))
+            },
+        };
+        Metered {
+            decision,
+            level: after,
+            at_ms,
+            store: admitted && cost > 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration(b"250"), Ok(250));
+        assert_eq!(parse_duration(b"250ms"), Ok(250));
+        assert_eq!(parse_duration(b"1s"), Ok(1_000));
+        assert_eq!(parse_duration(b"5m"), Ok(300_000));
+        assert_eq!(parse_duration(b"1h"), Ok(3_600_000));
+        assert_eq!(parse_duration(b"1d"), Ok(86_400_000));
+        assert_eq!(parse_duration(b"2S"), Ok(2_000));
+        assert_eq!(parse_duration(b"007ms"), Ok(7));
+    }
+
+    #[test]
+    fn durations_reject_garbage_zero_and_overflow() {
+        for bad in [
+            &b""[..],
+            b"ms",
+            b"-5",
+            b"+5",
+            b" 5",
+            b"5 ",
+            b"1.5s",
+            b"5sec",
+            b"5x",
+            b"s5",
+        ] {
+            assert_eq!(
+                parse_duration(bad),
+                Err(LimitError::InvalidDuration),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parse_duration(b"0"), Err(LimitError::ZeroDuration));
+        assert_eq!(parse_duration(b"0s"), Err(LimitError::ZeroDuration));
+        assert_eq!(
+            parse_duration(b"18446744073709551616"),
+            Err(LimitError::DurationOutOfRange)
+        );
+        assert_eq!(
+            parse_duration(b"18446744073709551615d"),
+            Err(LimitError::DurationOutOfRange)
+        );
+        assert_eq!(parse_duration(b"18446744073709551615"), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn error_texts_are_redis_style() {
+        assert_eq!(
+            LimitError::InvalidLimit.to_string(),
+            "ERR limit must be a positive integer"
+        );
+        assert_eq!(
+            LimitError::CellNotInteger("abc".into()).to_string(),
+            "Cell error: Couldn't parse as integer: abc"
+        );
+        assert_eq!(
+            LimitError::CellZeroRate.to_string(),
+            "Cell error: Zero rates are not supported"
+        );
+        assert_eq!(
+            LimitError::InvalidBuckets.to_string(),
+            "ERR precision must be between 1 and 3600 buckets and at most the window in milliseconds"
+        );
+        assert_eq!(
+            LimitError::LogLimitTooLarge.to_string(),
+            "ERR limit is too large for the sliding log (at most 100000)"
+        );
+    }
+
+    #[test]
+    fn algorithm_names_round_trip() {
+        for a in Algorithm::ALL {
+            assert_eq!(Algorithm::from_name(a.name().as_bytes()), Some(a));
+            assert_eq!(
+                Algorithm::from_name(a.name().to_ascii_uppercase().as_bytes()),
+                Some(a)
+            );
+        }
+        assert_eq!(Algorithm::from_name(b"bogus"), None);
+    }
+
+    #[test]
+    fn plain_strings_are_not_states() {
+        assert_eq!(decode_any(b""), None);
+        assert_eq!(decode_any(b"TGL"), None);
+        assert_eq!(decode_any(b"TGLF12345678"), None);
+        assert_eq!(decode_any(b"hello world"), None);
+        assert_eq!(algorithm_of(b"TGL\x81"), Some(Algorithm::Fixed));
+        // Every valid UTF-8 string is rejected by the header check alone.
+        assert_eq!(algorithm_of("TGL\u{81}".as_bytes()), None);
+    }
+
+    #[test]
+    fn decode_any_identifies_each_algorithm() {
+        let states = [
+            AnyState::Fixed(
+                fixed::evaluate(None, &fixed::Params::new(5, 1000).unwrap(), 1, 10)
+                    .new_state
+                    .unwrap(),
+            ),
+            AnyState::Sliding(
+                sliding::evaluate(None, &sliding::Params::new(5, 1000, 10).unwrap(), 1, 10)
+                    .new_state
+                    .unwrap(),
+            ),
+            AnyState::Log(
+                log::evaluate(None, &log::Params::new(5, 1000).unwrap(), 1, 10)
+                    .new_state
+                    .unwrap(),
+            ),
+            AnyState::Token(
+                token::evaluate(None, &token::Params::new(5, 1, 1000).unwrap(), 1, 10)
+                    .new_state
+                    .unwrap(),
+            ),
+            AnyState::Leaky(
+                leaky::evaluate(None, &leaky::Params::new(5, 1, 1000).unwrap(), 1, 10)
+                    .new_state
+                    .unwrap(),
+            ),
+            AnyState::Gcra(
+                gcra::evaluate(None, &gcra::Params::new(5, 1, 1000).unwrap(), 1, 10)
+                    .new_state
+                    .unwrap(),
+            ),
+            AnyState::Cell(
+                cell::evaluate(None, &cell::Params::new(5, 1, 1).unwrap(), 1, 10)
+                    .new_state
+                    .unwrap(),
+            ),
+            AnyState::Concurrency(
+                concurrency::acquire(None, &concurrency::Params::new(5, 1000).unwrap(), b"a", 10)
+                    .new_state
+                    .unwrap(),
+            ),
+        ];
+        for (state, algorithm) in states.iter().zip(Algorithm::ALL) {
+            assert_eq!(state.algorithm(), algorithm);
+            let bytes = state.encode();
+            assert_eq!(algorithm_of(&bytes), Some(algorithm));
+            assert_eq!(decode_any(&bytes).as_ref(), Some(state));
+            assert!(!state.info().is_empty());
+            // Truncation anywhere is rejected.
+            for cut in 0..bytes.len() {
+                assert_eq!(
+                    decode_any(&bytes[..cut]),
+                    None,
+                    "{algorithm:?} cut at {cut}"
+                );
+            }
+            // Trailing garbage is rejected.
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert_eq!(
+                decode_any(&longer),
+                None,
+                "{algorithm:?} with trailing byte"
+            );
+        }
+    }
+
+    #[test]
+    fn varints_round_trip_and_reject_overlong() {
+        for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
+            let mut out = encoder(Algorithm::Fixed, 10);
+            put_varint(&mut out, v);
+            let mut r = Reader::open(&out, Algorithm::Fixed).unwrap();
+            assert_eq!(r.varint(), Some(v));
+            assert!(r.is_empty());
+        }
+        let mut out = encoder(Algorithm::Fixed, 11);
+        out.extend_from_slice(&[0xff; 9]);
+        out.push(0x02);
+        assert_eq!(Reader::open(&out, Algorithm::Fixed).unwrap().varint(), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_any_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            let _ = decode_any(&bytes);
+        }
+
+        #[test]
+        fn decode_any_never_panics_past_the_header(
+            tag in 0x81u8..=0x88,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..96),
+        ) {
+            let mut bytes = b"TGL".to_vec();
+            bytes.push(tag);
+            bytes.extend_from_slice(&body);
+            if let Some(state) = decode_any(&bytes) {
+                // Whatever decodes must re-encode to something that decodes the same.
+                proptest::prop_assert_eq!(decode_any(&state.encode()), Some(state.clone()));
+                let _ = state.info();
+            }
+        }
+
+        #[test]
+        fn parse_duration_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..24)) {
+            let _ = parse_duration(&bytes);
+        }
+
+        #[test]
+        fn parse_duration_accepts_every_positive_ms(n in 1u64..) {
+            proptest::prop_assert_eq!(parse_duration(n.to_string().as_bytes()), Ok(n));
+        }
+    }
+}
+
+/// Shared machinery for the algorithms' property tests: simulated clocks and
+/// a driver that checks the rules every limiter must keep.
+#[cfg(test)]
+mod testkit {
+    use super::Outcome;
+    use proptest::prelude::*;
+    use std::fmt::Debug;
+
+    /// One simulated request: move the clock by `dt` ms (negative = the clock
+    /// stepped back), then ask for `cost` (0 = peek).
+    pub type Step = (i64, u64);
+
+    /// Requests on a clock that never goes backwards.
+    pub fn forward(max_dt: u64, max_cost: u64, len: usize) -> impl Strategy<Value = Vec<Step>> {
+        let dt = prop_oneof![3 => Just(0i64), 5 => 0..=max_dt as i64];
+        proptest::collection::vec((dt, 0..=max_cost), 1..len)
+    }
+
+    /// Requests on a clock that sometimes steps back by up to `max_back` ms.
+    pub fn jittery(
+        max_dt: u64,
+        max_back: u64,
+        max_cost: u64,
+        len: usize,
+    ) -> impl Strategy<Value = Vec<Step>> {
+        let dt = prop_oneof![
+            3 => Just(0i64),
+            5 => 0..=max_dt as i64,
+            2 => -(max_back as i64)..0,
+        ];
+        proptest::collection::vec((dt, 0..=max_cost), 1..len)
+    }
+
+    /// What a drive admitted: `(now_ms, cost)` of every admitted request,
+    /// and the earliest and latest times the clock reached.
+    pub struct Run {
+        pub admitted: Vec<(u64, u64)>,
+        pub min_now: u64,
+        pub max_now: u64,
+    }
+
+    /// Drives `eval` through `steps` from `start`, storing each new state,
+    /// and checks the shared rules: peeks and rejections never ask for a
+    /// write, admissions with a cost always do, allowed means retry -1, the
+    /// stored state round-trips through its encoding, a peek right after
+    /// reports the same remaining, and a state left alone for its TTL decides
+    /// like an absent one. With `monotonic`, it also checks that a retry after
+    /// exactly `retry_after_ms` succeeds and one a millisecond earlier fails.
+    pub fn drive<S: Clone + PartialEq + Debug>(
+        start: u64,
+        steps: &[Step],
+        monotonic: bool,
+        encode: impl Fn(&S) -> Vec<u8>,
+        decode: impl Fn(&[u8]) -> Option<S>,
+        eval: impl Fn(Option<&S>, u64, u64) -> Outcome<S>,
+    ) -> Run {
+        let mut state: Option<S> = None;
+        let mut now = start;
+        let mut run = Run {
+            admitted: Vec::new(),
+            min_now: start,
+            max_now: start,
+        };
+        for &(dt, cost) in steps {
+            now = now.saturating_add_signed(dt);
+            run.min_now = run.min_now.min(now);
+            run.max_now = run.max_now.max(now);
+            let out = eval(state.as_ref(), cost, now);
+            let d = out.decision;
+            assert!(out.ttl_ms >= 1, "ttl must be positive");
+            if cost == 0 {
+                assert!(out.new_state.is_none(), "a peek asked for a write");
+            }
+            if !d.allowed {
+                assert!(out.new_state.is_none(), "a rejection asked for a write");
+                if cost > d.limit {
+                    assert_eq!(d.retry_after_ms, -1, "impossible request with a retry");
+                }
+                if monotonic && d.retry_after_ms >= 1 {
+                    let retry = d.retry_after_ms as u64;
+                    let later = eval(state.as_ref(), cost, now + retry).decision;
+                    assert!(
+                        later.allowed,
+                        "not allowed after retry_after_ms={retry}: {d:?}"
+                    );
+                    let early = eval(state.as_ref(), cost, now + retry - 1).decision;
+                    assert!(
+                        !early.allowed,
+                        "allowed before retry_after_ms={retry}: {d:?}"
+                    );
+                }
+                continue;
+            }
+            assert_eq!(d.retry_after_ms, -1, "allowed with a retry");
+            if cost == 0 {
+                continue;
+            }
+            let stored = out.new_state.expect("an admission did not store its state");
+            assert_eq!(decode(&encode(&stored)).as_ref(), Some(&stored));
+            let peek = eval(Some(&stored), 0, now).decision;
+            assert_eq!(
+                peek.remaining, d.remaining,
+                "peek disagrees with the admission"
+            );
+            let expiry = now.saturating_add(out.ttl_ms);
+            for probe in [1, cost] {
+                assert_eq!(
+                    eval(Some(&stored), probe, expiry).decision,
+                    eval(None, probe, expiry).decision,
+                    "state not equivalent to absent after its ttl"
+                );
+            }
+            run.admitted.push((now, cost));
+            state = Some(stored);
+        }
+        run
+    }
+
+    /// Sum of admitted costs with times in `[from, to)`.
+    pub fn admitted_in(admitted: &[(u64, u64)], from: u64, to: u64) -> u64 {
+        admitted
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|(_, c)| *c)
+            .sum()
+    }
+}

@@ -1,0 +1,279 @@
+//! Token bucket: a bucket of `capacity` tokens, full at first, refilled with
+//! `refill_tokens` every `refill_period_ms`; a request takes `cost` tokens
+//! or, if there are not enough, is rejected and takes none (the
+//! "non-preconsumable" bucket of seed 000).
+//!
+//! Refill is continuous at millisecond precision: after `e` ms the bucket
+//! has gained exactly `e × refill_tokens / refill_period_ms` tokens,
+//! fractions included (kept exactly as an integer number of
+//! `1/refill_period_ms` token units), rather than whole `refill_tokens`
+//! batches at period boundaries as in seed 000's script. Guarantee: from
+//! any starting point, at most `capacity + refill_tokens × elapsed /
+//! refill_period_ms` tokens are taken over `elapsed` ms.
+//!
+//! `remaining` is the whole tokens left, `retry_after_ms` the time until the
+//! bucket holds `cost` tokens, `reset_after_ms` the time until it is full
+//! again. If the clock steps back, no tokens are added.
+
+use super::{encoder, info_i64, put_u128, put_u64, rescale, sat_u64, ttl_for, Algorithm};
+use super::{LimitError, Meter, Outcome, Reader};
+
+/// A validated token-bucket configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    meter: Meter,
+}
+
+impl Params {
+    /// A bucket of `capacity` tokens refilled with `refill_tokens` per
+    /// `refill_period_ms`; all three must be positive.
+    pub fn new(
+        capacity: u64,
+        refill_tokens: u64,
+        refill_period_ms: u64,
+    ) -> Result<Params, LimitError> {
+        if capacity == 0 {
+            return Err(LimitError::InvalidCapacity);
+        }
+        if refill_tokens == 0 {
+            return Err(LimitError::InvalidRate);
+        }
+        if refill_period_ms == 0 {
+            return Err(LimitError::InvalidPeriod);
+        }
+        Ok(Params {
+            meter: Meter {
+                capacity,
+                rate: refill_tokens,
+                period_ms: refill_period_ms,
+            },
+        })
+    }
+
+    /// Tokens the bucket holds when full.
+    pub fn capacity(&self) -> u64 {
+        self.meter.capacity
+    }
+
+    /// Tokens added per refill period.
+    pub fn refill_tokens(&self) -> u64 {
+        self.meter.rate
+    }
+
+    /// Refill period in milliseconds.
+    pub fn refill_period_ms(&self) -> u64 {
+        self.meter.period_ms
+    }
+}
+
+/// The bucket's content at its last update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// Tokens in units of `1/scale` token.
+    tokens: u128,
+    /// The refill period the tokens were scaled by.
+    scale: u64,
+    updated_ms: u64,
+}
+
+impl State {
+    /// Compact binary form: header, scaled tokens (u128), scale, time (36 bytes).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = encoder(Algorithm::Token, 32);
+        put_u128(&mut out, self.tokens);
+        put_u64(&mut out, self.scale);
+        put_u64(&mut out, self.updated_ms);
+        out
+    }
+
+    /// Parses [`State::encode`]'s output; `None` for anything else.
+    pub fn decode(bytes: &[u8]) -> Option<State> {
+        let mut r = Reader::open(bytes, Algorithm::Token)?;
+        let state = State {
+            tokens: r.u128()?,
+            scale: r.u64()?,
+            updated_ms: r.u64()?,
+        };
+        if state.scale == 0 {
+            return None;
+        }
+        r.finish(state)
+    }
+
+    /// Fields for `LIMIT.INFO` (tokens as of `updated_ms`, before refill since).
+    pub fn info(&self) -> Vec<(&'static str, i64)> {
+        vec![
+            (
+                "tokens",
+                info_i64(sat_u64(self.tokens / u128::from(self.scale))),
+            ),
+            ("updated_ms", info_i64(self.updated_ms)),
+        ]
+    }
+}
+
+/// Takes `cost` tokens at `now_ms` (cost 0 peeks).
+pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
+    let m = params.meter;
+    let full = u128::from(m.capacity) * m.scale();
+    // The meter tracks the missing tokens; a fresh bucket misses none.
+    let (missing, last) = match state {
+        Some(s) => (
+            full.saturating_sub(rescale(s.tokens, s.scale, m.period_ms, false)),
+            s.updated_ms,
+        ),
+        None => (0, now_ms),
+    };
+    let run = m.run(missing, last, cost, now_ms);
+    let new_state = run.store.then(|| State {
+        tokens: full - run.level,
+        scale: m.period_ms,
+        updated_ms: run.at_ms,
+    });
+    Outcome {
+        decision: run.decision,
+        new_state,
+        ttl_ms: ttl_for(run.decision.reset_after_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{drive, forward, jittery, Run};
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run(params: &Params, start: u64, steps: &[(i64, u64)], monotonic: bool) -> Run {
+        drive(
+            start,
+            steps,
+            monotonic,
+            State::encode,
+            State::decode,
+            |s, c, t| evaluate(s, params, c, t),
+        )
+    }
+
+    /// Whether `taken` tokens by `t` ms after `start` respect capacity + refill.
+    fn within_bound(p: &Params, taken: u128, elapsed: u64) -> bool {
+        let period = u128::from(p.refill_period_ms());
+        taken * period
+            <= u128::from(p.capacity()) * period
+                + u128::from(elapsed) * u128::from(p.refill_tokens())
+    }
+
+    #[test]
+    fn starts_full_and_refills_continuously() {
+        // 10 tokens, 1 token per 100 ms.
+        let p = Params::new(10, 1, 100).unwrap();
+        let first = evaluate(None, &p, 10, 1_000);
+        assert!(first.decision.allowed);
+        assert_eq!(first.decision.remaining, 0);
+        assert_eq!(first.decision.reset_after_ms, 1_000);
+        assert_eq!(first.ttl_ms, 1_000);
+        let s = first.new_state.unwrap();
+        let out = evaluate(Some(&s), &p, 1, 1_040);
+        assert!(!out.decision.allowed);
+        assert_eq!(out.decision.retry_after_ms, 60);
+        let out = evaluate(Some(&s), &p, 3, 1_040);
+        assert_eq!(out.decision.retry_after_ms, 260);
+        let out = evaluate(Some(&s), &p, 1, 1_100);
+        assert!(out.decision.allowed);
+        assert_eq!(out.decision.reset_after_ms, 1_000);
+        // Fractions accumulate exactly: 1 token per 3 ms.
+        let p = Params::new(1, 1, 3).unwrap();
+        let s = evaluate(None, &p, 1, 0).new_state.unwrap();
+        assert_eq!(evaluate(Some(&s), &p, 1, 1).decision.retry_after_ms, 2);
+        assert!(evaluate(Some(&s), &p, 1, 3).decision.allowed);
+    }
+
+    #[test]
+    fn impossible_costs_and_validation() {
+        let p = Params::new(5, 1, 1000).unwrap();
+        let out = evaluate(None, &p, 6, 0);
+        assert!(!out.decision.allowed);
+        assert_eq!(out.decision.retry_after_ms, -1);
+        assert_eq!(out.decision.remaining, 5);
+        assert_eq!(Params::new(0, 1, 1), Err(LimitError::InvalidCapacity));
+        assert_eq!(Params::new(1, 0, 1), Err(LimitError::InvalidRate));
+        assert_eq!(Params::new(1, 1, 0), Err(LimitError::InvalidPeriod));
+        let huge = Params::new(u64::MAX, 1, u64::MAX).unwrap();
+        let out = evaluate(None, &huge, u64::MAX, u64::MAX);
+        assert!(out.decision.allowed);
+        assert_eq!(out.decision.reset_after_ms, u64::MAX);
+        let s = out.new_state.unwrap();
+        let out = evaluate(Some(&s), &huge, u64::MAX, u64::MAX);
+        assert!(!out.decision.allowed);
+        assert_eq!(out.decision.retry_after_ms, i64::MAX);
+    }
+
+    #[test]
+    fn a_changed_period_keeps_whole_tokens() {
+        let p = Params::new(10, 1, 100).unwrap();
+        let s = evaluate(None, &p, 7, 0).new_state.unwrap();
+        let q = Params::new(10, 1, 1000).unwrap();
+        let out = evaluate(Some(&s), &q, 0, 0);
+        assert_eq!(out.decision.remaining, 3);
+    }
+
+    proptest! {
+        #[test]
+        fn never_takes_more_than_capacity_plus_refill(
+            capacity in 1u64..20,
+            refill in 1u64..5,
+            period in 1u64..100,
+            start in 0u64..1_000_000,
+            steps in forward(40, 8, 150),
+        ) {
+            let p = Params::new(capacity, refill, period).unwrap();
+            let r = run(&p, start, &steps, true);
+            let mut taken = 0u128;
+            for &(t, c) in &r.admitted {
+                taken += u128::from(c);
+                prop_assert!(within_bound(&p, taken, t - start));
+            }
+        }
+
+        #[test]
+        fn a_clock_stepping_back_adds_no_tokens(
+            capacity in 1u64..20,
+            refill in 1u64..5,
+            period in 1u64..100,
+            start in 10_000u64..1_000_000,
+            steps in jittery(40, 50, 8, 150),
+        ) {
+            let p = Params::new(capacity, refill, period).unwrap();
+            let r = run(&p, start, &steps, false);
+            let taken: u128 = r.admitted.iter().map(|&(_, c)| u128::from(c)).sum();
+            prop_assert!(within_bound(&p, taken, r.max_now - r.min_now));
+        }
+
+        #[test]
+        fn extreme_numbers_never_panic(
+            capacity in 1u64..,
+            refill in 1u64..,
+            period in 1u64..,
+            cost in proptest::num::u64::ANY,
+            now in proptest::num::u64::ANY,
+            tokens in proptest::num::u128::ANY,
+            scale in 1u64..,
+            updated_ms in proptest::num::u64::ANY,
+        ) {
+            let p = Params::new(capacity, refill, period).unwrap();
+            let s = State { tokens, scale, updated_ms };
+            let _ = evaluate(Some(&s), &p, cost, now);
+            let _ = evaluate(None, &p, cost, now);
+        }
+
+        #[test]
+        fn encoding_round_trips(tokens in proptest::num::u128::ANY, scale in 1u64.., updated_ms in proptest::num::u64::ANY) {
+            let s = State { tokens, scale, updated_ms };
+            prop_assert_eq!(State::decode(&s.encode()), Some(s));
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..60)) {
+            let _ = State::decode(&bytes);
+        }
+    }
+}

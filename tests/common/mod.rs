@@ -1,0 +1,158 @@
+//! Test harness: start a real Tollgate server on a free port and connect real clients.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::config::Config;
+use tollgate::server::{self, Shared};
+
+/// A server running on its own runtime thread; stops when dropped.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub shared: Arc<Shared>,
+}
+
+impl TestServer {
+    /// Start with DEBUG enabled (tests move the clock with DEBUG ADVANCE-TIME).
+    pub fn start() -> TestServer {
+        Self::with(|_| {})
+    }
+
+    /// Start with a tweaked configuration.
+    pub fn with(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        let mut config = Config {
+            port: 0,
+            enable_debug_command: true,
+            ..Config::default()
+        };
+        tweak(&mut config);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let (addr, shared) = server::spawn(config).await.unwrap();
+                let mut stop = shared.shutdown.subscribe();
+                tx.send((addr, shared)).unwrap();
+                let _ = stop.changed().await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            });
+        });
+        let (addr, shared) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        TestServer { addr, shared }
+    }
+
+    /// A redis-rs connection (RESP2).
+    pub fn conn(&self) -> redis::Connection {
+        self.client().get_connection().unwrap()
+    }
+
+    /// A redis-rs client.
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(format!("redis://{}/", self.addr)).unwrap()
+    }
+
+    /// A redis-rs connection speaking RESP3.
+    pub fn conn3(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://{}/?protocol=resp3", self.addr))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    /// Move the server clock forward.
+    pub fn advance(&self, ms: u64) {
+        let mut c = self.conn();
+        let _: () = redis::cmd("DEBUG")
+            .arg("ADVANCE-TIME")
+            .arg(ms)
+            .query(&mut c)
+            .unwrap();
+    }
+
+    /// Send raw bytes and read what comes back until `expect_close` or a reply arrives.
+    pub fn raw(&self, bytes: &[u8]) -> String {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        s.write_all(bytes).unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&buf[..n]);
+                    if out.ends_with(b"\r\n") && out.len() < 65536 {
+                        // Give a pipelined tail a moment, then stop.
+                        s.set_read_timeout(Some(Duration::from_millis(150)))
+                            .unwrap();
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Whether the server closed a raw connection after `bytes`.
+    pub fn closes_after(&self, bytes: &[u8]) -> (String, bool) {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(2000)))
+            .unwrap();
+        // The server may close mid-write; a reset then also means "closed".
+        let _ = s.write_all(bytes);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        let closed = loop {
+            match s.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) => break e.kind() == std::io::ErrorKind::ConnectionReset,
+            }
+        };
+        (String::from_utf8_lossy(&out).into_owned(), closed)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shared.request_shutdown();
+    }
+}
+
+/// Run a command and return the value, panicking on transport errors only.
+pub fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> T {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Run a command that must fail, returning the full error text (code + message).
+pub fn err(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<redis::Value>(c) {
+        Ok(v) => panic!("{args:?} should fail, got {v:?}"),
+        Err(e) => error_text(&e),
+    }
+}
+
+/// Redis's full error text from a redis-rs error: "CODE message".
+pub fn error_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}

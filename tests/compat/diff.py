@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Differential check: run the same commands against redis-server and Tollgate and
+compare every reply (values, types and exact error texts).
+
+Usage: diff.py REDIS_PORT TOLLGATE_PORT CASES_FILE...
+A cases file holds blocks separated by blank lines; each block starts on a fresh FLUSHALL.
+Lines are shell-quoted commands; a line starting with '#' is a comment; a line starting
+with '~' is compared as an unordered collection (e.g. SMEMBERS).
+Exit status 1 if any reply differs.
+"""
+import shlex
+import sys
+
+import redis
+
+
+def run(conn, args):
+    try:
+        return conn.execute_command(*args)
+    except redis.exceptions.ResponseError as e:
+        return "ERROR: " + str(e)
+    except redis.exceptions.RedisError as e:
+        return "CLIENT-ERROR: %s: %s" % (type(e).__name__, e)
+
+
+def normalize(v, unordered):
+    if unordered and isinstance(v, (list, set)):
+        return sorted(repr(x) for x in v)
+    return v
+
+
+def main():
+    rport, tport, files = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+    r = redis.Redis(port=rport)
+    t = redis.Redis(port=tport)
+    failures = 0
+    total = 0
+    for path in files:
+        blocks = open(path, encoding="utf-8").read().split("\n\n")
+        for block in blocks:
+            r.flushall()
+            t.flushall()
+            for line in block.splitlines():
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                unordered = line.startswith("~")
+                args = shlex.split(line.lstrip("~"))
+                a, b = run(r, args), run(t, args)
+                total += 1
+                if normalize(a, unordered) != normalize(b, unordered):
+                    failures += 1
+                    print("MISMATCH %s\n  redis:    %r\n  tollgate: %r" % (line, a, b))
+    print("%d passed, %d failed" % (total - failures, failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

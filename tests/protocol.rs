@@ -1,0 +1,208 @@
+//! Wire-level behaviour: RESP3, pipelining, inline commands, malformed input and limits.
+
+mod common;
+
+use common::{err, q, TestServer};
+use redis::Value;
+
+#[test]
+fn pipelining_ten_thousand_commands() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..10_000 {
+        pipe.cmd("INCR").arg("counter");
+        if i % 1000 == 0 {
+            pipe.cmd("PING");
+        }
+    }
+    let replies: Vec<Value> = pipe.query(&mut c).unwrap();
+    assert_eq!(replies.len(), 10_010);
+    let ints: Vec<i64> = replies
+        .iter()
+        .filter_map(|v| match v {
+            Value::Int(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ints, (1..=10_000).collect::<Vec<_>>());
+}
+
+#[test]
+fn resp3_replies_use_resp3_types() {
+    let s = TestServer::start();
+    let mut c = s.conn3();
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    assert_eq!(q::<Value>(&mut c, &["GET", "nope"]), Value::Nil);
+    let raw = s.raw(b"HELLO 3\r\nGET nope\r\nCONFIG GET port\r\n");
+    assert!(raw.starts_with("%7\r\n"), "{raw}");
+    assert!(raw.contains("\r\n_\r\n"), "{raw}");
+    assert!(raw.contains("%1\r\n$4\r\nport\r\n"), "{raw}");
+    let raw2 = s.raw(b"GET nope\r\n");
+    assert_eq!(raw2, "$-1\r\n");
+}
+
+#[test]
+fn inline_commands_work_like_telnet() {
+    let s = TestServer::start();
+    assert_eq!(
+        s.raw(b"SET greeting \"hello world\"\r\nGET greeting\r\n"),
+        "+OK\r\n$11\r\nhello world\r\n"
+    );
+    assert_eq!(s.raw(b"PING\n"), "+PONG\r\n");
+}
+
+#[test]
+fn malformed_input_gets_protocol_error_and_close() {
+    let s = TestServer::start();
+    let (out, closed) = s.closes_after(b"*1\r\n+PING\r\n");
+    assert_eq!(out, "-ERR Protocol error: expected '$', got '+'\r\n");
+    assert!(closed);
+    let (out, closed) = s.closes_after(b"*2\r\n$600000000\r\n");
+    assert_eq!(out, "-ERR Protocol error: invalid bulk length\r\n");
+    assert!(closed);
+    let (out, closed) = s.closes_after(b"*10000000\r\n");
+    assert_eq!(out, "-ERR Protocol error: invalid multibulk length\r\n");
+    assert!(closed);
+    let (out, closed) = s.closes_after(b"*1\r\n$x\r\n");
+    assert_eq!(out, "-ERR Protocol error: invalid bulk length\r\n");
+    assert!(closed);
+    let (out, closed) = s.closes_after(b"SET a \"unterminated\r\n");
+    assert_eq!(out, "-ERR Protocol error: unbalanced quotes in request\r\n");
+    assert!(closed);
+    // Replies before the bad request are still delivered.
+    let (out, _) = s.closes_after(b"PING\r\n*1\r\n:1\r\n");
+    assert!(out.starts_with("+PONG\r\n-ERR Protocol error"), "{out}");
+    // Other clients are not disturbed.
+    let mut c = s.conn();
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+#[test]
+fn oversized_inline_request_is_refused() {
+    let s = TestServer::start();
+    let mut line = vec![b'a'; 70 * 1024];
+    line.extend_from_slice(b"\r\n");
+    let (out, closed) = s.closes_after(&line);
+    assert_eq!(out, "-ERR Protocol error: too big inline request\r\n");
+    assert!(closed);
+}
+
+#[test]
+fn query_buffer_limit_closes_the_client() {
+    let s = TestServer::with(|c| {
+        c.client_query_buffer_limit = 1024 * 1024;
+        c.proto_max_bulk_len = 8 * 1024 * 1024;
+    });
+    // A 4 MB bulk is below proto-max-bulk-len but above the query buffer limit.
+    let mut req = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4194304\r\n".to_vec();
+    req.extend(std::iter::repeat_n(b'x', 2 * 1024 * 1024));
+    let (_, closed) = s.closes_after(&req);
+    assert!(closed);
+    let mut c = s.conn();
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+#[test]
+fn binary_safe_keys_and_values() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let key = b"k\0\r\n\xff".to_vec();
+    let val = (0..=255u8).collect::<Vec<u8>>();
+    let _: () = redis::cmd("SET").arg(&key).arg(&val).query(&mut c).unwrap();
+    let got: Vec<u8> = redis::cmd("GET").arg(&key).query(&mut c).unwrap();
+    assert_eq!(got, val);
+}
+
+#[test]
+fn auth_gates_commands_and_limits_input_before_auth() {
+    let s = TestServer::with(|c| c.requirepass = Some("s3cret".into()));
+    let mut c = s.conn();
+    assert_eq!(
+        err(&mut c, &["GET", "k"]),
+        "NOAUTH Authentication required."
+    );
+    assert_eq!(
+        err(&mut c, &["AUTH", "wrong"]),
+        "WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(q::<String>(&mut c, &["AUTH", "s3cret"]), "OK");
+    assert_eq!(q::<String>(&mut c, &["SET", "k", "v"]), "OK");
+    let mut c2 = redis::Client::open(format!("redis://:s3cret@{}/", s.addr))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(q::<String>(&mut c2, &["GET", "k"]), "v");
+    // Before AUTH, a large multibulk is refused outright.
+    let (out, closed) = s.closes_after(b"*20\r\n");
+    assert_eq!(out, "-ERR Protocol error: invalid multibulk length\r\n");
+    assert!(closed);
+    let raw = s.raw(b"HELLO 3 AUTH default s3cret\r\nGET k\r\n");
+    assert!(raw.ends_with("$1\r\nv\r\n"), "{raw}");
+}
+
+#[test]
+fn client_commands() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let id: i64 = q(&mut c, &["CLIENT", "ID"]);
+    assert!(id > 0);
+    q::<()>(&mut c, &["CLIENT", "SETNAME", "worker-1"]);
+    assert_eq!(q::<String>(&mut c, &["CLIENT", "GETNAME"]), "worker-1");
+    assert_eq!(
+        err(&mut c, &["CLIENT", "SETNAME", "a b"]),
+        "ERR Client names cannot contain spaces, newlines or special characters."
+    );
+    let list: String = q(&mut c, &["CLIENT", "LIST"]);
+    assert!(list.contains("name=worker-1"), "{list}");
+    let mut victim = s.conn();
+    let vid: i64 = q(&mut victim, &["CLIENT", "ID"]);
+    assert_eq!(
+        q::<i64>(&mut c, &["CLIENT", "KILL", "ID", &vid.to_string()]),
+        1
+    );
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(redis::cmd("PING").query::<String>(&mut victim).is_err());
+    assert_eq!(
+        err(&mut c, &["CLIENT", "NOPE"]),
+        "ERR unknown subcommand 'NOPE'. Try CLIENT HELP."
+    );
+}
+
+#[test]
+fn maxclients_refuses_extra_connections() {
+    let s = TestServer::with(|c| c.maxclients = 2);
+    let _a = s.conn();
+    let _b = s.conn();
+    let (out, _) = s.closes_after(b"PING\r\n");
+    assert_eq!(out, "-ERR max number of clients reached\r\n");
+}
+
+#[test]
+fn info_config_command() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    let info: String = q(&mut c, &["INFO"]);
+    for section in [
+        "# Server",
+        "# Clients",
+        "# Memory",
+        "# Stats",
+        "# Keyspace",
+        "db0:keys=1",
+    ] {
+        assert!(info.contains(section), "{section} missing");
+    }
+    let cfg: Vec<String> = q(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]);
+    assert_eq!(cfg, vec!["busy-reply-threshold".to_string(), "5000".into()]);
+    q::<()>(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "100"]);
+    let cfg: Vec<String> = q(&mut c, &["CONFIG", "GET", "busy-*"]);
+    assert_eq!(cfg[1], "100");
+    assert!(err(&mut c, &["CONFIG", "SET", "nope", "1"]).starts_with("ERR CONFIG SET failed"));
+    assert!(q::<i64>(&mut c, &["COMMAND", "COUNT"]) > 50);
+    let info: Vec<Value> = q(&mut c, &["COMMAND", "INFO", "get"]);
+    assert_eq!(info.len(), 1);
+    let keys: Vec<String> = q(&mut c, &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"]);
+    assert_eq!(keys, vec!["a".to_string(), "b".into()]);
+}

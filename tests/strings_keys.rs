@@ -1,0 +1,228 @@
+//! Strings, counters, generic key commands, expiry and databases through a real client.
+
+mod common;
+
+use common::{err, q, TestServer};
+use redis::Value;
+
+#[test]
+fn set_get_and_options() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    assert_eq!(q::<String>(&mut c, &["SET", "k", "v"]), "OK");
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v");
+    assert_eq!(q::<Option<String>>(&mut c, &["SET", "k", "x", "NX"]), None);
+    assert_eq!(q::<String>(&mut c, &["SET", "k", "v2", "XX", "GET"]), "v");
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "missing"]), None);
+    assert_eq!(
+        err(&mut c, &["SET", "k", "v", "EX", "0"]),
+        "ERR invalid expire time in 'set' command"
+    );
+    assert_eq!(
+        err(&mut c, &["SET", "k", "v", "NX", "XX"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        err(&mut c, &["SET", "k", "v", "EX", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(q::<i64>(&mut c, &["SETNX", "k", "z"]), 0);
+    assert_eq!(q::<String>(&mut c, &["MSET", "a", "1", "b", "2"]), "OK");
+    assert_eq!(
+        q::<Vec<Option<String>>>(&mut c, &["MGET", "a", "nope", "b"]),
+        vec![Some("1".into()), None, Some("2".into())]
+    );
+    assert_eq!(q::<i64>(&mut c, &["MSETNX", "a", "9", "zz", "1"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GETDEL", "a"]), "1");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "a"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["APPEND", "b", "34"]), 3);
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "b", "-2", "-1"]), "34");
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "pad", "3", "x"]), 4);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "pad"]), b"\0\0\0x".to_vec());
+}
+
+#[test]
+fn counters_and_their_errors() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    assert_eq!(q::<i64>(&mut c, &["INCR", "n"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["INCRBY", "n", "41"]), 42);
+    assert_eq!(q::<i64>(&mut c, &["DECRBY", "n", "2"]), 40);
+    assert_eq!(q::<i64>(&mut c, &["DECR", "n"]), 39);
+    assert_eq!(
+        err(&mut c, &["INCRBY", "n", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    q::<()>(&mut c, &["SET", "max", "9223372036854775807"]);
+    assert_eq!(
+        err(&mut c, &["INCR", "max"]),
+        "ERR increment or decrement would overflow"
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "max"]), "9223372036854775807");
+    q::<()>(&mut c, &["SET", "word", "hello"]);
+    assert_eq!(
+        err(&mut c, &["INCR", "word"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(q::<String>(&mut c, &["INCRBYFLOAT", "f", "10.5"]), "10.5");
+    assert_eq!(q::<String>(&mut c, &["INCRBYFLOAT", "f", "0.1"]), "10.6");
+    assert_eq!(
+        err(&mut c, &["INCRBYFLOAT", "f", "inf"]),
+        "ERR increment would produce NaN or Infinity"
+    );
+    assert_eq!(
+        err(&mut c, &["INCRBYFLOAT", "f", "nan"]),
+        "ERR value is not a valid float"
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "f"]), "10.6");
+    assert_eq!(
+        err(&mut c, &["INCR"]),
+        "ERR wrong number of arguments for 'incr' command"
+    );
+    q::<()>(&mut c, &["RPUSH", "list", "x"]);
+    assert_eq!(
+        err(&mut c, &["INCR", "list"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    assert_eq!(
+        err(&mut c, &["GET", "list"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+}
+
+#[test]
+fn expiry_follows_the_server_clock() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["SET", "k", "v", "EX", "10"]);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), 10);
+    s.advance(9_000);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), 1);
+    assert!(q::<i64>(&mut c, &["PTTL", "k"]) <= 1000);
+    s.advance(1_000);
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "k"]), None);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), -2);
+    q::<()>(&mut c, &["SET", "p", "v", "PX", "500"]);
+    assert_eq!(q::<i64>(&mut c, &["PERSIST", "p"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "p"]), -1);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "p", "100", "XX"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "p", "100", "NX"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "p", "50", "GT"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "p", "50", "LT"]), 1);
+    assert_eq!(
+        err(&mut c, &["EXPIRE", "p", "1", "NX", "XX"]),
+        "ERR NX and XX, GT or LT options at the same time are not compatible"
+    );
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "p", "-1"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "p"]), 0);
+    q::<()>(&mut c, &["SET", "keep", "v", "EX", "100"]);
+    q::<()>(&mut c, &["SET", "keep", "w", "KEEPTTL"]);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "keep"]), 100);
+    q::<()>(&mut c, &["SET", "keep", "w"]);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "keep"]), -1);
+}
+
+#[test]
+fn active_expiry_reclaims_keys_without_traffic() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        pipe.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg("v")
+            .arg("PX")
+            .arg(100)
+            .ignore();
+    }
+    pipe.query::<()>(&mut c).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 2000);
+    s.advance(200);
+    // The sampler runs every 100 ms; DBSIZE counts keys not yet deleted, like Redis.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while q::<i64>(&mut c, &["DBSIZE"]) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    assert!(info.contains("expired_keys:2000"), "{info}");
+}
+
+#[test]
+fn sixteen_databases_and_move_copy() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    for db in 0..16 {
+        q::<()>(&mut c, &["SELECT", &db.to_string()]);
+        q::<()>(&mut c, &["SET", "k", &db.to_string()]);
+    }
+    for db in 0..16 {
+        q::<()>(&mut c, &["SELECT", &db.to_string()]);
+        assert_eq!(q::<String>(&mut c, &["GET", "k"]), db.to_string());
+    }
+    assert_eq!(
+        err(&mut c, &["SELECT", "16"]),
+        "ERR DB index is out of range"
+    );
+    q::<()>(&mut c, &["SELECT", "0"]);
+    q::<()>(&mut c, &["SET", "m", "1"]);
+    assert_eq!(q::<i64>(&mut c, &["MOVE", "m", "3"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "m"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["COPY", "k", "k2", "DB", "5"]), 1);
+    q::<()>(&mut c, &["SELECT", "5"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "k2"]), "0");
+    q::<()>(&mut c, &["FLUSHALL"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+}
+
+#[test]
+fn keys_scan_rename_type() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    for i in 0..500 {
+        q::<()>(&mut c, &["SET", &format!("user:{i}"), "x"]);
+    }
+    q::<()>(&mut c, &["RPUSH", "alist", "x"]);
+    let mut keys: Vec<String> = q(&mut c, &["KEYS", "user:1*"]);
+    keys.sort();
+    assert_eq!(keys.len(), 111);
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor = "0".to_string();
+    for _ in 0..10_000 {
+        let (next, batch): (String, Vec<String>) =
+            q(&mut c, &["SCAN", &cursor, "MATCH", "user:*", "COUNT", "50"]);
+        seen.extend(batch);
+        cursor = next;
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 500);
+    let (_, lists): (String, Vec<String>) =
+        q(&mut c, &["SCAN", "0", "TYPE", "list", "COUNT", "100000"]);
+    assert_eq!(lists, vec!["alist".to_string()]);
+    assert_eq!(err(&mut c, &["SCAN", "x"]), "ERR invalid cursor");
+    assert_eq!(q::<String>(&mut c, &["TYPE", "alist"]), "list");
+    assert_eq!(q::<String>(&mut c, &["TYPE", "nope"]), "none");
+    assert_eq!(err(&mut c, &["RENAME", "nope", "x"]), "ERR no such key");
+    q::<()>(&mut c, &["RENAME", "alist", "blist"]);
+    assert_eq!(q::<i64>(&mut c, &["RENAMENX", "blist", "user:1"]), 0);
+    assert!(q::<Option<String>>(&mut c, &["RANDOMKEY"]).is_some());
+}
+
+#[test]
+fn unknown_and_wrong_arity_commands() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    assert_eq!(
+        err(&mut c, &["FOO", "a", "b"]),
+        "ERR unknown command 'FOO', with args beginning with: 'a' 'b' "
+    );
+    assert_eq!(
+        err(&mut c, &["GET"]),
+        "ERR wrong number of arguments for 'get' command"
+    );
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    let v: Value = q(&mut c, &["TIME"]);
+    assert!(matches!(v, Value::Array(ref a) if a.len() == 2));
+}
