@@ -10,10 +10,15 @@
 //! Command files are grouped by family, each reading like a page of the Redis docs.
 
 pub mod args;
+pub mod collection;
+pub mod hashes;
 pub mod keys;
+pub mod lists;
 pub mod server;
+pub mod sets;
 pub mod strings;
 pub mod table;
+pub mod zsets;
 
 use bytes::Bytes;
 

@@ -81,6 +81,10 @@ macro_rules! cmd {
 const FAMILIES: &[&[CommandSpec]] = &[
     super::strings::COMMANDS,
     super::keys::COMMANDS,
+    super::hashes::COMMANDS,
+    super::lists::COMMANDS,
+    super::sets::COMMANDS,
+    super::zsets::COMMANDS,
     super::server::COMMANDS,
 ];
 

@@ -141,24 +141,10 @@ impl Reply {
     }
 }
 
-/// Redis's text for a double in RESP3 `,` frames and RESP2 bulk replies:
-/// `inf`, `-inf`, `nan`, integers without a fractional part, else shortest round-trip.
+/// Redis's text for a double in RESP3 `,` frames and RESP2 bulk replies: `%.17g` as
+/// Redis 7.0 prints it (`inf`, `-inf`, `3`, `1.5`, `0.10000000000000001`).
 pub fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        "nan".into()
-    } else if d.is_infinite() {
-        if d > 0.0 { "inf" } else { "-inf" }.into()
-    } else if d == d.trunc() && d.abs() < 1e17 {
-        format!("{}", d as i64)
-    } else {
-        let mut b = ryu::Buffer::new();
-        let s = b.format_finite(d);
-        // ryu prints exponents as `1e20`; Redis prints `1e+20`.
-        match s.find('e') {
-            Some(i) if !s[i + 1..].starts_with('-') => format!("{}e+{}", &s[..i], &s[i + 1..]),
-            _ => s.to_string(),
-        }
-    }
+    crate::store::zset::format_score(d)
 }
 
 fn line(out: &mut BytesMut, tag: u8, text: &[u8]) {
@@ -208,6 +194,7 @@ mod tests {
         assert_eq!(format_double(3.0), "3");
         assert_eq!(format_double(1.5), "1.5");
         assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(format_double(0.1), "0.10000000000000001");
         assert_eq!(enc(&Reply::Double(2.5), 3), ",2.5\r\n");
         assert_eq!(enc(&Reply::Double(2.5), 2), "$3\r\n2.5\r\n");
     }

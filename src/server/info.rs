@@ -12,7 +12,7 @@ use crate::command::{self, flags, keys::glob_match};
 use crate::protocol::Reply;
 
 /// The Redis version Tollgate reports to clients (they gate features on it).
-pub const REDIS_VERSION: &str = "7.2.4";
+pub const REDIS_VERSION: &str = "7.0.15";
 
 /// Heap bytes currently allocated by the process, if the counting allocator is installed.
 pub fn used_memory() -> usize {

@@ -241,6 +241,53 @@ impl SortedSet {
         }
     }
 
+    /// Rebuild a set exactly as recorded by [`Self::encoding`] (`skiplist` when true) and
+    /// [`Self::iter`], in O(n). Snapshots must use this rather than re-inserting: the
+    /// encoding shows (`-0`, ZSCAN, OBJECT ENCODING) and every replica must agree on it.
+    ///
+    /// Members are copied, so they may borrow from a snapshot buffer. Input that is not
+    /// strictly ascending is still accepted, through ordinary inserts, never a panic.
+    pub fn from_snapshot<M: AsRef<[u8]>>(
+        skiplist: bool,
+        items: impl IntoIterator<Item = (M, f64)>,
+    ) -> SortedSet {
+        let items: Vec<(Bytes, f64)> = items
+            .into_iter()
+            .map(|(m, s)| (Bytes::copy_from_slice(m.as_ref()), s))
+            .collect();
+        let mut set = SortedSet::new();
+        if skiplist {
+            set.grow();
+        }
+        let ascending = items.iter().all(|(_, s)| !s.is_nan())
+            && items
+                .windows(2)
+                .all(|w| cmp_key(w[0].1, &w[0].0, w[1].1, &w[1].0) == Ordering::Less);
+        let fits_listpack =
+            items.len() <= SMALL_MAX && items.iter().all(|(m, _)| m.len() <= SMALL_MEMBER_MAX);
+        if !ascending || !(skiplist || fits_listpack) {
+            for (m, s) in items {
+                set.insert(&m, s);
+            }
+            return set;
+        }
+        set.member_bytes = items.iter().map(|(m, _)| m.len()).sum();
+        if skiplist {
+            let scores = items.iter().map(|(m, s)| (m.clone(), *s)).collect();
+            set.repr = Repr::Large(Box::new(Large {
+                scores,
+                tree: Tree::from_sorted(items),
+            }));
+        } else {
+            let items = items
+                .into_iter()
+                .map(|(m, s)| (m, listpack_score(s)))
+                .collect();
+            set.repr = Repr::Small(items);
+        }
+        set
+    }
+
     /// Redis's name for the current encoding (OBJECT ENCODING): `listpack` or `skiplist`.
     pub fn encoding(&self) -> &'static str {
         match self.repr {
@@ -275,7 +322,8 @@ impl SortedSet {
         self.score(member).is_some()
     }
 
-    /// Set `member`'s score, adding the member if new; O(log n).
+    /// Set `member`'s score, adding the member if new; O(log n) (O(n) with n <= 128 while
+    /// a listpack).
     ///
     /// The member bytes are copied on add, so a slice of a network buffer never pins it.
     pub fn insert(&mut self, member: &[u8], score: f64) -> InsertResult {
@@ -1790,6 +1838,29 @@ mod tests {
     }
 
     #[test]
+    fn snapshots_keep_encoding_and_negative_zero() {
+        let mut z = SortedSet::new();
+        for i in 0..=SMALL_MAX {
+            z.insert(format!("m{i}").as_bytes(), 1.0);
+        }
+        z.insert(b"neg", -0.0);
+        z.remove_range_by_score(incl(1.0), incl(1.0));
+        assert_eq!((z.len(), z.encoding()), (1, "skiplist"));
+        let copy = SortedSet::from_snapshot(true, z.iter());
+        assert_eq!(copy.encoding(), "skiplist");
+        assert_eq!(format_score(copy.score(b"neg").unwrap()), "-0");
+        copy.check_invariants();
+        // Unsorted or duplicated input is tolerated.
+        let copy = SortedSet::from_snapshot(false, [("b", 2.0), ("a", 1.0), ("b", 3.0)]);
+        copy.check_invariants();
+        assert_eq!(names(copy.iter()), ["a", "b"]);
+        assert_eq!(copy.score(b"b"), Some(3.0));
+        let copy = SortedSet::from_snapshot(false, [("a", f64::NAN), ("b", 1.0)]);
+        copy.check_invariants();
+        assert_eq!(names(copy.iter()), ["b"]);
+    }
+
+    #[test]
     fn encoding_changes_like_redis() {
         let mut z = SortedSet::new();
         assert_eq!(z.encoding(), "listpack");
@@ -2600,6 +2671,10 @@ mod tests {
                 z.check_invariants();
                 prop_assert_eq!(bits(&collect(z.iter())), bits(&m));
                 prop_assert_eq!(z.encoding(), if skiplist { "skiplist" } else { "listpack" });
+                let copy = SortedSet::from_snapshot(z.encoding() == "skiplist", z.iter());
+                copy.check_invariants();
+                prop_assert_eq!(bits(&collect(copy.iter())), bits(&m));
+                prop_assert_eq!(copy.encoding(), z.encoding());
                 for q in queries {
                     check_query(&z, &m, q);
                 }

@@ -1,0 +1,605 @@
+//! Hash commands: HSET and friends, field reads, HINCRBY/HINCRBYFLOAT, HSCAN and
+//! HRANDFIELD. Hashes keep insertion order, so HGETALL/HKEYS/HVALS answer the order in
+//! which fields were first set (as a small Redis hash does).
+
+use bytes::Bytes;
+
+use super::args::{self, int, is, read, syntax_error, CmdResult, NOT_FLOAT};
+use super::collection::{random_picks, scan_step, symmetric_int, update, would_change, Rng};
+use super::keys::parse_scan;
+use super::strings::run;
+use super::Ctx;
+use crate::protocol::Reply;
+use crate::store::value::{hash_remove, HashValue};
+
+fn read_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashValue>> {
+    let now = ctx.now_ms;
+    read::<HashValue>(ctx.db(), key, now)
+}
+
+/// Set field/value pairs from `a[2..]`; returns how many fields were new.
+fn set_pairs(ctx: &mut Ctx, a: &[Bytes], name: &str) -> CmdResult<i64> {
+    if !a.len().is_multiple_of(2) {
+        return Err(super::arity_error(name));
+    }
+    let added = update::<HashValue, _>(ctx, &a[1], true, |h| {
+        let mut added = 0;
+        for pair in a[2..].chunks_exact(2) {
+            if h.insert(pair[0].clone(), pair[1].clone()).is_none() {
+                added += 1;
+            }
+        }
+        Ok(added)
+    })?;
+    Ok(added.unwrap_or(0))
+}
+
+/// HSET key field value [field value ...]
+pub fn hset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    set_pairs(ctx, a, "hset").map_or_else(|e| e, Reply::Integer)
+}
+
+/// HMSET key field value [field value ...]
+pub fn hmset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    set_pairs(ctx, a, "hmset").map_or_else(|e| e, |_| Reply::ok())
+}
+
+/// HSETNX key field value
+pub fn hsetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    run((|| {
+        if read_hash(ctx, &a[1])?.is_some_and(|h| h.contains_key(&a[2])) {
+            return Ok(Reply::Integer(0));
+        }
+        update::<HashValue, _>(ctx, &a[1], true, |h| {
+            h.insert(a[2].clone(), a[3].clone());
+            Ok(())
+        })?;
+        Ok(Reply::Integer(1))
+    })())
+}
+
+/// HGET key field
+pub fn hget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_hash(ctx, &a[1]) {
+        Err(e) => e,
+        Ok(h) => h
+            .and_then(|h| h.get(&a[2]))
+            .map_or(Reply::Nil, |v| Reply::Bulk(v.clone())),
+    }
+}
+
+/// HMGET key field [field ...]
+pub fn hmget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_hash(ctx, &a[1]) {
+        Err(e) => e,
+        Ok(h) => Reply::Array(
+            a[2..]
+                .iter()
+                .map(|f| {
+                    h.and_then(|h| h.get(f))
+                        .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// HGETALL key
+pub fn hgetall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_hash(ctx, &a[1]) {
+        Err(e) => e,
+        Ok(h) => Reply::Map(
+            h.into_iter()
+                .flatten()
+                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+                .collect(),
+        ),
+    }
+}
+
+/// HKEYS key
+pub fn hkeys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_hash(ctx, &a[1]) {
+        Err(e) => e,
+        Ok(h) => args::bulk_array(h.into_iter().flat_map(|h| h.keys().cloned())),
+    }
+}
+
+/// HVALS key
+pub fn hvals(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_hash(ctx, &a[1]) {
+        Err(e) => e,
+        Ok(h) => args::bulk_array(h.into_iter().flat_map(|h| h.values().cloned())),
+    }
+}
+
+/// HLEN key
+pub fn hlen(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_hash(ctx, &a[1]) {
+        Err(e) => e,
+        Ok(h) => Reply::Integer(h.map_or(0, |h| h.len() as i64)),
+    }
+}
+
+/// HEXISTS key field
+pub fn hexists(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_hash(ctx, &a[1]) {
+        Err(e) => e,
+        Ok(h) => Reply::Integer(h.is_some_and(|h| h.contains_key(&a[2])) as i64),
+    }
+}
+
+/// HSTRLEN key field
+pub fn hstrlen(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match read_hash(ctx, &a[1]) {
+        Err(e) => e,
+        Ok(h) => Reply::Integer(h.and_then(|h| h.get(&a[2])).map_or(0, |v| v.len() as i64)),
+    }
+}
+
+/// HDEL key field [field ...]
+pub fn hdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let fields = &a[2..];
+    run((|| {
+        if !would_change::<HashValue>(ctx, &a[1], |h| fields.iter().any(|f| h.contains_key(f)))? {
+            return Ok(Reply::Integer(0));
+        }
+        let removed = update::<HashValue, _>(ctx, &a[1], false, |h| {
+            Ok(fields
+                .iter()
+                .filter(|f| hash_remove(h, f).is_some())
+                .count() as i64)
+        })?;
+        Ok(Reply::Integer(removed.unwrap_or(0)))
+    })())
+}
+
+/// Replace (or create) `field` with the result of `step` applied to its current value.
+fn rewrite_field(
+    ctx: &mut Ctx,
+    key: &Bytes,
+    field: &Bytes,
+    step: impl FnOnce(Option<&Bytes>) -> CmdResult<Bytes>,
+) -> CmdResult<Bytes> {
+    // Compute on a read first, so that an error creates nothing and fires no WATCH.
+    let next = step(read_hash(ctx, key)?.and_then(|h| h.get(field)))?;
+    update::<HashValue, _>(ctx, key, true, |h| {
+        h.insert(field.clone(), next.clone());
+        Ok(())
+    })?;
+    Ok(next)
+}
+
+/// HINCRBY key field increment
+pub fn hincrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    run((|| {
+        let by = int(&a[3])?;
+        let next = rewrite_field(ctx, &a[1], &a[2], |cur| {
+            let cur = match cur {
+                None => 0,
+                Some(v) => args::parse_i64(v)
+                    .ok_or_else(|| Reply::err("ERR hash value is not an integer"))?,
+            };
+            let next = cur
+                .checked_add(by)
+                .ok_or_else(|| Reply::err("ERR increment or decrement would overflow"))?;
+            Ok(Bytes::from(next.to_string()))
+        })?;
+        Ok(Reply::Integer(args::parse_i64(&next).unwrap_or_default()))
+    })())
+}
+
+/// HINCRBYFLOAT key field increment
+pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    run((|| {
+        let by = args::parse_f64(&a[3]).ok_or_else(|| Reply::err(NOT_FLOAT))?;
+        if by.is_infinite() {
+            return Err(Reply::err("ERR value is NaN or Infinity"));
+        }
+        let next = rewrite_field(ctx, &a[1], &a[2], |cur| {
+            let cur = match cur {
+                None => 0.0,
+                Some(v) => {
+                    args::parse_f64(v).ok_or_else(|| Reply::err("ERR hash value is not a float"))?
+                }
+            };
+            let next = cur + by;
+            if !next.is_finite() {
+                return Err(Reply::err("ERR increment would produce NaN or Infinity"));
+            }
+            Ok(Bytes::from(args::human_float(next)))
+        })?;
+        Ok(Reply::Bulk(next))
+    })())
+}
+
+/// HSCAN key cursor [MATCH pattern] [COUNT count]
+pub fn hscan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    run((|| {
+        // Redis validates the cursor before the key and the options only if it exists.
+        parse_scan(&a[..3], 2, false)?;
+        let Some(h) = read_hash(ctx, &a[1])? else {
+            return Ok(super::keys::scan_reply(0, Vec::new()));
+        };
+        let opts = parse_scan(a, 2, false)?;
+        let (next, items) = scan_step(h.iter(), h.len(), &opts);
+        let flat = items
+            .into_iter()
+            .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+            .collect();
+        Ok(super::keys::scan_reply(next, flat))
+    })())
+}
+
+/// HRANDFIELD key [count [WITHVALUES]]
+pub fn hrandfield(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    run((|| {
+        let now = ctx.now_ms;
+        let count = match a.get(2) {
+            None => None,
+            Some(c) => Some(symmetric_int(c)?),
+        };
+        if a.len() > 4 || a.get(3).is_some_and(|w| !is(w, "withvalues")) {
+            return Err(syntax_error());
+        }
+        let with_values = a.len() == 4;
+        if with_values && count.is_some_and(|c| c.unsigned_abs() > i64::MAX as u64 / 2) {
+            return Err(Reply::err("ERR value is out of range"));
+        }
+        let resp3 = ctx.resp >= 3;
+        let h = read_hash(ctx, &a[1])?;
+        let Some(count) = count else {
+            let Some(h) = h.filter(|h| !h.is_empty()) else {
+                return Ok(Reply::Nil);
+            };
+            let i = Rng::new(now, &a[1], h.len()).below(h.len());
+            return Ok(h
+                .get_index(i)
+                .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f.clone())));
+        };
+        let Some(h) = h else {
+            return Ok(Reply::Array(Vec::new()));
+        };
+        let picks = random_picks(&mut Rng::new(now, &a[1], h.len()), h.len(), count)?;
+        let pairs = picks.into_iter().filter_map(|i| h.get_index(i));
+        Ok(Reply::Array(match (with_values, resp3) {
+            (false, _) => pairs.map(|(f, _)| Reply::Bulk(f.clone())).collect(),
+            (true, true) => pairs
+                .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]))
+                .collect(),
+            (true, false) => pairs
+                .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+                .collect(),
+        }))
+    })())
+}
+
+use super::flags::{DENYOOM, FAST, RANDOM, READONLY, WRITE};
+
+/// Hash commands.
+pub const COMMANDS: &[super::CommandSpec] = &[
+    crate::cmd!("hset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hset),
+    crate::cmd!("hsetnx", 4, WRITE | DENYOOM | FAST, 1, 1, 1, hsetnx),
+    crate::cmd!("hmset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hmset),
+    crate::cmd!("hget", 3, READONLY | FAST, 1, 1, 1, hget),
+    crate::cmd!("hmget", -3, READONLY | FAST, 1, 1, 1, hmget),
+    crate::cmd!("hgetall", 2, READONLY, 1, 1, 1, hgetall),
+    crate::cmd!("hkeys", 2, READONLY, 1, 1, 1, hkeys),
+    crate::cmd!("hvals", 2, READONLY, 1, 1, 1, hvals),
+    crate::cmd!("hlen", 2, READONLY | FAST, 1, 1, 1, hlen),
+    crate::cmd!("hexists", 3, READONLY | FAST, 1, 1, 1, hexists),
+    crate::cmd!("hstrlen", 3, READONLY | FAST, 1, 1, 1, hstrlen),
+    crate::cmd!("hdel", -3, WRITE | FAST, 1, 1, 1, hdel),
+    crate::cmd!("hincrby", 4, WRITE | DENYOOM | FAST, 1, 1, 1, hincrby),
+    crate::cmd!(
+        "hincrbyfloat",
+        4,
+        WRITE | DENYOOM | FAST,
+        1,
+        1,
+        1,
+        hincrbyfloat
+    ),
+    crate::cmd!("hscan", -3, READONLY | RANDOM, 1, 1, 1, hscan),
+    crate::cmd!("hrandfield", -2, READONLY | RANDOM, 1, 1, 1, hrandfield),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::super::collection::harness::{bulk, bulks, err, wrongtype, Client};
+    use crate::protocol::Reply;
+
+    fn c() -> Client {
+        let mut c = Client::new();
+        c.run("set str x");
+        c.run("hset h a 1 b 2 c 3");
+        c
+    }
+
+    #[test]
+    fn hset_counts_new_fields_and_keeps_order() {
+        let mut c = c();
+        assert_eq!(c.run("hset h a 9 d 4"), Reply::Integer(1));
+        assert_eq!(
+            c.wire("hgetall h"),
+            "*8\r\n$1\r\na\r\n$1\r\n9\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n$1\r\nd\r\n$1\r\n4\r\n"
+        );
+        c.resp = 3;
+        assert!(c.wire("hgetall h").starts_with("%4\r\n"));
+        assert_eq!(c.run("hkeys h"), bulks(&["a", "b", "c", "d"]));
+        assert_eq!(c.run("hvals h"), bulks(&["9", "2", "3", "4"]));
+        assert_eq!(c.run("hmset h e 5"), Reply::ok());
+        assert_eq!(c.run("hlen h"), Reply::Integer(5));
+    }
+
+    #[test]
+    fn hset_arity_and_type_errors() {
+        let mut c = c();
+        assert_eq!(
+            c.run("hset h a"),
+            err("ERR wrong number of arguments for 'hset' command")
+        );
+        assert_eq!(
+            c.run("hset h a 1 b"),
+            err("ERR wrong number of arguments for 'hset' command")
+        );
+        assert_eq!(
+            c.run("hmset h a 1 b"),
+            err("ERR wrong number of arguments for 'hmset' command")
+        );
+        assert_eq!(c.run("hset str a 1"), wrongtype());
+        assert_eq!(c.run("hget str a"), wrongtype());
+        assert_eq!(c.run("hgetall str"), wrongtype());
+        assert_eq!(c.run("hlen str"), wrongtype());
+        assert_eq!(c.run("hdel str a"), wrongtype());
+        assert_eq!(c.run("hsetnx str a 1"), wrongtype());
+        assert_eq!(c.run("hincrby str a 1"), wrongtype());
+        assert_eq!(c.run("hrandfield str"), wrongtype());
+        assert_eq!(c.run("hscan str 0"), wrongtype());
+    }
+
+    #[test]
+    fn reads_of_fields() {
+        let mut c = c();
+        assert_eq!(c.run("hget h a"), bulk("1"));
+        assert_eq!(c.run("hget h zz"), Reply::Nil);
+        assert_eq!(c.run("hget nokey a"), Reply::Nil);
+        assert_eq!(
+            c.run("hmget h a zz c"),
+            Reply::Array(vec![bulk("1"), Reply::Nil, bulk("3")])
+        );
+        assert_eq!(c.run("hmget nokey a"), Reply::Array(vec![Reply::Nil]));
+        assert_eq!(c.run("hgetall nokey"), Reply::Map(vec![]));
+        assert_eq!(c.run("hexists h a"), Reply::Integer(1));
+        assert_eq!(c.run("hexists h z"), Reply::Integer(0));
+        assert_eq!(c.run("hstrlen h a"), Reply::Integer(1));
+        assert_eq!(c.run("hstrlen h z"), Reply::Integer(0));
+        assert_eq!(c.run("hlen nokey"), Reply::Integer(0));
+    }
+
+    #[test]
+    fn hsetnx_and_hdel() {
+        let mut c = c();
+        assert_eq!(c.run("hsetnx h a 5"), Reply::Integer(0));
+        assert_eq!(c.run("hget h a"), bulk("1"));
+        assert_eq!(c.run("hsetnx h z 5"), Reply::Integer(1));
+        assert_eq!(c.run("hsetnx new f v"), Reply::Integer(1));
+        assert_eq!(c.run("hdel h a zz a"), Reply::Integer(1));
+        assert_eq!(c.run("hkeys h"), bulks(&["b", "c", "z"]));
+        assert_eq!(c.run("hdel nokey a"), Reply::Integer(0));
+        assert_eq!(c.run("hdel h b c z"), Reply::Integer(3));
+        assert!(!c.exists("h"), "an emptied hash is deleted");
+    }
+
+    #[test]
+    fn hincrby_rules() {
+        let mut c = c();
+        c.run("hset n f 1.5 big 9223372036854775807 s abc");
+        assert_eq!(c.run("hincrby h a 10"), Reply::Integer(11));
+        assert_eq!(c.run("hincrby h new -3"), Reply::Integer(-3));
+        assert_eq!(
+            c.run("hincrby h a x"),
+            err("ERR value is not an integer or out of range")
+        );
+        assert_eq!(
+            c.run("hincrby h a 1.5"),
+            err("ERR value is not an integer or out of range")
+        );
+        assert_eq!(
+            c.run("hincrby n f 1"),
+            err("ERR hash value is not an integer")
+        );
+        assert_eq!(
+            c.run("hincrby n s 1"),
+            err("ERR hash value is not an integer")
+        );
+        assert_eq!(
+            c.run("hincrby n big 1"),
+            err("ERR increment or decrement would overflow")
+        );
+        assert_eq!(
+            c.run("hincrby fresh f x"),
+            err("ERR value is not an integer or out of range")
+        );
+        assert!(!c.exists("fresh"), "a failed write creates nothing");
+    }
+
+    #[test]
+    fn hincrbyfloat_rules() {
+        let mut c = c();
+        c.run("hset n s abc i 10");
+        assert_eq!(c.run("hincrbyfloat n i 0.5"), bulk("10.5"));
+        assert_eq!(c.run("hincrbyfloat n new 5"), bulk("5"));
+        assert_eq!(c.run("hincrbyfloat n new 1.0e1"), bulk("15"));
+        assert_eq!(c.run("hget n new"), bulk("15"));
+        assert_eq!(
+            c.run("hincrbyfloat n i x"),
+            err("ERR value is not a valid float")
+        );
+        assert_eq!(
+            c.run("hincrbyfloat n i nan"),
+            err("ERR value is not a valid float")
+        );
+        assert_eq!(
+            c.run("hincrbyfloat n i inf"),
+            err("ERR value is NaN or Infinity")
+        );
+        assert_eq!(
+            c.run("hincrbyfloat n s 1"),
+            err("ERR hash value is not a float")
+        );
+        c.run("hset n g inf");
+        assert_eq!(
+            c.run("hincrbyfloat n g 1"),
+            err("ERR increment would produce NaN or Infinity")
+        );
+        assert_eq!(
+            c.run("hincrbyfloat fresh f inf"),
+            err("ERR value is NaN or Infinity")
+        );
+        assert!(!c.exists("fresh"));
+    }
+
+    #[test]
+    fn hscan_small_and_errors() {
+        let mut c = c();
+        assert_eq!(
+            c.run("hscan h 0"),
+            Reply::Array(vec![bulk("0"), bulks(&["a", "1", "b", "2", "c", "3"])])
+        );
+        assert_eq!(
+            c.run("hscan h 0 match b*"),
+            Reply::Array(vec![bulk("0"), bulks(&["b", "2"])])
+        );
+        assert_eq!(c.run("hscan h x"), err("ERR invalid cursor"));
+        assert_eq!(c.run("hscan nokey x"), err("ERR invalid cursor"));
+        assert_eq!(c.run("hscan h 0 count 0"), err("ERR syntax error"));
+        assert_eq!(c.run("hscan h 0 count"), err("ERR syntax error"));
+        assert_eq!(
+            c.run("hscan h 0 count x"),
+            err("ERR value is not an integer or out of range")
+        );
+        // Options of a missing key are not looked at, as in Redis.
+        assert_eq!(
+            c.run("hscan nokey 0 count 0"),
+            Reply::Array(vec![bulk("0"), bulks(&[])])
+        );
+        assert_eq!(
+            c.run("hscan h 18446744073709551615"),
+            Reply::Array(vec![bulk("0"), bulks(&["a", "1", "b", "2", "c", "3"])])
+        );
+        assert_eq!(
+            c.run("hscan h 18446744073709551616"),
+            err("ERR invalid cursor")
+        );
+    }
+
+    #[test]
+    fn hscan_large_hash_visits_every_field_once() {
+        let mut c = Client::new();
+        for i in 0..1000 {
+            c.run(&format!("hset big f{i} {i}"));
+        }
+        let mut cursor = "0".to_string();
+        let mut fields = Vec::new();
+        loop {
+            let Reply::Array(parts) = c.run(&format!("hscan big {cursor} count 20")) else {
+                panic!("not an array");
+            };
+            let (Reply::Bulk(next), Reply::Array(items)) = (&parts[0], &parts[1]) else {
+                panic!("bad shape");
+            };
+            for pair in items.chunks(2) {
+                let (Reply::Bulk(f), Reply::Bulk(v)) = (&pair[0], &pair[1]) else {
+                    panic!("bad pair");
+                };
+                assert_eq!(f[1..], v[..]);
+                fields.push(f.clone());
+            }
+            cursor = String::from_utf8(next.to_vec()).unwrap();
+            if cursor == "0" {
+                break;
+            }
+        }
+        fields.sort();
+        fields.dedup();
+        assert_eq!(fields.len(), 1000);
+    }
+
+    #[test]
+    fn hrandfield_counts_and_shapes() {
+        let mut c = c();
+        assert_eq!(c.run("hrandfield nokey"), Reply::Nil);
+        assert_eq!(c.run("hrandfield nokey 5"), bulks(&[]));
+        assert_eq!(c.run("hrandfield h 0"), bulks(&[]));
+        assert_eq!(c.run("hrandfield h 5"), bulks(&["a", "b", "c"]));
+        assert_eq!(
+            c.run("hrandfield h 3 withvalues"),
+            bulks(&["a", "1", "b", "2", "c", "3"])
+        );
+        let Reply::Bulk(one) = c.run("hrandfield h") else {
+            panic!()
+        };
+        assert!(["a", "b", "c"].contains(&std::str::from_utf8(&one).unwrap()));
+        let Reply::Array(two) = c.run("hrandfield h 2") else {
+            panic!()
+        };
+        assert_eq!(two.len(), 2);
+        assert_ne!(two[0], two[1], "positive count picks distinct fields");
+        let Reply::Array(many) = c.run("hrandfield h -10 withvalues") else {
+            panic!()
+        };
+        assert_eq!(many.len(), 20);
+        for pair in many.chunks(2) {
+            let (Reply::Bulk(f), Reply::Bulk(v)) = (&pair[0], &pair[1]) else {
+                panic!()
+            };
+            assert_eq!(
+                c.run(&format!("hget h {}", std::str::from_utf8(f).unwrap())),
+                Reply::Bulk(v.clone())
+            );
+        }
+        c.resp = 3;
+        assert!(c
+            .wire("hrandfield h 2 withvalues")
+            .starts_with("*2\r\n*2\r\n"));
+        c.resp = 2;
+        assert_eq!(
+            c.run("hrandfield h x"),
+            err("ERR value is not an integer or out of range")
+        );
+        assert_eq!(c.run("hrandfield h 1 foo"), err("ERR syntax error"));
+        assert_eq!(
+            c.run("hrandfield h 1 withvalues foo"),
+            err("ERR syntax error")
+        );
+        assert_eq!(
+            c.run("hrandfield h -9223372036854775808"),
+            err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+        );
+        assert_eq!(
+            c.run("hrandfield h 9223372036854775807 withvalues"),
+            err("ERR value is out of range")
+        );
+        assert_eq!(
+            c.run("hrandfield h -9223372036854775807"),
+            err("ERR value is out of range")
+        );
+        assert_eq!(c.run("hrandfield nokey -9223372036854775807"), bulks(&[]));
+    }
+
+    #[test]
+    fn hrandfield_is_deterministic_in_time_and_key() {
+        let mut c = Client::new();
+        for i in 0..50 {
+            c.run(&format!("hset h f{i} {i}"));
+        }
+        let first = c.run("hrandfield h 5");
+        assert_eq!(c.run("hrandfield h 5"), first);
+        let differs = (1..20).any(|t| {
+            c.now += t;
+            c.run("hrandfield h 5") != first
+        });
+        assert!(differs, "picks vary with time");
+    }
+}
