@@ -30,10 +30,11 @@ pub fn update<T: Kind, R>(
     out.transpose()
 }
 
-/// Whether a mutation would change anything, judged on a read-only borrow first, so
-/// that no-op writes (HDEL of absent fields, SREM of non-members, ...) neither create
-/// keys nor fire WATCH, as in Redis. WRONGTYPE still surfaces as an error.
-pub fn would_change<T: Kind>(
+/// Whether `key` holds a `T` satisfying `pred`, judged on a read-only borrow. Writes ask
+/// this before mutating so that no-ops (HDEL of absent fields, SREM of non-members, SADD
+/// of existing members, ...) neither create keys nor fire WATCH, as in Redis, which
+/// signals a key only when it really changed. WRONGTYPE still surfaces as an error.
+pub fn exists_where<T: Kind>(
     ctx: &mut Ctx,
     key: &[u8],
     pred: impl FnOnce(&T) -> bool,

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::args::{self, int, is, read, syntax_error, CmdResult, NOT_FLOAT};
-use super::collection::{random_picks, scan_step, symmetric_int, update, would_change, Rng};
+use super::collection::{exists_where, random_picks, scan_step, symmetric_int, update, Rng};
 use super::keys::parse_scan;
 use super::strings::run;
 use super::Ctx;
@@ -141,7 +141,7 @@ pub fn hstrlen(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn hdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let fields = &a[2..];
     run((|| {
-        if !would_change::<HashValue>(ctx, &a[1], |h| fields.iter().any(|f| h.contains_key(f)))? {
+        if !exists_where::<HashValue>(ctx, &a[1], |h| fields.iter().any(|f| h.contains_key(f)))? {
             return Ok(Reply::Integer(0));
         }
         let removed = update::<HashValue, _>(ctx, &a[1], false, |h| {

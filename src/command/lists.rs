@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::args::{self, int, is, syntax_error, CmdResult};
-use super::collection::{symmetric_int, update, would_change};
+use super::collection::{exists_where, symmetric_int, update};
 use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
@@ -210,14 +210,9 @@ pub fn lset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn ltrim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
         let (start, end) = (int(&a[2])?, int(&a[3])?);
-        let keep = |l: &List| clamp_range(start, end, l.len());
-        if !would_change::<List>(ctx, &a[1], |l| {
-            keep(l) != Some((0, l.len().saturating_sub(1)))
-        })? {
-            return Ok(Reply::ok());
-        }
+        // Redis signals WATCH on every LTRIM of an existing list, even one that keeps all.
         update::<List, _>(ctx, &a[1], false, |l| {
-            match keep(l) {
+            match clamp_range(start, end, l.len()) {
                 None => l.clear(),
                 Some((s, e)) => {
                     l.truncate(e + 1);
@@ -235,7 +230,7 @@ pub fn lrem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
         let count = int(&a[2])?;
         let target = &a[3];
-        if !would_change::<List>(ctx, &a[1], |l| l.contains(target))? {
+        if !exists_where::<List>(ctx, &a[1], |l| l.contains(target))? {
             return Ok(Reply::Integer(0));
         }
         let removed = update::<List, _>(ctx, &a[1], false, |l| {

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 
 use super::args::{self, is, syntax_error, CmdResult};
-use super::collection::{random_picks, scan_step, symmetric_int, update, would_change, Rng};
+use super::collection::{exists_where, random_picks, scan_step, symmetric_int, update, Rng};
 use super::keys::{parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
@@ -31,17 +31,24 @@ fn set_reply<'a>(members: impl IntoIterator<Item = &'a Bytes>) -> Reply {
 
 /// SADD key member [member ...]
 pub fn sadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let added = update::<SetValue, _>(ctx, &a[1], true, |s| {
-        Ok(a[2..].iter().filter(|m| s.insert((*m).clone())).count() as i64)
-    });
-    added.map_or_else(|e| e, |n| Reply::Integer(n.unwrap_or(0)))
+    let members = &a[2..];
+    run((|| {
+        // Adding only existing members changes nothing and fires no WATCH, as in Redis.
+        if exists_where::<SetValue>(ctx, &a[1], |s| members.iter().all(|m| s.contains(m)))? {
+            return Ok(Reply::Integer(0));
+        }
+        let added = update::<SetValue, _>(ctx, &a[1], true, |s| {
+            Ok(members.iter().filter(|m| s.insert((*m).clone())).count() as i64)
+        })?;
+        Ok(Reply::Integer(added.unwrap_or(0)))
+    })())
 }
 
 /// SREM key member [member ...]
 pub fn srem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let members = &a[2..];
     run((|| {
-        if !would_change::<SetValue>(ctx, &a[1], |s| members.iter().any(|m| s.contains(m)))? {
+        if !exists_where::<SetValue>(ctx, &a[1], |s| members.iter().any(|m| s.contains(m)))? {
             return Ok(Reply::Integer(0));
         }
         let removed = update::<SetValue, _>(ctx, &a[1], false, |s| {

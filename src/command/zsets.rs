@@ -11,7 +11,7 @@
 use bytes::Bytes;
 
 use super::args::{self, int, is, syntax_error, CmdResult};
-use super::collection::{random_picks, symmetric_int, update, would_change, Rng};
+use super::collection::{exists_where, random_picks, symmetric_int, update, Rng};
 use super::keys::{glob_match, parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
@@ -112,6 +112,22 @@ fn zadd_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         .chunks_exact(2)
         .map(|p| Ok((parse_score(&p[0]).map_err(Reply::err)?, &p[1])))
         .collect::<CmdResult<Vec<_>>>()?;
+    // A ZADD that would neither add nor update fires no WATCH, as in Redis. (INCR always
+    // goes through: its reply needs the outcome, and an increment of 0 is rare.)
+    let changes = |z: &SortedSet| {
+        pairs.iter().any(|(score, m)| match z.score(m) {
+            None => !flags.xx,
+            Some(cur) => {
+                !flags.nx
+                    && *score != cur
+                    && !(flags.gt && *score < cur)
+                    && !(flags.lt && *score > cur)
+            }
+        })
+    };
+    if !flags.incr && exists_where::<SortedSet>(ctx, &a[1], |z| !changes(z))? {
+        return Ok(Reply::Integer(0));
+    }
     let resp = ctx.resp;
     let outcome = update::<SortedSet, _>(ctx, &a[1], !flags.xx, |z| {
         let (mut added, mut updated, mut last) = (0, 0, None);
@@ -166,7 +182,7 @@ pub fn zincrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn zrem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let members = &a[2..];
     run((|| {
-        if !would_change::<SortedSet>(ctx, &a[1], |z| members.iter().any(|m| z.contains(m)))? {
+        if !exists_where::<SortedSet>(ctx, &a[1], |z| members.iter().any(|m| z.contains(m)))? {
             return Ok(Reply::Integer(0));
         }
         let removed = update::<SortedSet, _>(ctx, &a[1], false, |z| {
@@ -508,7 +524,7 @@ fn remrange_generic(ctx: &mut Ctx, a: &[Bytes], by: By) -> Reply {
             Bounds::Score(min, max) => z.count_in_score_range(*min, *max) > 0,
             Bounds::Lex(min, max) => z.count_in_lex_range(min, max) > 0,
         };
-        if !would_change::<SortedSet>(ctx, &a[1], hits)? {
+        if !exists_where::<SortedSet>(ctx, &a[1], hits)? {
             return Ok(Reply::Integer(0));
         }
         let removed = update::<SortedSet, _>(ctx, &a[1], false, |z| {

@@ -71,7 +71,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
             db: 0,
             resp: 2,
             created: Instant::now(),
-            last_cmd: "NULL".into(),
+            last_cmd: "NULL",
             lib_name: String::new(),
             lib_ver: String::new(),
             in_multi: false,
@@ -160,28 +160,38 @@ impl Client {
 
     /// Parse and answer every complete request in `input`.
     async fn process_input(&mut self, input: &mut BytesMut) -> Flow {
-        loop {
-            let limits = self.limits();
+        let mut limits = self.limits();
+        let mut count = 0;
+        let flow = loop {
             match parse_request(input, &limits) {
                 Ok(Some(args)) => {
                     if args.is_empty() {
                         continue;
                     }
-                    if self.handle_request(args).await == Flow::Close {
-                        self.flush_pending().await;
-                        return Flow::Close;
+                    count += 1;
+                    let was_authenticated = self.authenticated;
+                    let flow = self.handle_request(args).await;
+                    if self.authenticated != was_authenticated {
+                        limits = self.limits();
+                    }
+                    if flow == Flow::Close {
+                        break Flow::Close;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => break Flow::Continue,
                 Err(e) => {
                     self.flush_pending().await;
                     Reply::err(e.to_string()).encode(self.resp, &mut self.out);
-                    return Flow::Close;
+                    break Flow::Close;
                 }
             }
-        }
+        };
         self.flush_pending().await;
-        Flow::Continue
+        self.shared
+            .stats
+            .total_commands
+            .fetch_add(count, Ordering::Relaxed);
+        flow
     }
 
     fn push(&mut self, r: Reply) {
@@ -216,7 +226,7 @@ impl Client {
             .fetch_add(1, Ordering::Relaxed);
         let spec = command::lookup(&args[0]);
         if let Some(spec) = spec {
-            self.handle.info.lock().last_cmd = spec.name.to_string();
+            self.handle.info.lock().last_cmd = spec.name;
         }
         if !self.authenticated && !spec.is_some_and(|s| s.has(flags::NO_AUTH)) {
             self.reject(Reply::err("NOAUTH Authentication required."))

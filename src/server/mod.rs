@@ -48,7 +48,7 @@ pub struct ClientInfo {
     /// Connected at.
     pub created: Instant,
     /// Last command name.
-    pub last_cmd: String,
+    pub last_cmd: &'static str,
     /// CLIENT SETINFO LIB-NAME.
     pub lib_name: String,
     /// CLIENT SETINFO LIB-VER.
