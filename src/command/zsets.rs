@@ -112,26 +112,73 @@ fn zadd_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         .chunks_exact(2)
         .map(|p| Ok((parse_score(&p[0]).map_err(Reply::err)?, &p[1])))
         .collect::<CmdResult<Vec<_>>>()?;
-    // A ZADD that would neither add nor update fires no WATCH, as in Redis. (INCR always
-    // goes through: its reply needs the outcome, and an increment of 0 is rare.)
-    let changes = |z: &SortedSet| {
-        pairs.iter().any(|(score, m)| match z.score(m) {
-            None => !flags.xx,
-            Some(cur) => {
-                !flags.nx
-                    && *score != cur
-                    && !(flags.gt && *score < cur)
-                    && !(flags.lt && *score > cur)
-            }
-        })
+    apply_add(ctx, &a[1], &pairs, flags, ch)
+}
+
+/// What adding `score` for `member` with `flags` would do, judged without mutating.
+#[derive(Clone, Copy, PartialEq)]
+enum Preview {
+    /// The set would change.
+    Change,
+    /// NX/XX/GT/LT would skip the pair.
+    Skip,
+    /// The member exists and would keep this score.
+    Same(f64),
+}
+
+fn preview(z: &SortedSet, score: f64, member: &[u8], flags: AddFlags) -> Preview {
+    let Some(cur) = z.score(member) else {
+        return if flags.xx {
+            Preview::Skip
+        } else {
+            Preview::Change
+        };
     };
-    if !flags.incr && exists_where::<SortedSet>(ctx, &a[1], |z| !changes(z))? {
-        return Ok(Reply::Integer(0));
+    if flags.nx {
+        return Preview::Skip;
     }
+    let new = if flags.incr { cur + score } else { score };
+    if new.is_nan() {
+        // The add itself reports the NaN error.
+        return Preview::Change;
+    }
+    if (flags.lt && new >= cur) || (flags.gt && new <= cur) {
+        return Preview::Skip;
+    }
+    if new == cur {
+        Preview::Same(new)
+    } else {
+        Preview::Change
+    }
+}
+
+/// Apply validated ZADD pairs to `key` and build the ZADD / ZINCRBY reply.
+fn apply_add(
+    ctx: &mut Ctx,
+    key: &Bytes,
+    pairs: &[(f64, &Bytes)],
+    flags: AddFlags,
+    ch: bool,
+) -> CmdResult<Reply> {
     let resp = ctx.resp;
-    let outcome = update::<SortedSet, _>(ctx, &a[1], !flags.xx, |z| {
+    // When nothing would change, answer from a read: Redis signals WATCH only for
+    // real changes, and the mutable path below would touch the key.
+    if let Some(z) = read_zset(ctx, key)? {
+        let previews: Vec<Preview> = pairs
+            .iter()
+            .map(|(s, m)| preview(z, *s, m, flags))
+            .collect();
+        if !previews.contains(&Preview::Change) {
+            return Ok(match (flags.incr, previews.first()) {
+                (true, Some(Preview::Same(score))) => score_reply(resp, *score),
+                (true, _) => Reply::Nil,
+                (false, _) => Reply::Integer(0),
+            });
+        }
+    }
+    let outcome = update::<SortedSet, _>(ctx, key, !flags.xx, |z| {
         let (mut added, mut updated, mut last) = (0, 0, None);
-        for (score, member) in pairs {
+        for &(score, member) in pairs {
             match z.add(member, score, flags) {
                 AddOutcome::Added { score } => {
                     added += 1;
@@ -162,19 +209,11 @@ fn zadd_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
 pub fn zincrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
         let by = parse_score(&a[2]).map_err(Reply::err)?;
-        let resp = ctx.resp;
         let flags = AddFlags {
             incr: true,
             ..AddFlags::default()
         };
-        let outcome = update::<SortedSet, _>(ctx, &a[1], true, |z| Ok(z.add(&a[3], by, flags)))?;
-        match outcome {
-            Some(AddOutcome::Added { score })
-            | Some(AddOutcome::Updated { new: score, .. })
-            | Some(AddOutcome::Unchanged { score }) => Ok(score_reply(resp, score)),
-            Some(AddOutcome::NotANumber) => Err(Reply::err(ERR_NAN_RESULT)),
-            _ => Err(Reply::err("ERR sorted set is full")),
-        }
+        apply_add(ctx, &a[1], &[(by, &a[3])], flags, false)
     })())
 }
 
