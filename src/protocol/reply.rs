@@ -5,8 +5,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-/// A reply to one command, before encoding.
-#[derive(Debug, Clone, PartialEq)]
+/// A reply to one command, before encoding. Serializable, because in a cluster the
+/// node that applies a command sends its reply back to the node the client is on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Reply {
     /// `+OK` style status line; must not contain CR or LF.
     Status(String),
@@ -33,7 +34,7 @@ pub enum Reply {
     /// RESP3 big number; a bulk string in RESP2.
     BigNumber(String),
     /// RESP3 verbatim string with a 3-letter format; a bulk string in RESP2.
-    Verbatim(&'static str, Bytes),
+    Verbatim(#[serde(with = "verbatim_format")] &'static str, Bytes),
 }
 
 impl Reply {
@@ -145,6 +146,20 @@ impl Reply {
 /// Redis 7.0 prints it (`inf`, `-inf`, `3`, `1.5`, `0.10000000000000001`).
 pub fn format_double(d: f64) -> String {
     crate::store::zset::format_score(d)
+}
+
+/// Verbatim formats are `txt` or `mkd`; (de)serialize the static name.
+mod verbatim_format {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(f: &&'static str, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(f)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+        let f = String::deserialize(d)?;
+        Ok(if f == "mkd" { "mkd" } else { "txt" })
+    }
 }
 
 fn line(out: &mut BytesMut, tag: u8, text: &[u8]) {

@@ -692,6 +692,12 @@ impl Client {
                 Err(e) => e,
             };
         }
+        if is(&a[1], "digest") && a.len() == 2 {
+            let now = self.shared.engine.clock().now_ms();
+            let state = self.shared.engine.lock();
+            let d = crate::store::snapshot::digest(&state.ks, now);
+            return Reply::Status(format!("{d:016x}"));
+        }
         if is(&a[1], "sleep") && a.len() == 3 {
             let secs = crate::command::args::parse_f64(&a[2])
                 .unwrap_or(0.0)

@@ -9,6 +9,7 @@
 //! Reads treat a key whose deadline has passed as absent; mutable access deletes it. All
 //! of this depends only on the `now_ms` handed in, never on a clock (the determinism rule).
 
+pub mod snapshot;
 pub mod value;
 pub mod zset;
 
