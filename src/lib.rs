@@ -18,5 +18,6 @@ pub mod config;
 pub mod engine;
 pub mod limiter;
 pub mod protocol;
+pub mod scripting;
 pub mod server;
 pub mod store;

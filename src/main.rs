@@ -35,6 +35,8 @@ fn main() {
         };
         server.serve(shutdown_signal()).await;
     });
+    // A script may still hold a worker thread (SHUTDOWN NOSAVE during BUSY): exit now.
+    std::process::exit(0);
 }
 
 /// Resolves on SIGINT or SIGTERM.

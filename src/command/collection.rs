@@ -234,6 +234,7 @@ pub(crate) mod harness {
                 db: 0,
                 now_ms: self.now,
                 resp: self.resp,
+                scripts: None,
             };
             execute(&mut ctx, args)
         }

@@ -13,7 +13,9 @@ pub mod args;
 pub mod collection;
 pub mod hashes;
 pub mod keys;
+pub mod limiter;
 pub mod lists;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod strings;
@@ -24,6 +26,16 @@ use bytes::Bytes;
 
 use crate::protocol::Reply;
 use crate::store::{Db, Keyspace};
+
+pub use crate::store::DATABASES;
+
+/// The Lua engine and its BUSY/KILL control, handed to scripting commands.
+pub struct Scripts<'a> {
+    /// The engine (VMs, script cache, function libraries).
+    pub engine: &'a mut crate::scripting::ScriptEngine,
+    /// Shared with connections for BUSY replies and SCRIPT KILL.
+    pub control: &'a std::sync::Arc<crate::scripting::ScriptControl>,
+}
 
 pub use table::{all, lookup, CommandSpec};
 
@@ -66,6 +78,8 @@ pub struct Ctx<'a> {
     pub now_ms: u64,
     /// The client's protocol version (2 or 3), for replies whose shape differs.
     pub resp: u8,
+    /// The Lua engine; None inside a script (scripts cannot run scripts).
+    pub scripts: Option<Scripts<'a>>,
 }
 
 impl Ctx<'_> {

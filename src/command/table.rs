@@ -85,6 +85,8 @@ const FAMILIES: &[&[CommandSpec]] = &[
     super::lists::COMMANDS,
     super::sets::COMMANDS,
     super::zsets::COMMANDS,
+    super::limiter::COMMANDS,
+    super::scripting::COMMANDS,
     super::server::COMMANDS,
 ];
 

@@ -15,16 +15,30 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::command::{self, Ctx};
+use crate::command::{self, flags, Ctx, Scripts};
 use crate::protocol::Reply;
+use crate::scripting::{self, ScriptControl, ScriptEngine, ScriptLimits};
 use crate::store::{Keyspace, WatchFlag};
 pub use clock::Clock;
 
 /// Everything commands execute against.
-#[derive(Default)]
 pub struct State {
     /// The databases.
     pub ks: Keyspace,
+    /// The Lua engine: script cache and function libraries are state too.
+    pub scripts: ScriptEngine,
+    /// BUSY / SCRIPT KILL control of the running script.
+    pub control: Arc<ScriptControl>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            ks: Keyspace::default(),
+            scripts: ScriptEngine::new(ScriptLimits::default()),
+            control: Arc::new(ScriptControl::new()),
+        }
+    }
 }
 
 /// One step of a batch: a keyspace command, or a switch of the selected database
@@ -59,6 +73,19 @@ pub struct Batch {
     pub watch: Option<WatchGuard>,
 }
 
+impl Batch {
+    /// Whether any command of the batch runs a Lua script.
+    pub fn runs_script(&self) -> bool {
+        self.ops.iter().any(|op| match op {
+            Op::Command(args) => args
+                .first()
+                .and_then(|n| command::lookup(n))
+                .is_some_and(|s| s.has(flags::SCRIPT)),
+            Op::Select(_) => false,
+        })
+    }
+}
+
 /// The result of a batch: one reply per `Op::Command`, and the database selected at the end.
 #[derive(Debug)]
 pub struct BatchResult {
@@ -78,6 +105,7 @@ pub struct EngineSettings {
 /// The standalone engine.
 pub struct Engine {
     state: Mutex<State>,
+    control: Arc<ScriptControl>,
     clock: Clock,
     settings: parking_lot::RwLock<EngineSettings>,
 }
@@ -89,8 +117,10 @@ pub const BUSY: &str =
 impl Engine {
     /// A new engine with empty state.
     pub fn new(clock: Clock) -> Arc<Engine> {
+        let state = State::default();
         Arc::new(Engine {
-            state: Mutex::new(State::default()),
+            control: state.control.clone(),
+            state: Mutex::new(state),
             clock,
             settings: parking_lot::RwLock::new(EngineSettings {
                 busy_reply_threshold: Duration::from_millis(5000),
@@ -113,22 +143,67 @@ impl Engine {
         self.settings.read().busy_reply_threshold
     }
 
-    /// Lock the state for direct access (server commands, tests, the expiry cycle).
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock()
+    /// Lock the state for direct access (server commands, tests). While a script runs
+    /// this waits without blocking the runtime's thread.
+    pub async fn lock(&self) -> MutexGuard<'_, State> {
+        loop {
+            if let Some(g) = self.state.try_lock() {
+                return g;
+            }
+            if self.control.running_for().is_none() {
+                return self.state.lock();
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// The running script's control block (SCRIPT KILL, FUNCTION KILL, BUSY).
+    pub fn script_control(&self) -> &Arc<ScriptControl> {
+        &self.control
     }
 
     /// Apply a batch atomically and return its replies.
+    ///
+    /// While a script holds the state, other clients wait; once it has run past
+    /// `busy-reply-threshold` they get `-BUSY` instead, as in Redis.
     pub async fn execute(&self, batch: Batch) -> BatchResult {
-        let mut guard = self.state.lock();
+        let mut guard = loop {
+            if let Some(g) = self.state.try_lock() {
+                break g;
+            }
+            if self.control.running_for().is_none() {
+                break self.state.lock();
+            }
+            if let Some(text) = scripting::busy_error(&self.control, self.busy_threshold()) {
+                let n = batch
+                    .ops
+                    .iter()
+                    .filter(|o| matches!(o, Op::Command(_)))
+                    .count();
+                return BatchResult {
+                    replies: Some(vec![Reply::err(text); n]),
+                    db: batch.db,
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
         let now_ms = self.clock.now_ms();
-        apply_batch(&mut guard, &batch, now_ms)
+        if batch.runs_script() {
+            // A script may run for seconds: let the runtime move this worker's other
+            // connections to another thread meanwhile.
+            tokio::task::block_in_place(|| apply_batch(&mut guard, &batch, now_ms))
+        } else {
+            apply_batch(&mut guard, &batch, now_ms)
+        }
     }
 
     /// Delete up to `limit` expired keys per database; returns how many were deleted.
     pub fn expire_cycle(&self, limit: usize) -> usize {
         let now = self.clock.now_ms();
-        let mut state = self.state.lock();
+        // Never wait behind a running script: the next cycle will catch up.
+        let Some(mut state) = self.state.try_lock() else {
+            return 0;
+        };
         state
             .ks
             .dbs
@@ -164,6 +239,10 @@ pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64) -> BatchResult
                     db,
                     now_ms,
                     resp: batch.resp,
+                    scripts: Some(Scripts {
+                        engine: &mut state.scripts,
+                        control: &state.control,
+                    }),
                 };
                 replies.push(command::execute(&mut ctx, args));
             }

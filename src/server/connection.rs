@@ -94,7 +94,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
         out: BytesMut::with_capacity(16 * 1024),
     };
     client.run(&mut socket).await;
-    client.unwatch();
+    client.unwatch().await;
     shared.clients.lock().remove(&id);
 }
 
@@ -259,12 +259,35 @@ impl Client {
             self.push(Reply::Status("QUEUED".into()));
             return Flow::Continue;
         }
+        if let Some(reply) = self.script_control_command(spec, &args) {
+            self.flush_pending().await;
+            self.push(reply);
+            return Flow::Continue;
+        }
         if spec.handler.is_some() && !spec.has(flags::CONNECTION) {
             self.pending.push(Op::Command(args));
             return Flow::Continue;
         }
         self.flush_pending().await;
         self.connection_command(spec, &args).await
+    }
+
+    /// SCRIPT KILL, FUNCTION KILL and FUNCTION STATS are answered here, without
+    /// waiting for the state a running script holds.
+    fn script_control_command(&self, spec: &CommandSpec, a: &[Bytes]) -> Option<Reply> {
+        let control = self.shared.engine.script_control();
+        match (spec.name, a.get(1)) {
+            ("script", Some(sub)) if is(sub, "kill") && a.len() == 2 => {
+                Some(control.request_kill(false))
+            }
+            ("function", Some(sub)) if is(sub, "kill") && a.len() == 2 => {
+                Some(control.request_kill(true))
+            }
+            ("function", Some(sub)) if is(sub, "stats") && a.len() == 2 => {
+                Some(control.function_stats())
+            }
+            _ => None,
+        }
     }
 
     /// Reply with an error; inside MULTI the error also dooms the transaction.
@@ -285,21 +308,24 @@ impl Client {
                 self.push(Reply::ok());
                 return Flow::Close;
             }
-            "reset" => self.reset(),
+            "reset" => self.reset().await,
             "multi" => self.multi(),
             "exec" => self.exec().await,
-            "discard" => self.discard(),
-            "watch" => self.watch_keys(&a[1..]),
+            "discard" => self.discard().await,
+            "watch" => self.watch_keys(&a[1..]).await,
             "unwatch" => {
-                self.unwatch();
+                self.unwatch().await;
                 Reply::ok()
             }
             "client" => self.client(a),
-            "info" => Reply::Verbatim("txt", Bytes::from(info::render(&self.shared, &a[1..]))),
+            "info" => Reply::Verbatim(
+                "txt",
+                Bytes::from(info::render(&self.shared, &a[1..]).await),
+            ),
             "config" => info::config(&self.shared, a),
             "command" => info::command(a),
-            "debug" => self.debug(a),
-            "memory" => info::memory(&self.shared, self.db, a),
+            "debug" => self.debug(a).await,
+            "memory" => info::memory(&self.shared, self.db, a).await,
             "lastsave" => Reply::Integer((self.shared.engine.clock().now_ms() / 1000) as i64),
             "shutdown" => {
                 self.shared.request_shutdown();
@@ -424,10 +450,10 @@ impl Client {
         Ok(())
     }
 
-    fn reset(&mut self) -> Reply {
+    async fn reset(&mut self) -> Reply {
         self.multi = None;
         self.multi_dirty = false;
-        self.unwatch();
+        self.unwatch().await;
         self.db = 0;
         self.resp = 2;
         self.handle.info.lock().name.clear();
@@ -446,12 +472,12 @@ impl Client {
         Reply::ok()
     }
 
-    fn discard(&mut self) -> Reply {
+    async fn discard(&mut self) -> Reply {
         if self.multi.take().is_none() {
             return Reply::err("ERR DISCARD without MULTI");
         }
         self.multi_dirty = false;
-        self.unwatch();
+        self.unwatch().await;
         self.sync_info();
         Reply::ok()
     }
@@ -462,7 +488,7 @@ impl Client {
         };
         self.sync_info();
         if std::mem::take(&mut self.multi_dirty) {
-            self.unwatch();
+            self.unwatch().await;
             return Reply::err("EXECABORT Transaction discarded because of previous errors.");
         }
         // Keyspace commands and SELECT run in the engine as one atomic batch; the few
@@ -504,7 +530,7 @@ impl Client {
                 watch,
             })
             .await;
-        self.unwatch();
+        self.unwatch().await;
         let Some(replies) = result.replies else {
             return Reply::NilArray;
         };
@@ -519,13 +545,13 @@ impl Client {
         )
     }
 
-    fn watch_keys(&mut self, keys: &[Bytes]) -> Reply {
+    async fn watch_keys(&mut self, keys: &[Bytes]) -> Reply {
         if self.multi.is_some() {
             return Reply::err("ERR WATCH inside MULTI is not allowed");
         }
         let engine = self.shared.engine.clone();
         let now = engine.clock().now_ms();
-        let mut state = engine.lock();
+        let mut state = engine.lock().await;
         let w = self.watch.get_or_insert_with(|| WatchState {
             flag: WatchFlag::default(),
             keys: Vec::new(),
@@ -545,9 +571,9 @@ impl Client {
         Reply::ok()
     }
 
-    fn unwatch(&mut self) {
+    async fn unwatch(&mut self) {
         if let Some(w) = self.watch.take() {
-            let mut state = self.shared.engine.lock();
+            let mut state = self.shared.engine.lock().await;
             for (db, k) in &w.keys {
                 state.ks.dbs[*db].unwatch(k, &w.flag);
             }
@@ -678,7 +704,7 @@ impl Client {
         Reply::Integer(killed)
     }
 
-    fn debug(&mut self, a: &[Bytes]) -> Reply {
+    async fn debug(&mut self, a: &[Bytes]) -> Reply {
         if !self.shared.config.read().enable_debug_command {
             return Reply::err("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.");
         }
@@ -694,7 +720,7 @@ impl Client {
         }
         if is(&a[1], "digest") && a.len() == 2 {
             let now = self.shared.engine.clock().now_ms();
-            let state = self.shared.engine.lock();
+            let state = self.shared.engine.lock().await;
             let d = crate::store::snapshot::digest(&state.ks, now);
             return Reply::Status(format!("{d:016x}"));
         }
@@ -702,7 +728,7 @@ impl Client {
             let secs = crate::command::args::parse_f64(&a[2])
                 .unwrap_or(0.0)
                 .clamp(0.0, 60.0);
-            let _state = self.shared.engine.lock();
+            let _state = self.shared.engine.lock().await;
             std::thread::sleep(std::time::Duration::from_secs_f64(secs));
             return Reply::ok();
         }

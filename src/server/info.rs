@@ -20,7 +20,7 @@ pub fn used_memory() -> usize {
 }
 
 /// Render INFO text for the requested sections (all by default).
-pub fn render(shared: &Shared, sections: &[Bytes]) -> String {
+pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
     let wanted: Vec<String> = sections
         .iter()
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
@@ -75,7 +75,7 @@ pub fn render(shared: &Shared, sections: &[Bytes]) -> String {
     }
     if want("keyspace") {
         out.push_str("# Keyspace\r\n");
-        let state = shared.engine.lock();
+        let state = shared.engine.lock().await;
         for (i, db) in state.ks.dbs.iter().enumerate() {
             if !db.is_empty() {
                 let _ = write!(
@@ -312,13 +312,13 @@ pub fn command(a: &[Bytes]) -> Reply {
 }
 
 /// MEMORY USAGE key / MEMORY STATS.
-pub fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
+pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
     if is(&a[1], "usage") && (a.len() == 3 || a.len() == 5) {
         if a.len() == 5 && !(is(&a[3], "samples") && int(&a[4]).is_ok()) {
             return Reply::err("ERR syntax error");
         }
         let now = shared.engine.clock().now_ms();
-        let state = shared.engine.lock();
+        let state = shared.engine.lock().await;
         return match state.ks.dbs[db].get(&a[2], now) {
             // Key bytes + entry overhead + value estimate.
             Some(e) => Reply::Integer((a[2].len() + 64 + e.value.memory_estimate()) as i64),
@@ -326,7 +326,7 @@ pub fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
         };
     }
     if is(&a[1], "stats") && a.len() == 2 {
-        let state = shared.engine.lock();
+        let state = shared.engine.lock().await;
         return Reply::Map(vec![
             (
                 Reply::bulk("total.allocated"),

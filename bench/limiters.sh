@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Native limiters against their Redis equivalents, on this machine.
+#
+# Starts redis-server and Tollgate (release build) side by side and runs the same
+# redis-benchmark load (50 clients, 10,000 random keys, unpipelined and -P 32):
+#   - on Tollgate: CL.THROTTLE, every LIMIT.* command and INCREX;
+#   - on Redis: INCR (the cheapest possible counter) and the token-bucket Lua script of
+#     seed 003 section 5 via EVALSHA (the usual way to get a real limiter out of Redis).
+# Each Tollgate row is printed with its ratio to Redis INCR and to Redis's Lua bucket.
+# Then it measures memory per limiter key: INFO used_memory before/after creating
+# 100,000 token buckets on each server (Tollgate LIMIT.TOKEN, Redis the Lua script's hash).
+#
+#   bench/limiters.sh [requests]        (default 200000 per row)
+#   RPORT/TPORT/CLIENTS/CARGO_TARGET_DIR override the defaults.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-200000}
+CLIENTS=${CLIENTS:-50}
+RPORT=${RPORT:-6396}
+TPORT=${TPORT:-6397}
+KEYS_FOR_MEMORY=100000
+if ! command -v redis-benchmark >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+cargo build --release -q
+BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
+
+# Never benchmark (or FLUSHALL) a server someone else already runs on these ports.
+for port in $RPORT $TPORT; do
+  if redis-cli -p "$port" ping >/dev/null 2>&1; then
+    echo "port $port is already in use; set RPORT/TPORT to free ports" >&2
+    exit 1
+  fi
+done
+redis-server --port "$RPORT" --save "" --appendonly no >/tmp/bench-limiters-redis.log 2>&1 &
+RPID=$!
+"$BIN" --port "$TPORT" --log warn >/tmp/bench-limiters-tollgate.log 2>&1 &
+TPID=$!
+trap 'kill $RPID $TPID 2>/dev/null || true' EXIT
+for port in $RPORT $TPORT; do
+  for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+# Both must be ours and alive (a failed bind would leave a stranger answering).
+kill -0 "$RPID" "$TPID" || { echo "a server failed to start; see /tmp/bench-limiters-*.log" >&2; exit 1; }
+redis-cli -p "$RPORT" INFO server | grep -q "process_id:$RPID" || { echo "port $RPORT is not our redis-server" >&2; exit 1; }
+
+# The token bucket of seed 003 section 5, verbatim (KEYS unused; state in token.bucket.<subject>).
+read -r -d '' BUCKET_LUA <<'LUA' || true
+local subject = ARGV[1]
+local key = "token.bucket." .. subject --桶的标识符
+local burst = math.max(tonumber(ARGV[2]), 1) --桶中最大令牌数,最小值1,
+local refillTime = tonumber(ARGV[3]) or 1000-- 向桶中添加令牌的周期,单位毫秒
+local refillAmount = math.max(tonumber(ARGV[4]), 1) or 1 -- 每次refillTime向桶中添加的令牌数量,默认为1
+local tokens_to_take = tonumber(ARGV[5]) or 1 --当前请求需要的令牌数量
+local now = tonumber(ARGV[6]) --当前时间,单位毫秒
+local available_tokens = burst --可用的令牌数默认等于桶的容量
+local last_update = now --第一次的last_update等于当前时间
+local current = redis.call('HMGET', key, 'last_update', 'available_tokens')
+if current.err ~= nil then
+redis.call('DEL', key)
+current = {}
+redis.log(redis.LOG_NOTICE, 'Cannot get ratelimit ' .. key)
+return redis.error_reply('Cannot get ratelimit ' .. key)
+end
+--计算从上次的时间戳与当前时间戳计算应该添加的令牌数
+if current[1] then
+--上次请求的时间
+last_update = current[1]
+local content = current[2]
+--计算应该生成的令牌数
+local delta_ms = math.max(now - last_update, 0)
+local refillCount = math.floor(delta_ms / refillTime) * refillAmount
+--如果桶满,直接使用桶的容量
+available_tokens = math.min(content + refillCount, burst)
+end
+-- 计算是否有足够的令牌给调用方
+local enough_tokens = available_tokens >= tokens_to_take
+--之后的请求要偿还之前发生的突发
+-- 将令牌给调用方之后,桶中剩余的令牌数
+if enough_tokens then
+available_tokens = math.min(available_tokens - tokens_to_take, burst)
+last_update = last_update + math.floor(tokens_to_take / refillAmount * refillTime)
+else
+redis.log(redis.LOG_NOTICE, 'Cannot get enough tokens, tokens_to_take:' .. tokens_to_take .. ',available_tokens:' .. available_tokens)
+--计算恢复的时间
+local reset_time = last_update - now
+if reset_time < 0 then
+reset_time = now - last_update
+end
+return { 0, math.max(available_tokens, 0), burst, reset_time}
+end
+--重新设置令牌桶
+redis.call('HMSET', key,
+'last_update', last_update,
+'available_tokens', available_tokens)
+--如果没有新的请求过来,在桶满之后可以直接将该令牌删除。
+redis.call('PEXPIRE', key, math.ceil((burst / refillAmount) * refillTime))
+return {1, math.max(available_tokens, 0), burst,last_update - now }
+LUA
+SHA=$(redis-cli -p "$RPORT" SCRIPT LOAD "$BUCKET_LUA")
+# A fixed `now` is fine for throughput; a large burst keeps every call on the admit path.
+NOW_MS=$(($(date +%s) * 1000))
+
+# rps <port> <pipeline> <command...> -> requests per second
+rps() {
+  local port=$1 pipeline=$2
+  shift 2
+  redis-benchmark -p "$port" -n "$N" -c "$CLIENTS" -P "$pipeline" -r 10000 --csv "$@" 2>/dev/null \
+    | tail -n 1 | tr -d '"' | cut -d, -f2
+}
+
+ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
+
+declare -a ROWS=(
+  "CL.THROTTLE|CL.THROTTLE user:__rand_int__ 1000000 1000 1"
+  "LIMIT.FIXED|LIMIT.FIXED f:__rand_int__ 1000000 1m"
+  "LIMIT.SLIDING|LIMIT.SLIDING s:__rand_int__ 1000000 1m"
+  "LIMIT.LOG|LIMIT.LOG l:__rand_int__ 100000 1s"
+  "LIMIT.TOKEN|LIMIT.TOKEN t:__rand_int__ 1000000 1000 1s"
+  "LIMIT.LEAKY|LIMIT.LEAKY k:__rand_int__ 1000000 1000 1s"
+  "LIMIT.GCRA|LIMIT.GCRA g:__rand_int__ 1000000 1000 1s"
+  "LIMIT.ALL(2)|LIMIT.ALL FIXED a:__rand_int__ 1000000 1m TOKEN b:__rand_int__ 1000000 1000 1s"
+  "LIMIT.ACQUIRE|LIMIT.ACQUIRE p:__rand_int__ 1000000 10s id:__rand_int__"
+  "LIMIT.INFO|LIMIT.INFO t:__rand_int__"
+  "INCREX|INCREX x:__rand_int__ BYINT 1 UBOUND 1000000 EX 60 ENX"
+  "INCR|INCR n:__rand_int__"
+)
+
+printf '%-14s %-4s %12s %12s %12s %10s %10s\n' \
+  command pipe tollgate_rps redis_incr redis_lua vs_incr vs_lua
+for P in 1 32; do
+  # Alternate the servers so that machine noise hits both alike.
+  INCR_RPS=$(rps "$RPORT" "$P" INCR n:__rand_int__)
+  # shellcheck disable=SC2086
+  LUA_RPS=$(rps "$RPORT" "$P" EVALSHA "$SHA" 0 __rand_int__ 1000000 1000 10 1 "$NOW_MS")
+  for row in "${ROWS[@]}"; do
+    name=${row%%|*}
+    # shellcheck disable=SC2086
+    t=$(rps "$TPORT" "$P" ${row#*|})
+    if [ -z "$t" ]; then
+      printf '%-14s %-4s %12s\n' "$name" "$P" failed
+      continue
+    fi
+    printf '%-14s %-4s %12s %12s %12s %10s %10s\n' "$name" "$P" "$t" "$INCR_RPS" "$LUA_RPS" \
+      "$(ratio "$t" "$INCR_RPS")" "$(ratio "$t" "$LUA_RPS")"
+  done
+done
+echo "(INCR row on Tollgate is its plain counter, for reference)"
+
+# Memory per limiter key: 100,000 distinct buckets, one request each, long refill
+# periods so nothing expires while we measure.
+used_memory() {
+  redis-cli -p "$1" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }'
+}
+resp_lines() {
+  python3 - "$@" <<'PY'
+import sys
+n, args = int(sys.argv[1]), sys.argv[2:]
+out = sys.stdout.buffer
+for i in range(n):
+    parts = [a.replace("{i}", str(i)).encode() for a in args]
+    out.write(b"*%d\r\n" % len(parts))
+    for p in parts:
+        out.write(b"$%d\r\n%s\r\n" % (len(p), p))
+PY
+}
+redis-cli -p "$TPORT" FLUSHALL >/dev/null
+redis-cli -p "$RPORT" FLUSHALL >/dev/null
+T0=$(used_memory "$TPORT")
+resp_lines "$KEYS_FOR_MEMORY" LIMIT.TOKEN "bucket:{i}" 100 10 1h | redis-cli -p "$TPORT" --pipe >/dev/null
+T1=$(used_memory "$TPORT")
+R0=$(used_memory "$RPORT")
+resp_lines "$KEYS_FOR_MEMORY" EVALSHA "$SHA" 0 "{i}" 100 3600000 10 1 "$NOW_MS" \
+  | redis-cli -p "$RPORT" --pipe >/dev/null
+R1=$(used_memory "$RPORT")
+TK=$(redis-cli -p "$TPORT" DBSIZE)
+RK=$(redis-cli -p "$RPORT" DBSIZE)
+echo
+printf '%-34s %8s %14s %14s\n' server keys used_memory_delta bytes_per_key
+printf '%-34s %8s %14s %14s\n' "tollgate LIMIT.TOKEN" "$TK" "$((T1 - T0))" "$(((T1 - T0) / TK))"
+printf '%-34s %8s %14s %14s\n' "redis Lua token bucket (hash)" "$RK" "$((R1 - R0))" "$(((R1 - R0) / RK))"

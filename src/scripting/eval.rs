@@ -1,0 +1,354 @@
+//! `EVAL`, `EVALSHA`, their `_RO` variants and `SCRIPT ...`: the script cache
+//! (body compiled once, keyed by its lower-case SHA1), shebang parsing, and
+//! Redis's argument checks and error texts.
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+
+use bytes::Bytes;
+
+use super::convert::error_reply_text;
+use super::exec::{self, Invocation};
+use super::lua::{error_text, ffi, load_text, Vm, VmKind};
+use super::{
+    arity_error, help_reply, parse_i64, unknown_subcommand, Reply, ScriptContext, ScriptFlags,
+    ScriptHost, ScriptLimits, NOSCRIPT_ERROR,
+};
+
+struct EvalScript {
+    flags: ScriptFlags,
+    func_ref: c_int,
+}
+
+/// The EVAL VM and its script cache.
+pub(crate) struct EvalScripts {
+    vm: Vm,
+    scripts: HashMap<String, EvalScript>,
+}
+
+const SCRIPT_HELP: [&str; 14] = [
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+];
+
+/// The lower-case hex SHA1 of a script body.
+pub(crate) fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+impl EvalScripts {
+    /// A fresh VM with an empty cache.
+    pub(crate) fn new(limits: ScriptLimits) -> Self {
+        EvalScripts {
+            vm: exec::new_vm(VmKind::Eval, limits),
+            scripts: HashMap::new(),
+        }
+    }
+
+    /// Number of cached scripts.
+    pub(crate) fn len(&self) -> usize {
+        self.scripts.len()
+    }
+
+    /// Bytes used by the EVAL VM.
+    pub(crate) fn used_memory(&self) -> usize {
+        self.vm.used_memory()
+    }
+
+    /// Flags of the script with this body (cached or not), None if its shebang is invalid.
+    pub(crate) fn flags_of_body(&self, body: &[u8]) -> Option<ScriptFlags> {
+        match self.scripts.get(&sha1_hex(body)) {
+            Some(s) => Some(s.flags),
+            None => parse_shebang(body).ok().map(|(flags, _)| flags),
+        }
+    }
+
+    /// Flags of the cached script with this SHA1.
+    pub(crate) fn flags_of_sha(&self, sha: &[u8]) -> Option<ScriptFlags> {
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        self.scripts.get(&sha).map(|s| s.flags)
+    }
+
+    /// `luaCreateFunction`: compile and cache `body`, returning its SHA1.
+    fn create(&mut self, body: &[u8]) -> Result<String, Reply> {
+        let sha = sha1_hex(body);
+        if self.scripts.contains_key(&sha) {
+            return Ok(sha);
+        }
+        let (flags, code_start) = parse_shebang(body).map_err(Reply::err)?;
+        let code = &body[code_start..];
+        // SAFETY: compiling on our own state, relaxed; the chunk or error is popped.
+        let compiled = self.vm.relaxed(|l| unsafe {
+            if load_text(l, code, c"@user_script") != 0 {
+                let msg = error_text(l);
+                ffi::lua_pop(l, 1);
+                Err(msg)
+            } else {
+                Ok(ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX))
+            }
+        });
+        match compiled {
+            Ok(func_ref) => {
+                self.scripts
+                    .insert(sha.clone(), EvalScript { flags, func_ref });
+                Ok(sha)
+            }
+            Err(msg) => {
+                let text = format!("ERR Error compiling script (new function): {msg}\n");
+                Err(Reply::Error(error_reply_text(text.as_bytes())))
+            }
+        }
+    }
+
+    /// EVAL / EVALSHA / EVAL_RO / EVALSHA_RO (`args.len() >= 3`).
+    pub(crate) fn eval(
+        &mut self,
+        host: &mut dyn ScriptHost,
+        args: &[Bytes],
+        ctx: &ScriptContext,
+        by_sha: bool,
+        read_only: bool,
+    ) -> Reply {
+        if by_sha && args[1].len() != 40 {
+            return Reply::err(NOSCRIPT_ERROR);
+        }
+        let numkeys = match parse_i64(&args[2]) {
+            Some(n) => n,
+            None => return Reply::err("ERR value is not an integer or out of range"),
+        };
+        let available = i64::try_from(args.len() - 3).unwrap_or(i64::MAX);
+        if numkeys > available {
+            return Reply::err("ERR Number of keys can't be greater than number of args");
+        } else if numkeys < 0 {
+            return Reply::err("ERR Number of keys can't be negative");
+        }
+        let sha = if by_sha {
+            let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+            if !self.scripts.contains_key(&sha) {
+                return Reply::err(NOSCRIPT_ERROR);
+            }
+            sha
+        } else {
+            match self.create(&args[1]) {
+                Ok(sha) => sha,
+                Err(reply) => return reply,
+            }
+        };
+        let Some(script) = self.scripts.get(&sha) else {
+            return Reply::err(NOSCRIPT_ERROR);
+        };
+        let split = 3 + numkeys as usize;
+        let inv = Invocation {
+            name: &sha,
+            command: args,
+            flags: script.flags,
+            read_only_cmd: read_only,
+            is_function: false,
+            keys: &args[3..split],
+            argv: &args[split..],
+        };
+        exec::run(&self.vm, script.func_ref, &inv, host, ctx)
+    }
+
+    /// SCRIPT HELP|EXISTS|FLUSH|LOAD|KILL|DEBUG.
+    pub(crate) fn script_command(
+        &mut self,
+        args: &[Bytes],
+        ctx: &ScriptContext,
+        limits: ScriptLimits,
+    ) -> Reply {
+        if args.len() < 2 {
+            return arity_error("script");
+        }
+        let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+        let arity: i64 = match sub.as_str() {
+            "help" | "kill" => 2,
+            "load" | "debug" => 3,
+            "exists" => -3,
+            "flush" => -2,
+            _ => return unknown_subcommand(&args[1], "SCRIPT"),
+        };
+        let argc = args.len() as i64;
+        if (arity > 0 && argc != arity) || argc < -arity {
+            return arity_error(&format!("script|{sub}"));
+        }
+        match sub.as_str() {
+            "help" => help_reply("SCRIPT", &SCRIPT_HELP),
+            "kill" => ctx.control.request_kill(false),
+            "load" => match self.create(&args[2]) {
+                Ok(sha) => Reply::bulk(sha),
+                Err(reply) => reply,
+            },
+            "exists" => Reply::Array(
+                args[2..]
+                    .iter()
+                    .map(|sha| {
+                        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+                        Reply::Integer(i64::from(self.scripts.contains_key(&sha)))
+                    })
+                    .collect(),
+            ),
+            "flush" => {
+                let mode_ok = args.len() == 2
+                    || (args.len() == 3
+                        && (args[2].eq_ignore_ascii_case(b"sync")
+                            || args[2].eq_ignore_ascii_case(b"async")));
+                if !mode_ok {
+                    return Reply::err("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+                }
+                self.scripts.clear();
+                self.vm = exec::new_vm(VmKind::Eval, limits);
+                Reply::ok()
+            }
+            _ => {
+                if args[2].eq_ignore_ascii_case(b"no") {
+                    Reply::ok()
+                } else if args[2].eq_ignore_ascii_case(b"yes")
+                    || args[2].eq_ignore_ascii_case(b"sync")
+                {
+                    Reply::err(
+                        "ERR SCRIPT DEBUG (the Lua debugger) is not supported by this server",
+                    )
+                } else {
+                    Reply::err("ERR Use SCRIPT DEBUG YES/SYNC/NO")
+                }
+            }
+        }
+    }
+}
+
+/// Parse the `#!lua flags=...` shebang: the flags and where the code starts (the
+/// newline is kept so line numbers stay right). Without a shebang the script runs in
+/// eval compatibility mode.
+pub(crate) fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
+    if !body.starts_with(b"#!") {
+        return Ok((
+            ScriptFlags {
+                eval_compat: true,
+                ..ScriptFlags::default()
+            },
+            0,
+        ));
+    }
+    let Some(nl) = body.iter().position(|&b| b == b'\n') else {
+        return Err("ERR Invalid script shebang".into());
+    };
+    let parts = match split_args(&body[..nl]) {
+        Some(p) if !p.is_empty() => p,
+        _ => return Err("ERR Invalid engine in script shebang".into()),
+    };
+    if parts[0] != b"#!lua" {
+        return Err(format!(
+            "ERR Unexpected engine in script shebang: {}",
+            String::from_utf8_lossy(&parts[0])
+        ));
+    }
+    let mut flags = ScriptFlags::default();
+    for part in &parts[1..] {
+        let Some(list) = part.strip_prefix(b"flags=") else {
+            return Err(format!(
+                "ERR Unknown lua shebang option: {}",
+                String::from_utf8_lossy(part)
+            ));
+        };
+        if list.is_empty() {
+            continue;
+        }
+        for flag in list.split(|&b| b == b',') {
+            let name = String::from_utf8_lossy(flag);
+            if !flags.set(&name, false) {
+                return Err(format!("ERR Unexpected flag in script shebang: {name}"));
+            }
+        }
+    }
+    Ok((flags, nl))
+}
+
+/// Redis's `sdssplitargs`: space-separated arguments with `"..."` (C escapes,
+/// `\xHH`) and `'...'` quoting; None on unbalanced quotes.
+pub(crate) fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let at = |i: usize| line.get(i).copied().unwrap_or(0);
+    let is_space = |c: u8| matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
+    let mut out = Vec::new();
+    let mut p = 0usize;
+    loop {
+        while at(p) != 0 && is_space(at(p)) {
+            p += 1;
+        }
+        if at(p) == 0 {
+            return Some(out);
+        }
+        let (mut inq, mut insq) = (false, false);
+        let mut cur = Vec::new();
+        loop {
+            let c = at(p);
+            if inq {
+                if c == b'\\'
+                    && at(p + 1) == b'x'
+                    && at(p + 2).is_ascii_hexdigit()
+                    && at(p + 3).is_ascii_hexdigit()
+                {
+                    let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+                    cur.push(hex(at(p + 2)) * 16 + hex(at(p + 3)));
+                    p += 3;
+                } else if c == b'\\' && at(p + 1) != 0 {
+                    p += 1;
+                    cur.push(match at(p) {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
+                        return None;
+                    }
+                    p += 1;
+                    break;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    cur.push(c);
+                }
+            } else if insq {
+                if c == b'\\' && at(p + 1) == b'\'' {
+                    p += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
+                        return None;
+                    }
+                    p += 1;
+                    break;
+                } else if c == 0 {
+                    return None;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    other => cur.push(other),
+                }
+            }
+            p += 1;
+        }
+        out.push(cur);
+    }
+}

@@ -1,0 +1,193 @@
+//! One script invocation, shared by `EVAL` and `FCALL`: Redis's
+//! `scriptPrepareForRun` checks, the per-run reset that keeps scripts
+//! deterministic (PRNG reseeded with 0, `cjson` settings, virtual clock), the
+//! protected call with the error handler and the kill hook, and the conversion of
+//! the result or error into the reply.
+
+use std::ffi::c_int;
+
+use bytes::Bytes;
+
+use super::convert::{map_crlf, pop_reply};
+use super::lua::{
+    error_handler, ffi, install_hook, raw_get_str, remove_hook, string_or_number, RunState, Vm,
+};
+use super::sandbox::STORAGE;
+use super::{ScriptContext, ScriptFlags, ScriptHost, ScriptLimits};
+use crate::protocol::Reply;
+
+/// Redis runs a GC step every this many script calls.
+const GC_PERIOD: u32 = 50;
+
+/// What to run and how it was asked for.
+pub(crate) struct Invocation<'a> {
+    /// The sha (EVAL) or function name (FCALL): used in error suffixes and stats.
+    pub name: &'a str,
+    /// The full command, for FUNCTION STATS.
+    pub command: &'a [Bytes],
+    /// Shebang or function flags.
+    pub flags: ScriptFlags,
+    /// Called through `EVAL_RO`/`EVALSHA_RO`/`FCALL_RO`.
+    pub read_only_cmd: bool,
+    /// FCALL (keys and args passed as arguments) rather than EVAL (globals).
+    pub is_function: bool,
+    /// `KEYS`.
+    pub keys: &'a [Bytes],
+    /// `ARGV`.
+    pub argv: &'a [Bytes],
+}
+
+/// `scriptPrepareForRun`: the checks on the declared flags before a script starts.
+fn prepare(host: &dyn ScriptHost, flags: ScriptFlags, read_only_cmd: bool) -> Result<(), Reply> {
+    if flags.eval_compat {
+        return Ok(());
+    }
+    if flags.no_cluster && host.cluster_enabled() {
+        return Err(Reply::err(
+            "ERR Can not run script on cluster, 'no-cluster' flag is set.",
+        ));
+    }
+    // `no-writes` implies `allow-oom` (Redis's scriptFlagsToCmdFlags).
+    if !flags.allow_oom && !flags.no_writes && host.script_oom() {
+        return Err(Reply::err(
+            "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
+        ));
+    }
+    if !flags.no_writes && read_only_cmd {
+        return Err(Reply::err(
+            "ERR Can not execute a script with write flag using *_ro command.",
+        ));
+    }
+    Ok(())
+}
+
+fn erase_host(host: &mut dyn ScriptHost) -> *mut (dyn ScriptHost + 'static) {
+    let p: *mut (dyn ScriptHost + '_) = host;
+    // SAFETY: only the lifetime bound changes; the pointer is cleared before `run`
+    // returns, so it never outlives the borrow.
+    unsafe { std::mem::transmute::<*mut (dyn ScriptHost + '_), *mut (dyn ScriptHost + 'static)>(p) }
+}
+
+unsafe fn push_string_array(l: *mut ffi::lua_State, items: &[Bytes]) {
+    ffi::lua_newtable(l);
+    for (j, item) in items.iter().enumerate() {
+        super::lua::push_bytes(l, item);
+        ffi::lua_rawseti_(l, -2, c_int::try_from(j + 1).unwrap_or(c_int::MAX));
+    }
+}
+
+/// Run the compiled function stored under registry reference `func_ref`.
+pub(crate) fn run(
+    vm: &Vm,
+    func_ref: c_int,
+    inv: &Invocation,
+    host: &mut dyn ScriptHost,
+    ctx: &ScriptContext,
+) -> Reply {
+    if let Err(reply) = prepare(host, inv.flags, inv.read_only_cmd) {
+        return reply;
+    }
+    let mut state = RunState {
+        host: erase_host(host),
+        control: &*ctx.control,
+        resp: 2,
+        read_only: inv.read_only_cmd || (!inv.flags.eval_compat && inv.flags.no_writes),
+        allow_oom: !inv.flags.eval_compat && inv.flags.allow_oom,
+        wrote: false,
+    };
+    vm.reset_for_run();
+    vm.collect_if_crowded();
+    let nargs: c_int = if inv.is_function { 2 } else { 0 };
+    // SAFETY: engine-side stack work on our own state, relaxed so it cannot fail.
+    vm.relaxed(|l| unsafe {
+        ffi::lua_gc(l, ffi::LUA_GCRESTART, 0);
+        ffi::lua_pushcclosure(l, error_handler, 0);
+        ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, func_ref);
+        if inv.is_function {
+            push_string_array(l, inv.keys);
+            push_string_array(l, inv.argv);
+        } else {
+            super::lua::registry_get(l, STORAGE);
+            push_string_array(l, inv.keys);
+            super::lua::raw_set_str(l, -2, "KEYS");
+            push_string_array(l, inv.argv);
+            super::lua::raw_set_str(l, -2, "ARGV");
+            ffi::lua_pop(l, 1);
+        }
+    });
+    ctx.control
+        .start(inv.name.to_string(), inv.command, inv.is_function);
+    let l = vm.l;
+    // SAFETY: the handler and function were pushed above; the hook reads `state`
+    // through the shared block only while `with_run` has it installed.
+    let status = vm.with_run(&mut state, || unsafe {
+        install_hook(l);
+        let status = ffi::lua_pcall(l, nargs, 1, -(nargs + 2));
+        remove_hook(l);
+        status
+    });
+    ctx.control.finish();
+    let resp = state.resp;
+    // SAFETY: the result (or error) and the handler are on the stack.
+    let reply = vm.relaxed(|l| unsafe {
+        let reply = if status == 0 {
+            pop_reply(l, resp)
+        } else {
+            error_reply(l, inv.name)
+        };
+        ffi::lua_pop(l, 1);
+        reply
+    });
+    if status == ffi::LUA_ERRMEM || vm.over_limit() {
+        vm.full_gc();
+    } else if vm.gc_due(GC_PERIOD) {
+        // SAFETY: a GC step cannot raise (no finalizers on our objects).
+        vm.relaxed(|l| unsafe { ffi::lua_gc(l, ffi::LUA_GCSTEP, GC_PERIOD as c_int) });
+    }
+    reply
+}
+
+/// The reply for a failed run (error value on top, popped).
+unsafe fn error_reply(l: *mut ffi::lua_State, name: &str) -> Reply {
+    let reply = if ffi::lua_type(l, -1) == ffi::LUA_TTABLE {
+        raw_get_str(l, -1, "err");
+        let msg = string_or_number(l, -1).unwrap_or_else(|| b"ERR unknown error".to_vec());
+        raw_get_str(l, -2, "source");
+        let source = string_or_number(l, -1);
+        raw_get_str(l, -3, "line");
+        let line = string_or_number(l, -1);
+        ffi::lua_pop(l, 3);
+        let mut text = msg;
+        if let (Some(source), Some(line)) = (source, line) {
+            text.extend_from_slice(format!(" script: {name}, on ").as_bytes());
+            text.extend_from_slice(&source);
+            text.push(b':');
+            text.extend_from_slice(&line);
+            text.push(b'.');
+        }
+        Reply::Error(map_crlf(&text))
+    } else {
+        let msg = string_or_number(l, -1).unwrap_or_else(|| b"execution failure".to_vec());
+        let msg = &msg[..msg.len().min(100)];
+        let mut text = format!("ERR Error running script {name}, ").into_bytes();
+        text.extend_from_slice(msg);
+        Reply::Error(super::convert::error_reply_text(&text))
+    };
+    ffi::lua_pop(l, 1);
+    reply
+}
+
+/// Create a VM of the given kind with its sandboxed globals and `redis` table.
+pub(crate) fn new_vm(kind: super::lua::VmKind, limits: ScriptLimits) -> Vm {
+    let vm = Vm::new(limits.memory_bytes);
+    let api = match kind {
+        super::lua::VmKind::Eval => super::api::ApiKind::Eval,
+        super::lua::VmKind::Functions => super::api::ApiKind::FunctionRuntime,
+    };
+    // SAFETY: building the globals of a fresh state; relaxed so it cannot fail.
+    vm.relaxed(|l| unsafe {
+        super::api::push_redis_table(l, api);
+        super::sandbox::build(l);
+    });
+    vm
+}
