@@ -1,0 +1,57 @@
+//! Raft replication for Tollgate, on openraft 0.9 (`storage-v2`), generic over a deterministic
+//! [`StateMachine`]. The crate knows nothing about Redis: commands and outputs are whatever the
+//! state machine says, serialized with postcard.
+//!
+//! How a write travels: [`RaftNode::propose`] on any node → (a follower forwards it to the
+//! leader over the cluster link) → the leader's write batcher groups every command that arrived
+//! while earlier entries were in flight into one [`Batch`] entry stamped with [`LeaderClock`]
+//! time → openraft appends it (one fsync for the group) and replicates it → once committed every
+//! node applies it with that time → outputs return to each proposer. Reads call
+//! [`RaftNode::read_barrier`] (batched read index) and then read the state machine directly.
+//!
+//! | file | owns |
+//! | --- | --- |
+//! | `config.rs` | [`Config`], [`FsyncPolicy`], mapping to openraft's config |
+//! | `types.rs` | openraft type config, [`Batch`], [`ClusterStatus`], [`Leadership`], [`Role`] |
+//! | `error.rs` | [`ClusterError`] (what callers branch on; `is_cluster_down`) |
+//! | `clock.rs` | [`LeaderClock`]: leader time that never goes backwards |
+//! | `record.rs` | CRC-framed records and atomic file replacement |
+//! | `log_store.rs` | vote + append-only log, group-commit writer thread, torn-tail repair, purge |
+//! | `state_machine.rs` | the [`StateMachine`] trait, openraft adapter, snapshot files |
+//! | `transport.rs` | authenticated TCP frames, peer connections, backoff, fault injection |
+//! | `network.rs` | openraft's `RaftNetwork` over the transport |
+//! | `proposer.rs` | leader-side write batcher and read-index batcher |
+//! | `service.rs` | what a node answers on its cluster port; membership changes |
+//! | `node.rs` | [`RaftNode`]: start, propose, read barrier, status, admin, shutdown |
+//!
+//! On disk under `data_dir`: `log/vote`, `log/raft.log`, `snapshots/snap-<index>-<term>.snap`.
+//!
+//! Using it from a server: implement [`StateMachine`] for the keyspace (apply with the `now_ms`
+//! handed in, never a clock), `RaftNode::start(config, Arc::new(keyspace))`, then per client
+//! write `node.propose(cmd)` (or `propose_many` for MULTI/EXEC and scripts), per read
+//! `node.read_barrier()` followed by reading the keyspace directly, and answer
+//! `-CLUSTERDOWN` when [`ClusterError::is_cluster_down`]. Leader-only jobs (the expiry sampler)
+//! follow [`RaftNode::subscribe_leadership`].
+
+mod clock;
+mod config;
+mod error;
+mod log_store;
+mod network;
+mod node;
+mod proposer;
+mod record;
+mod service;
+mod state_machine;
+mod transport;
+mod types;
+
+pub use clock::LeaderClock;
+pub use config::{Config, FsyncPolicy};
+pub use error::ClusterError;
+pub use node::RaftNode;
+pub use state_machine::StateMachine;
+pub use types::{
+    Batch, BatchOutput, ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId,
+    Role, TypeConfig,
+};

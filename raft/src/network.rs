@@ -1,0 +1,136 @@
+//! openraft's `RaftNetwork` over the cluster transport: turns AppendEntries, Vote and
+//! InstallSnapshot calls into [`Request`] frames to the target node and maps link failures onto
+//! openraft's error kinds (unreachable peers back off, oversized AppendEntries are split).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
+    Unreachable,
+};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+
+use crate::transport::{CallError, PeerClient, Request, Response, Transport};
+use crate::types::{NodeId, TypeConfig};
+
+/// Creates a [`PeerNetwork`] per replication target.
+pub(crate) struct NetworkFactory {
+    pub(crate) transport: Arc<Transport>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerNetwork;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerNetwork {
+        PeerNetwork {
+            target,
+            client: self.transport.peer(target, &node.addr),
+        }
+    }
+}
+
+/// openraft's handle on one peer.
+pub(crate) struct PeerNetwork {
+    target: NodeId,
+    client: Arc<PeerClient>,
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+impl PeerNetwork {
+    fn link_error<E: std::error::Error>(
+        &self,
+        err: CallError,
+        entries: u64,
+    ) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+        match err {
+            CallError::TooLarge(_) if entries > 1 => {
+                RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(entries / 2))
+            }
+            CallError::Lost(_) => RPCError::Network(NetworkError::new(&err)),
+            CallError::NotSent(_) | CallError::TimedOut | CallError::TooLarge(_) => {
+                RPCError::Unreachable(Unreachable::new(&err))
+            }
+        }
+    }
+
+    fn remote<E: std::error::Error>(
+        &self,
+        err: RaftError<NodeId, E>,
+    ) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+        RPCError::RemoteError(RemoteError::new(self.target, err))
+    }
+
+    fn unexpected<E: std::error::Error>(
+        &self,
+    ) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+        let err = CallError::Lost("response of the wrong kind".into());
+        RPCError::Network(NetworkError::new(&err))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerNetwork {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        let entries = rpc.entries.len() as u64;
+        match self
+            .client
+            .call(&Request::AppendEntries(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(Response::AppendEntries(Ok(resp))) => Ok(resp),
+            Ok(Response::AppendEntries(Err(e))) => Err(self.remote(e)),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(self.link_error(e, entries)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        match self
+            .client
+            .call(&Request::InstallSnapshot(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(Response::InstallSnapshot(Ok(resp))) => Ok(resp),
+            Ok(Response::InstallSnapshot(Err(e))) => Err(self.remote(e)),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(self.link_error(e, 0)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>> {
+        match self
+            .client
+            .call(&Request::Vote(rpc), option.hard_ttl())
+            .await
+        {
+            Ok(Response::Vote(Ok(resp))) => Ok(resp),
+            Ok(Response::Vote(Err(e))) => Err(self.remote(e)),
+            Ok(_) => Err(self.unexpected()),
+            Err(e) => Err(self.link_error(e, 0)),
+        }
+    }
+
+    fn backoff(&self) -> Backoff {
+        // Exponential from 25 ms to 1 s: a returning peer is found quickly, a dead one is cheap.
+        Backoff::new((0u32..).map(|n| Duration::from_millis((25u64 << n.min(6)).min(1_000))))
+    }
+}

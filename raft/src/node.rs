@@ -1,0 +1,634 @@
+//! The API the server uses: [`RaftNode`] starts a node from its [`Config`] and a
+//! [`StateMachine`], forms the cluster from the static peer list, and offers `propose` (callable
+//! on any node), `read_barrier` (linearizable reads), leadership, status and membership admin.
+//! Every wait is bounded by the configured client timeout.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::error::{InitializeError, RaftError};
+use openraft::metrics::WaitError;
+use openraft::{BasicNode, Raft, RaftMetrics, ServerState};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::clock::LeaderClock;
+use crate::config::Config;
+use crate::error::ClusterError;
+use crate::log_store::{LogHandle, LogStore};
+use crate::network::NetworkFactory;
+use crate::proposer::{Proposer, ReadIndexer};
+use crate::service::{await_reply, run_admin, Service};
+use crate::state_machine::{StateMachine, StateMachineStore};
+use crate::transport::{AdminOp, CallError, Request, Response, Transport};
+use crate::types::{
+    ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId, Role, TypeConfig,
+};
+
+/// Pause between retries of a request that certainly had no effect (leader changing).
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+/// A running Raft node replicating state machine `S`. Cheap to clone.
+pub struct RaftNode<S: StateMachine> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S: StateMachine> Clone for RaftNode<S> {
+    fn clone(&self) -> Self {
+        RaftNode {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<S: StateMachine> {
+    id: NodeId,
+    config: Config,
+    raft: Raft<TypeConfig>,
+    sm: Arc<S>,
+    transport: Arc<Transport>,
+    proposer: Proposer,
+    reader: ReadIndexer,
+    log: LogHandle,
+    clock: Arc<LeaderClock>,
+    leadership: watch::Receiver<Leadership>,
+    leadership_tx: Arc<watch::Sender<Leadership>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    stopping: AtomicBool,
+}
+
+impl<S: StateMachine> RaftNode<S> {
+    /// Open the node's storage under `config.data_dir` (restoring the latest snapshot and
+    /// replaying the log into `state_machine`), listen on the cluster address, and join the
+    /// cluster formed by `config.peers` (every node initializes with the same list; openraft
+    /// makes that idempotent, and a restarted node skips it).
+    pub async fn start(config: Config, state_machine: Arc<S>) -> Result<Self, ClusterError> {
+        config.validate()?;
+        let raft_config = Arc::new(config.openraft_config()?);
+        let id = config.node_id;
+        let clock = Arc::new(LeaderClock::new());
+
+        let compact_min = config.log_compact_min_bytes;
+        let (dir, fsync, c, sm) = (
+            config.data_dir.clone(),
+            config.fsync,
+            clock.clone(),
+            state_machine.clone(),
+        );
+        let (log_store, sm_store) = tokio::task::spawn_blocking(move || {
+            let log = LogStore::open(&dir.join("log"), fsync, compact_min, c.clone())?;
+            let sm = StateMachineStore::open(sm, &dir.join("snapshots"), c)?;
+            Ok::<_, std::io::Error>((log, sm))
+        })
+        .await
+        .map_err(|e| ClusterError::Startup(e.to_string()))?
+        .map_err(|e| {
+            ClusterError::Startup(format!("opening {}: {e}", config.data_dir.display()))
+        })?;
+        let log = log_store.handle();
+
+        let bind = config
+            .bind_addr
+            .clone()
+            .unwrap_or_else(|| config.cluster_addr.clone());
+        let listener = TcpListener::bind(&bind)
+            .await
+            .map_err(|e| ClusterError::Startup(format!("binding cluster port {bind}: {e}")))?;
+        let transport = Transport::new(id, config.secret.clone(), config.max_frame_bytes);
+
+        let network = NetworkFactory {
+            transport: transport.clone(),
+        };
+        let raft = Raft::new(id, raft_config, network, log_store, sm_store)
+            .await
+            .map_err(|e| ClusterError::Startup(e.to_string()))?;
+
+        let (proposer, batcher_task) = Proposer::spawn(
+            raft.clone(),
+            clock.clone(),
+            config.max_batch_commands,
+            config.max_entry_bytes(),
+            config.max_inflight_batches,
+        );
+        let (reader, reader_task) = ReadIndexer::spawn(raft.clone(), config.client_timeout);
+        let service = Arc::new(Service {
+            node_id: id,
+            raft: raft.clone(),
+            proposer: proposer.clone(),
+            reader: reader.clone(),
+            client_timeout: config.client_timeout,
+            admin_timeout: admin_timeout(&config),
+        });
+        let server_task = transport.serve(listener, service);
+        let (leadership_tx, watch_task) = watch_leadership(id, raft.metrics());
+        let leadership = leadership_tx.subscribe();
+
+        let node = RaftNode {
+            inner: Arc::new(Inner {
+                id,
+                config,
+                raft,
+                sm: state_machine,
+                transport,
+                proposer,
+                reader,
+                log,
+                clock,
+                leadership,
+                leadership_tx,
+                tasks: Mutex::new(vec![batcher_task, reader_task, server_task, watch_task]),
+                stopping: AtomicBool::new(false),
+            }),
+        };
+        node.bootstrap().await?;
+        Ok(node)
+    }
+
+    /// Form the cluster from the static peer list, once.
+    async fn bootstrap(&self) -> Result<(), ClusterError> {
+        let peers = &self.inner.config.peers;
+        if peers.is_empty() {
+            return Ok(());
+        }
+        let raft = &self.inner.raft;
+        if raft
+            .is_initialized()
+            .await
+            .map_err(|e| ClusterError::Startup(e.to_string()))?
+        {
+            return Ok(());
+        }
+        let members: BTreeMap<NodeId, BasicNode> = peers
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+            .collect();
+        match raft.initialize(members).await {
+            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(ClusterError::Startup(format!("initializing cluster: {e}"))),
+        }
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.inner.id
+    }
+
+    /// The state machine this node applies to (read it after `read_barrier`).
+    pub fn state_machine(&self) -> &Arc<S> {
+        &self.inner.sm
+    }
+
+    /// The underlying openraft handle, for metrics or operations this API does not cover.
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.inner.raft
+    }
+
+    /// The leader clock's floor: the highest entry time seen or issued here.
+    pub fn clock_floor_ms(&self) -> u64 {
+        self.inner.clock.floor()
+    }
+
+    /// Fault injection: shift this node's wall clock by `skew_ms` when it stamps entries as
+    /// leader (stamps still never go backwards).
+    pub fn set_clock_skew_ms(&self, skew_ms: i64) {
+        self.inner.clock.set_skew_ms(skew_ms);
+    }
+
+    /// Replicate `cmd` and return its output. Works on any node: a follower forwards it to the
+    /// leader. Commands arriving together share one entry.
+    pub async fn propose(&self, cmd: S::Command) -> Result<S::Output, ClusterError> {
+        let mut outputs = self.propose_many(vec![cmd]).await?;
+        outputs
+            .pop()
+            .ok_or_else(|| ClusterError::Codec("no output for command".into()))
+    }
+
+    /// Replicate `cmds` as one unit in one entry (applied back to back, nothing in between).
+    pub async fn propose_many(
+        &self,
+        cmds: Vec<S::Command>,
+    ) -> Result<Vec<S::Output>, ClusterError> {
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encoded = cmds
+            .iter()
+            .map(postcard::to_allocvec)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ClusterError::Codec(format!("encode command: {e}")))?;
+        let results = self.propose_encoded(encoded).await?;
+        results
+            .into_iter()
+            .map(|r| {
+                let bytes = r.map_err(ClusterError::Codec)?;
+                postcard::from_bytes(&bytes)
+                    .map_err(|e| ClusterError::Codec(format!("decode output: {e}")))
+            })
+            .collect()
+    }
+
+    async fn propose_encoded(
+        &self,
+        commands: Vec<Vec<u8>>,
+    ) -> Result<Vec<CommandResult>, ClusterError> {
+        let bytes: usize = commands.iter().map(Vec::len).sum();
+        let max = self.inner.config.max_entry_bytes();
+        if bytes > max {
+            return Err(ClusterError::TooLarge { bytes, max });
+        }
+        let started = Instant::now();
+        let deadline = started + self.inner.config.client_timeout;
+        loop {
+            let (leader, addr) = self.wait_for_leader(started, deadline).await?;
+            let attempt = if leader == self.inner.id {
+                let rx = self.inner.proposer.submit(commands.clone());
+                await_reply(rx, deadline.saturating_duration_since(Instant::now())).await
+            } else {
+                match self
+                    .call_leader(leader, &addr, &Request::Propose(commands.clone()), deadline)
+                    .await
+                {
+                    Ok(Response::Propose(result)) => result.map_err(|e| remote_error(leader, e)),
+                    Ok(_) => Err(ClusterError::Forward {
+                        leader,
+                        reason: "unexpected response".into(),
+                    }),
+                    Err(e) => Err(e),
+                }
+            };
+            match attempt {
+                Err(e) if e.is_retryable() => self.pause_before_retry(started, deadline).await?,
+                other => return other,
+            }
+        }
+    }
+
+    /// Wait until a read of the local state machine reflects every write acknowledged before
+    /// this call (linearizable). On the leader one confirmation serves all concurrent callers;
+    /// a follower fetches the leader's read index and waits to apply up to it.
+    pub async fn read_barrier(&self) -> Result<(), ClusterError> {
+        let started = Instant::now();
+        let deadline = started + self.inner.config.client_timeout;
+        loop {
+            let (leader, addr) = self.wait_for_leader(started, deadline).await?;
+            let attempt = if leader == self.inner.id {
+                let rx = self.inner.reader.request();
+                await_reply(rx, deadline.saturating_duration_since(Instant::now())).await
+            } else {
+                match self
+                    .call_leader(leader, &addr, &Request::ReadIndex, deadline)
+                    .await
+                {
+                    Ok(Response::ReadIndex(result)) => result.map_err(|e| remote_error(leader, e)),
+                    Ok(_) => Err(ClusterError::Forward {
+                        leader,
+                        reason: "unexpected response".into(),
+                    }),
+                    Err(e) => Err(e),
+                }
+            };
+            match attempt {
+                Ok(index) => return self.wait_applied(index, started, deadline).await,
+                // A read has no effect, so any failure but our own shutdown may be retried.
+                Err(ClusterError::ShuttingDown) => return Err(ClusterError::ShuttingDown),
+                Err(_) => self.pause_before_retry(started, deadline).await?,
+            }
+        }
+    }
+
+    /// True while this node is the leader.
+    pub fn is_leader(&self) -> bool {
+        self.inner.leadership.borrow().is_self
+    }
+
+    /// The current leader's id and cluster address, if known.
+    pub fn leader(&self) -> Option<(NodeId, String)> {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow();
+        let id = m.current_leader?;
+        let addr = m.membership_config.membership().get_node(&id)?.addr.clone();
+        Some((id, addr))
+    }
+
+    /// A watch that changes whenever the leader or term changes (e.g. to run leader-only jobs).
+    pub fn subscribe_leadership(&self) -> watch::Receiver<Leadership> {
+        self.inner.leadership.clone()
+    }
+
+    /// Role, leader, term, indexes, membership and per-follower lag.
+    pub fn status(&self) -> ClusterStatus {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow().clone();
+        status_from_metrics(&m, self.inner.log.committed_index())
+    }
+
+    /// Add node `id` at `addr` as a learner (waits until it has caught up, bounded).
+    pub async fn add_learner(
+        &self,
+        id: NodeId,
+        addr: impl Into<String>,
+    ) -> Result<(), ClusterError> {
+        self.admin(AdminOp::AddLearner {
+            id,
+            addr: addr.into(),
+        })
+        .await
+    }
+
+    /// Make learner `id` a voter.
+    pub async fn promote(&self, id: NodeId) -> Result<(), ClusterError> {
+        self.admin(AdminOp::Promote { id }).await
+    }
+
+    /// Remove node `id` (voter or learner) from the cluster.
+    pub async fn remove_node(&self, id: NodeId) -> Result<(), ClusterError> {
+        self.admin(AdminOp::Remove { id }).await
+    }
+
+    /// Build a snapshot now (and purge the log behind it), instead of waiting for the policy.
+    pub async fn trigger_snapshot(&self) -> Result<(), ClusterError> {
+        self.inner
+            .raft
+            .trigger()
+            .snapshot()
+            .await
+            .map_err(|_| ClusterError::ShuttingDown)
+    }
+
+    /// Fault injection: drop all traffic to and from `peers` (replaces the previous set; pass an
+    /// empty set to heal).
+    pub fn set_blocked_peers(&self, peers: impl IntoIterator<Item = NodeId>) {
+        self.inner
+            .transport
+            .set_blocked(peers.into_iter().collect::<HashSet<_>>());
+    }
+
+    /// Stop Raft, close the cluster link and fsync the log. Later calls fail with `ShuttingDown`.
+    pub async fn shutdown(&self) {
+        if self.inner.stopping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.inner.raft.shutdown()).await;
+        self.inner.transport.shutdown();
+        for task in self
+            .inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+        self.inner.leadership_tx.send_if_modified(|current| {
+            let changed = current.is_self || current.leader.is_some();
+            *current = Leadership {
+                leader: None,
+                term: current.term,
+                is_self: false,
+            };
+            changed
+        });
+        self.inner.log.close().await;
+    }
+
+    async fn admin(&self, op: AdminOp) -> Result<(), ClusterError> {
+        let started = Instant::now();
+        let deadline = started + admin_timeout(&self.inner.config);
+        loop {
+            let (leader, addr) = self.wait_for_leader(started, deadline).await?;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let attempt = if leader == self.inner.id {
+                run_admin(&self.inner.raft, op.clone(), remaining).await
+            } else {
+                match self
+                    .call_leader(leader, &addr, &Request::Admin(op.clone()), deadline)
+                    .await
+                {
+                    Ok(Response::Admin(result)) => result.map_err(|e| remote_error(leader, e)),
+                    Ok(_) => Err(ClusterError::Forward {
+                        leader,
+                        reason: "unexpected response".into(),
+                    }),
+                    Err(e) => Err(e),
+                }
+            };
+            match attempt {
+                Err(e) if e.is_retryable() => self.pause_before_retry(started, deadline).await?,
+                other => return other,
+            }
+        }
+    }
+
+    /// Send `req` to the leader; link failures map to retryable (not sent) or final errors.
+    async fn call_leader(
+        &self,
+        leader: NodeId,
+        addr: &str,
+        req: &Request,
+        deadline: Instant,
+    ) -> Result<Response, ClusterError> {
+        let client = self.inner.transport.peer(leader, addr);
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        client.call(req, remaining).await.map_err(|e| match e {
+            CallError::NotSent(_) => ClusterError::Unavailable { waited_ms: 0 },
+            CallError::TimedOut => ClusterError::Timeout {
+                waited_ms: remaining.as_millis() as u64,
+            },
+            CallError::Lost(reason) => ClusterError::Forward { leader, reason },
+            CallError::TooLarge(n) => {
+                ClusterError::Codec(format!("request of {n} bytes exceeds the frame cap"))
+            }
+        })
+    }
+
+    /// The known leader and its address, waiting for one until `deadline`.
+    async fn wait_for_leader(
+        &self,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<(NodeId, String), ClusterError> {
+        let mut metrics = self.inner.raft.metrics();
+        loop {
+            if self.inner.stopping.load(Ordering::Acquire) {
+                return Err(ClusterError::ShuttingDown);
+            }
+            {
+                let m = metrics.borrow_and_update();
+                if m.running_state.is_err() || m.state == ServerState::Shutdown {
+                    return Err(ClusterError::ShuttingDown);
+                }
+                if let Some(leader) = m.current_leader {
+                    if let Some(node) = m.membership_config.membership().get_node(&leader) {
+                        return Ok((leader, node.addr.clone()));
+                    }
+                }
+            }
+            match tokio::time::timeout_at(deadline, metrics.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(ClusterError::ShuttingDown),
+                Err(_) => return Err(unavailable(started)),
+            }
+        }
+    }
+
+    async fn wait_applied(
+        &self,
+        index: u64,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<(), ClusterError> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match self
+            .inner
+            .raft
+            .wait(Some(remaining))
+            .applied_index_at_least(Some(index), "read barrier")
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(WaitError::Timeout(_, _)) => Err(ClusterError::Timeout {
+                waited_ms: elapsed_ms(started),
+            }),
+            Err(WaitError::ShuttingDown) => Err(ClusterError::ShuttingDown),
+        }
+    }
+
+    async fn pause_before_retry(
+        &self,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<(), ClusterError> {
+        let now = Instant::now();
+        if now + RETRY_PAUSE >= deadline {
+            return Err(unavailable(started));
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+        Ok(())
+    }
+}
+
+/// An error the leader answered with, as seen by the follower that forwarded the request: the
+/// leader shutting down is a cluster problem here, not this node's shutdown.
+fn remote_error(leader: NodeId, err: ClusterError) -> ClusterError {
+    match err {
+        ClusterError::ShuttingDown => ClusterError::Forward {
+            leader,
+            reason: "leader is shutting down".into(),
+        },
+        other => other,
+    }
+}
+
+fn admin_timeout(config: &Config) -> Duration {
+    config
+        .client_timeout
+        .saturating_mul(5)
+        .max(Duration::from_secs(10))
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    started.elapsed().as_millis() as u64
+}
+
+fn unavailable(started: Instant) -> ClusterError {
+    ClusterError::Unavailable {
+        waited_ms: elapsed_ms(started),
+    }
+}
+
+/// Publish leadership changes from openraft's metrics.
+fn watch_leadership(
+    id: NodeId,
+    mut metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+) -> (Arc<watch::Sender<Leadership>>, JoinHandle<()>) {
+    let tx = Arc::new(watch::Sender::new(Leadership {
+        leader: None,
+        term: 0,
+        is_self: false,
+    }));
+    let publisher = tx.clone();
+    let task = tokio::spawn(async move {
+        let tx = publisher;
+        loop {
+            let now = {
+                let m = metrics.borrow_and_update();
+                Leadership {
+                    leader: m.current_leader,
+                    term: m.current_term,
+                    is_self: m.state == ServerState::Leader && m.current_leader == Some(id),
+                }
+            };
+            tx.send_if_modified(|current| {
+                let changed = *current != now;
+                *current = now;
+                changed
+            });
+            if metrics.changed().await.is_err() {
+                tx.send_if_modified(|current| {
+                    let changed = current.is_self || current.leader.is_some();
+                    *current = Leadership {
+                        leader: None,
+                        term: current.term,
+                        is_self: false,
+                    };
+                    changed
+                });
+                break;
+            }
+        }
+    });
+    (tx, task)
+}
+
+fn status_from_metrics(m: &RaftMetrics<NodeId, BasicNode>, committed: u64) -> ClusterStatus {
+    let membership = m.membership_config.membership();
+    let voters: HashSet<NodeId> = membership.voter_ids().collect();
+    let members = membership
+        .nodes()
+        .map(|(id, node)| Member {
+            id: *id,
+            addr: node.addr.clone(),
+            voter: voters.contains(id),
+        })
+        .collect();
+    let last_log_index = m.last_log_index.unwrap_or(0);
+    let replication = m
+        .replication
+        .as_ref()
+        .map(|r| {
+            r.iter()
+                .filter(|(id, _)| **id != m.id)
+                .map(|(id, matched)| {
+                    let matched_index = matched.map(|l| l.index);
+                    FollowerProgress {
+                        id: *id,
+                        matched_index,
+                        lag: last_log_index.saturating_sub(matched_index.unwrap_or(0)),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let leader_addr = m
+        .current_leader
+        .and_then(|l| membership.get_node(&l))
+        .map(|n| n.addr.clone());
+    let applied_index = m.last_applied.map(|l| l.index).unwrap_or(0);
+    ClusterStatus {
+        node_id: m.id,
+        role: Role::from(m.state),
+        leader_id: m.current_leader,
+        leader_addr,
+        term: m.current_term,
+        commit_index: committed.max(applied_index),
+        applied_index,
+        last_log_index,
+        snapshot_index: m.snapshot.map(|l| l.index),
+        members,
+        replication,
+    }
+}

@@ -1,0 +1,247 @@
+//! Batching on the leader. The write batcher groups the commands of every caller that arrive
+//! while earlier batches are in flight into the next Raft entry, stamped with leader time, so one
+//! fsync and one AppendEntries carry many commands; outputs are split back per caller. The read
+//! batcher lets one leadership confirmation (openraft's read index) answer every read that
+//! arrived before it started.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::Raft;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::clock::LeaderClock;
+use crate::error::ClusterError;
+use crate::types::{Batch, CommandResult, NodeId, TypeConfig};
+
+/// Reply channel of one proposal.
+type ProposeReply = oneshot::Sender<Result<Vec<CommandResult>, ClusterError>>;
+
+struct Proposal {
+    commands: Vec<Vec<u8>>,
+    reply: ProposeReply,
+}
+
+impl Proposal {
+    fn bytes(&self) -> usize {
+        self.commands.iter().map(Vec::len).sum()
+    }
+}
+
+/// Handle to the write batcher task.
+#[derive(Clone)]
+pub(crate) struct Proposer {
+    tx: mpsc::UnboundedSender<Proposal>,
+    max_bytes: usize,
+}
+
+impl Proposer {
+    /// Start the batcher for `raft`.
+    pub(crate) fn spawn(
+        raft: Raft<TypeConfig>,
+        clock: Arc<LeaderClock>,
+        max_batch: usize,
+        max_bytes: usize,
+        max_inflight: usize,
+    ) -> (Proposer, JoinHandle<()>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run_write_batcher(
+            raft,
+            clock,
+            rx,
+            max_batch,
+            max_bytes,
+            max_inflight,
+        ));
+        (Proposer { tx, max_bytes }, task)
+    }
+
+    /// Queue `commands` as one unit; the order of `submit` calls is the order in the log.
+    pub(crate) fn submit(
+        &self,
+        commands: Vec<Vec<u8>>,
+    ) -> oneshot::Receiver<Result<Vec<CommandResult>, ClusterError>> {
+        let (reply, rx) = oneshot::channel();
+        let proposal = Proposal { commands, reply };
+        let bytes = proposal.bytes();
+        if bytes > self.max_bytes {
+            // An entry must fit in one frame, or it could never be replicated.
+            let _ = proposal.reply.send(Err(ClusterError::TooLarge {
+                bytes,
+                max: self.max_bytes,
+            }));
+            return rx;
+        }
+        if let Err(mpsc::error::SendError(p)) = self.tx.send(proposal) {
+            let _ = p.reply.send(Err(ClusterError::ShuttingDown));
+        }
+        rx
+    }
+}
+
+async fn run_write_batcher(
+    raft: Raft<TypeConfig>,
+    clock: Arc<LeaderClock>,
+    mut rx: mpsc::UnboundedReceiver<Proposal>,
+    max_batch: usize,
+    max_bytes: usize,
+    max_inflight: usize,
+) {
+    let inflight = Arc::new(Semaphore::new(max_inflight));
+    // A proposal that did not fit the previous batch opens the next one.
+    let mut held_over: Option<Proposal> = None;
+    loop {
+        let first = match held_over.take() {
+            Some(p) => p,
+            None => match rx.recv().await {
+                Some(p) => p,
+                None => break,
+            },
+        };
+        // Wait for an in-flight slot first: whatever queues meanwhile joins this batch.
+        let Ok(permit) = inflight.clone().acquire_owned().await else {
+            break;
+        };
+        let mut count = first.commands.len();
+        let mut bytes = first.bytes();
+        let mut proposals = vec![first];
+        while count < max_batch {
+            match rx.try_recv() {
+                Ok(p) if count + p.commands.len() > max_batch || bytes + p.bytes() > max_bytes => {
+                    held_over = Some(p);
+                    break;
+                }
+                Ok(p) => {
+                    count += p.commands.len();
+                    bytes += p.bytes();
+                    proposals.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut commands = Vec::with_capacity(count);
+        let mut replies = Vec::with_capacity(proposals.len());
+        for p in proposals {
+            replies.push((p.commands.len(), p.reply));
+            commands.extend(p.commands);
+        }
+        // Stamp and submit in this one task so stamps are non-decreasing in log order.
+        let batch = Batch {
+            leader_time_ms: clock.stamp(),
+            commands,
+        };
+        match raft.client_write_ff(batch).await {
+            Err(_fatal) => fail_all(replies, ClusterError::ShuttingDown),
+            Ok(responder) => {
+                tokio::spawn(async move {
+                    let result = responder.await;
+                    drop(permit);
+                    match result {
+                        Ok(Ok(resp)) => split_outputs(replies, resp.data.results),
+                        Ok(Err(ClientWriteError::ForwardToLeader(f))) => fail_all(
+                            replies,
+                            ClusterError::NotLeader {
+                                leader: f.leader_id,
+                            },
+                        ),
+                        Ok(Err(e)) => fail_all(replies, ClusterError::Membership(e.to_string())),
+                        Err(_) => fail_all(replies, ClusterError::ShuttingDown),
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn split_outputs(replies: Vec<(usize, ProposeReply)>, results: Vec<CommandResult>) {
+    let mut results = results.into_iter();
+    for (n, reply) in replies {
+        let mine: Vec<CommandResult> = results.by_ref().take(n).collect();
+        let outcome = if mine.len() == n {
+            Ok(mine)
+        } else {
+            Err(ClusterError::Codec(format!(
+                "entry returned {} outputs for {n} commands",
+                mine.len()
+            )))
+        };
+        let _ = reply.send(outcome);
+    }
+}
+
+fn fail_all(replies: Vec<(usize, ProposeReply)>, err: ClusterError) {
+    for (_, reply) in replies {
+        let _ = reply.send(Err(err.clone()));
+    }
+}
+
+/// Reply channel of one read-index request.
+type ReadReply = oneshot::Sender<Result<u64, ClusterError>>;
+
+/// Handle to the read batcher task.
+#[derive(Clone)]
+pub(crate) struct ReadIndexer {
+    tx: mpsc::UnboundedSender<ReadReply>,
+}
+
+impl ReadIndexer {
+    /// Start the read batcher; each confirmation round is bounded by `round_timeout`.
+    pub(crate) fn spawn(
+        raft: Raft<TypeConfig>,
+        round_timeout: Duration,
+    ) -> (ReadIndexer, JoinHandle<()>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run_read_batcher(raft, rx, round_timeout));
+        (ReadIndexer { tx }, task)
+    }
+
+    /// A log index that, once applied locally, makes a read linearizable. Leader only.
+    pub(crate) fn request(&self) -> oneshot::Receiver<Result<u64, ClusterError>> {
+        let (reply, rx) = oneshot::channel();
+        if let Err(mpsc::error::SendError(r)) = self.tx.send(reply) {
+            let _ = r.send(Err(ClusterError::ShuttingDown));
+        }
+        rx
+    }
+}
+
+async fn run_read_batcher(
+    raft: Raft<TypeConfig>,
+    mut rx: mpsc::UnboundedReceiver<ReadReply>,
+    round_timeout: Duration,
+) {
+    while let Some(first) = rx.recv().await {
+        // Only waiters that arrived before the round starts may share its confirmation.
+        let mut waiters = vec![first];
+        while let Ok(w) = rx.try_recv() {
+            waiters.push(w);
+        }
+        let started = tokio::time::Instant::now();
+        let outcome = match tokio::time::timeout(round_timeout, raft.get_read_log_id()).await {
+            Ok(Ok((read_log_id, _applied))) => Ok(read_log_id.map(|l| l.index).unwrap_or(0)),
+            Ok(Err(e)) => Err(read_error(e)),
+            Err(_) => Err(ClusterError::Unavailable {
+                waited_ms: started.elapsed().as_millis() as u64,
+            }),
+        };
+        for w in waiters {
+            let _ = w.send(outcome.clone());
+        }
+    }
+}
+
+fn read_error(
+    e: RaftError<NodeId, CheckIsLeaderError<NodeId, openraft::BasicNode>>,
+) -> ClusterError {
+    match e {
+        RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => ClusterError::NotLeader {
+            leader: f.leader_id,
+        },
+        RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => {
+            ClusterError::Unavailable { waited_ms: 0 }
+        }
+        RaftError::Fatal(_) => ClusterError::ShuttingDown,
+    }
+}

@@ -1,0 +1,353 @@
+//! The replicated state machine: the public [`StateMachine`] trait the server implements, and
+//! the adapter that plugs it into openraft (`RaftStateMachine`): decoding each batch, handing
+//! every command the entry's leader time, tracking the applied log id and membership, and
+//! writing, loading and installing snapshot files.
+//!
+//! Snapshot files live in `<data_dir>/snapshots/` as `snap-<index>-<term>.snap`: one CRC-framed
+//! record holding the openraft metadata and the payload (the state machine's bytes plus the time
+//! floor), written to a temp file, fsynced and renamed, after which older snapshots are deleted.
+//! The same payload bytes are what openraft streams to a lagging follower.
+
+use std::fmt::Debug;
+use std::fs;
+use std::io::{self, Cursor};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::LeaderClock;
+use crate::record::{encode_record, scan_records, sync_dir, write_atomic};
+use crate::types::{
+    BatchOutput, CommandResult, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
+    TypeConfig,
+};
+
+/// The replicated state machine. Deterministic: `apply` depends only on (state, command, now_ms).
+pub trait StateMachine: Send + Sync + 'static {
+    /// A write to replicate.
+    type Command: Serialize + DeserializeOwned + Clone + Debug + Send + Sync + 'static;
+    /// What applying a command returns to its proposer.
+    type Output: Serialize + DeserializeOwned + Clone + Debug + Send + Sync + 'static;
+    /// Apply one command; `now_ms` is the leader-stamped time of its entry. Uses interior locking
+    /// (`&self`) because the server also reads the state directly after a read barrier.
+    fn apply(&self, cmd: &Self::Command, now_ms: u64) -> Self::Output;
+    /// Serialize the full state for a snapshot (called with the state consistent at the applied
+    /// index: no apply runs concurrently).
+    fn snapshot(&self) -> Vec<u8>;
+    /// Replace the full state from snapshot bytes.
+    fn restore(&self, data: &[u8]) -> Result<(), String>;
+}
+
+/// What a snapshot carries besides openraft's metadata.
+#[derive(Serialize, Deserialize)]
+struct SnapshotPayload {
+    /// The replicated time floor at the snapshot's last entry.
+    last_time_ms: u64,
+    /// `StateMachine::snapshot()` bytes.
+    state: Vec<u8>,
+}
+
+/// The content of a snapshot file.
+#[derive(Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: SnapshotMeta,
+    /// postcard of [`SnapshotPayload`]; exactly the bytes streamed to followers.
+    payload: Vec<u8>,
+}
+
+/// Same bytes as [`SnapshotFile`], borrowed for writing.
+#[derive(Serialize)]
+struct SnapshotFileRef<'a> {
+    meta: &'a SnapshotMeta,
+    payload: &'a [u8],
+}
+
+/// The newest snapshot on disk.
+#[derive(Clone)]
+struct CurrentSnapshot {
+    meta: SnapshotMeta,
+    path: PathBuf,
+}
+
+/// Snapshot files of one node.
+#[derive(Clone)]
+struct SnapshotDir {
+    dir: PathBuf,
+    current: Arc<Mutex<Option<CurrentSnapshot>>>,
+}
+
+impl SnapshotDir {
+    /// Write a snapshot durably and make it current unless a newer one already is.
+    fn save(&self, meta: &SnapshotMeta, payload: &[u8]) -> io::Result<()> {
+        let index = meta.last_log_id.map(|l| l.index).unwrap_or(0);
+        let term = meta.last_log_id.map(|l| l.leader_id.term).unwrap_or(0);
+        let path = self.dir.join(format!("snap-{index:020}-{term:020}.snap"));
+        let file = SnapshotFileRef { meta, payload };
+        let body = postcard::to_allocvec(&file).map_err(io::Error::other)?;
+        let mut bytes = Vec::with_capacity(body.len() + 8);
+        encode_record(&body, &mut bytes);
+        write_atomic(&path, &bytes)?;
+
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let newer = current
+            .as_ref()
+            .is_none_or(|c| c.meta.last_log_id <= meta.last_log_id);
+        if newer {
+            *current = Some(CurrentSnapshot {
+                meta: meta.clone(),
+                path: path.clone(),
+            });
+        }
+        let keep = current.as_ref().map(|c| c.path.clone());
+        drop(current);
+        self.remove_all_but(keep.as_deref());
+        Ok(())
+    }
+
+    fn remove_all_but(&self, keep: Option<&Path>) {
+        let Ok(dir) = fs::read_dir(&self.dir) else {
+            return;
+        };
+        for item in dir.flatten() {
+            let path = item.path();
+            let is_snap = path.extension().is_some_and(|e| e == "snap" || e == "tmp");
+            if is_snap && Some(path.as_path()) != keep {
+                let _ = fs::remove_file(&path);
+            }
+        }
+        let _ = sync_dir(&self.dir);
+    }
+
+    /// The newest intact snapshot file in the directory (corrupt ones are skipped with a warning).
+    fn load_latest(&self) -> io::Result<Option<SnapshotFile>> {
+        let mut paths: Vec<PathBuf> = fs::read_dir(&self.dir)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "snap"))
+            .collect();
+        paths.sort();
+        while let Some(path) = paths.pop() {
+            match read_snapshot_file(&path) {
+                Ok(file) => {
+                    *self.current.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(CurrentSnapshot {
+                            meta: file.meta.clone(),
+                            path,
+                        });
+                    return Ok(Some(file));
+                }
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot")
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn load_current(&self) -> io::Result<Option<SnapshotFile>> {
+        let current = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match current {
+            None => Ok(None),
+            Some(c) => read_snapshot_file(&c.path).map(Some),
+        }
+    }
+}
+
+fn read_snapshot_file(path: &Path) -> io::Result<SnapshotFile> {
+    let bytes = fs::read(path)?;
+    let scan = scan_records(&bytes);
+    match (scan.records.first(), scan.bad_tail) {
+        (Some((body, _)), None) => postcard::from_bytes(body).map_err(io::Error::other),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "corrupt snapshot file",
+        )),
+    }
+}
+
+/// openraft's view of the application state machine.
+pub(crate) struct StateMachineStore<S: StateMachine> {
+    sm: Arc<S>,
+    applied: Option<LogId>,
+    membership: StoredMembership,
+    /// Replicated time floor: the highest leader time applied (part of the replicated state, so
+    /// clamping with it is deterministic).
+    last_time_ms: u64,
+    clock: Arc<LeaderClock>,
+    snapshots: SnapshotDir,
+}
+
+impl<S: StateMachine> StateMachineStore<S> {
+    /// Load the newest snapshot under `dir` (if any) into `sm` and start from it.
+    pub(crate) fn open(sm: Arc<S>, dir: &Path, clock: Arc<LeaderClock>) -> io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        let snapshots = SnapshotDir {
+            dir: dir.to_path_buf(),
+            current: Arc::new(Mutex::new(None)),
+        };
+        let mut store = StateMachineStore {
+            sm,
+            applied: None,
+            membership: StoredMembership::default(),
+            last_time_ms: 0,
+            clock,
+            snapshots,
+        };
+        if let Some(file) = store.snapshots.load_latest()? {
+            store
+                .restore_from(&file.meta, &file.payload)
+                .map_err(io::Error::other)?;
+            tracing::info!(snapshot = %file.meta, "restored state machine from snapshot");
+        }
+        Ok(store)
+    }
+
+    fn restore_from(&mut self, meta: &SnapshotMeta, payload: &[u8]) -> Result<(), String> {
+        let payload: SnapshotPayload = postcard::from_bytes(payload).map_err(|e| e.to_string())?;
+        self.sm.restore(&payload.state)?;
+        self.applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        self.last_time_ms = payload.last_time_ms;
+        self.clock.observe(payload.last_time_ms);
+        Ok(())
+    }
+
+    fn apply_batch(&mut self, leader_time_ms: u64, commands: &[Vec<u8>]) -> BatchOutput {
+        let now_ms = leader_time_ms.max(self.last_time_ms);
+        self.last_time_ms = now_ms;
+        self.clock.observe(now_ms);
+        let results = commands
+            .iter()
+            .map(|bytes| self.apply_one(bytes, now_ms))
+            .collect();
+        BatchOutput { results }
+    }
+
+    fn apply_one(&self, bytes: &[u8], now_ms: u64) -> CommandResult {
+        let cmd: S::Command =
+            postcard::from_bytes(bytes).map_err(|e| format!("decode command: {e}"))?;
+        let out = self.sm.apply(&cmd, now_ms);
+        postcard::to_allocvec(&out).map_err(|e| format!("encode output: {e}"))
+    }
+}
+
+/// Builds a snapshot file from state captured when the builder was made.
+pub(crate) struct SnapshotBuilder {
+    meta: SnapshotMeta,
+    payload: Result<Vec<u8>, String>,
+    snapshots: SnapshotDir,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let snapshots = self.snapshots.clone();
+        let meta = self.meta.clone();
+        let signature = meta.signature();
+        let payload = self.payload.clone().map_err(|e| {
+            StorageIOError::write_snapshot(Some(signature.clone()), &io::Error::other(e))
+        })?;
+        let payload =
+            tokio::task::spawn_blocking(move || snapshots.save(&meta, &payload).map(|()| payload))
+                .await
+                .map_err(|e| StorageIOError::write_snapshot(Some(signature.clone()), &e))?
+                .map_err(|e| StorageIOError::write_snapshot(Some(signature), &e))?;
+        tracing::info!(snapshot = %self.meta, bytes = payload.len(), "snapshot written");
+        Ok(Snapshot {
+            meta: self.meta.clone(),
+            snapshot: Box::new(Cursor::new(payload)),
+        })
+    }
+}
+
+impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        Ok((self.applied, self.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchOutput>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut outputs = Vec::new();
+        for entry in entries {
+            self.applied = Some(entry.log_id);
+            let output = match &entry.payload {
+                EntryPayload::Blank => BatchOutput::default(),
+                EntryPayload::Normal(batch) => {
+                    self.apply_batch(batch.leader_time_ms, &batch.commands)
+                }
+                EntryPayload::Membership(m) => {
+                    self.membership = StoredMembership::new(Some(entry.log_id), m.clone());
+                    BatchOutput::default()
+                }
+            };
+            outputs.push(output);
+        }
+        Ok(outputs)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        // Capture the state here: openraft runs `build_snapshot` concurrently with later applies.
+        let payload = SnapshotPayload {
+            last_time_ms: self.last_time_ms,
+            state: self.sm.snapshot(),
+        };
+        let index = self.applied.map(|l| l.index).unwrap_or(0);
+        let term = self.applied.map(|l| l.leader_id.term).unwrap_or(0);
+        SnapshotBuilder {
+            meta: SnapshotMeta {
+                last_log_id: self.applied,
+                last_membership: self.membership.clone(),
+                snapshot_id: format!("{index}-{term}"),
+            },
+            payload: postcard::to_allocvec(&payload).map_err(|e| e.to_string()),
+            snapshots: self.snapshots.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let payload = snapshot.into_inner();
+        self.restore_from(meta, &payload).map_err(|e| {
+            StorageIOError::read_snapshot(Some(meta.signature()), &io::Error::other(e))
+        })?;
+        let snapshots = self.snapshots.clone();
+        let owned_meta = meta.clone();
+        tokio::task::spawn_blocking(move || snapshots.save(&owned_meta, &payload))
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        tracing::info!(snapshot = %meta, "installed snapshot from leader");
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let snapshots = self.snapshots.clone();
+        let file = tokio::task::spawn_blocking(move || snapshots.load_current())
+            .await
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        Ok(file.map(|f| Snapshot {
+            meta: f.meta,
+            snapshot: Box::new(Cursor::new(f.payload)),
+        }))
+    }
+}

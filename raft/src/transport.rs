@@ -1,0 +1,841 @@
+//! The cluster link: authenticated, persistent TCP connections carrying length-delimited
+//! postcard frames between nodes.
+//!
+//! Each node listens on its cluster address and keeps one outgoing connection per peer for its
+//! own requests (Raft RPCs, forwarded proposals, read-index and admin requests); responses come
+//! back on the same connection, matched by request id, so many calls share one socket.
+//!
+//! A connection starts with a mutual challenge-response over the shared cluster secret
+//! (HMAC-SHA256 over both nonces, both node ids and the role), so neither side talks Raft to
+//! anyone who does not hold the secret; until then frames are capped at a few hundred bytes.
+//! Failed connects back off exponentially with jitter. Frames above `max_frame_bytes` are
+//! refused. For fault injection, traffic to and from "blocked" peers is dropped in both
+//! directions. Traffic is authenticated at connect time but not encrypted: run the cluster
+//! link on a private network.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use hmac::{Hmac, Mac};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use rand::{Rng, RngCore};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::ClusterError;
+use crate::types::{CommandResult, NodeId, TypeConfig};
+
+/// Bumped whenever frames change incompatibly.
+const PROTOCOL_VERSION: u32 = 1;
+/// Frame cap before a peer has authenticated.
+const HANDSHAKE_FRAME_MAX: usize = 512;
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const BACKOFF_BASE_MS: u64 = 20;
+const BACKOFF_MAX_MS: u64 = 1_000;
+
+/// A request from one node to another.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Request {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Commands a follower forwards to the leader, applied as one unit in one entry.
+    Propose(Vec<Vec<u8>>),
+    /// Ask the leader for a confirmed read index.
+    ReadIndex,
+    /// A membership change forwarded to the leader.
+    Admin(AdminOp),
+}
+
+/// Membership changes, executed on the leader.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum AdminOp {
+    AddLearner { id: NodeId, addr: String },
+    Promote { id: NodeId },
+    Remove { id: NodeId },
+}
+
+/// The answer to a [`Request`] of the same variant.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Response {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    ),
+    Propose(Result<Vec<CommandResult>, ClusterError>),
+    ReadIndex(Result<u64, ClusterError>),
+    Admin(Result<(), ClusterError>),
+}
+
+#[derive(Deserialize)]
+struct Envelope<T> {
+    id: u64,
+    body: T,
+}
+
+/// Same bytes as [`Envelope`], borrowed for writing.
+#[derive(Serialize)]
+struct EnvelopeRef<'a, T> {
+    id: u64,
+    body: &'a T,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Handshake {
+    Hello {
+        version: u32,
+        node_id: NodeId,
+        nonce: [u8; 32],
+    },
+    Challenge {
+        node_id: NodeId,
+        nonce: [u8; 32],
+        proof: [u8; 32],
+    },
+    Proof {
+        proof: [u8; 32],
+    },
+    Welcome,
+}
+
+/// Serves requests arriving from peers.
+pub(crate) trait RpcHandler: Send + Sync + 'static {
+    /// Called in arrival order for each request of a connection; any ordering-sensitive work
+    /// (queueing a proposal) happens before returning, the rest in the returned future.
+    fn handle(&self, from: NodeId, req: Request) -> BoxFuture<'static, Response>;
+}
+
+/// Why a call failed.
+#[derive(Debug)]
+pub(crate) enum CallError {
+    /// Nothing reached the peer (blocked, not connected, backing off): safe to retry.
+    NotSent(String),
+    /// The connection died after the request was sent: outcome unknown.
+    Lost(String),
+    /// No response within the deadline: outcome unknown.
+    TimedOut,
+    /// The encoded request exceeds the frame cap.
+    TooLarge(usize),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::NotSent(why) => write!(f, "not sent: {why}"),
+            CallError::Lost(why) => write!(f, "connection lost: {why}"),
+            CallError::TimedOut => write!(f, "timed out"),
+            CallError::TooLarge(n) => write!(f, "request of {n} bytes exceeds the frame cap"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// State shared by the listener, every connection and every peer client.
+struct Core {
+    node_id: NodeId,
+    secret: Vec<u8>,
+    max_frame: usize,
+    blocked: RwLock<HashSet<NodeId>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Core {
+    fn is_blocked(&self, peer: NodeId) -> bool {
+        self.blocked
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&peer)
+    }
+}
+
+/// This node's end of the cluster link.
+pub(crate) struct Transport {
+    core: Arc<Core>,
+    peers: Mutex<HashMap<NodeId, Arc<PeerClient>>>,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+impl Transport {
+    /// A transport for `node_id` authenticating with `secret`.
+    pub(crate) fn new(node_id: NodeId, secret: Vec<u8>, max_frame: usize) -> Arc<Transport> {
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        Arc::new(Transport {
+            core: Arc::new(Core {
+                node_id,
+                secret,
+                max_frame,
+                blocked: RwLock::new(HashSet::new()),
+                shutdown,
+            }),
+            peers: Mutex::new(HashMap::new()),
+            shutdown_tx,
+        })
+    }
+
+    /// The client for peer `id` at `addr` (created on first use; the address follows membership).
+    pub(crate) fn peer(&self, id: NodeId, addr: &str) -> Arc<PeerClient> {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let client = peers.entry(id).or_insert_with(|| {
+            Arc::new(PeerClient {
+                target: id,
+                addr: Mutex::new(addr.to_string()),
+                core: self.core.clone(),
+                conn: Mutex::new(None),
+                connecting: tokio::sync::Mutex::new(()),
+                backoff: Mutex::new(Backoff::default()),
+            })
+        });
+        let mut current = client.addr.lock().unwrap_or_else(|e| e.into_inner());
+        if *current != addr {
+            *current = addr.to_string();
+            drop(current);
+            client.disconnect();
+        } else {
+            drop(current);
+        }
+        client.clone()
+    }
+
+    /// Drop all traffic to and from `blocked` (replacing the previous set).
+    pub(crate) fn set_blocked(&self, blocked: HashSet<NodeId>) {
+        *self.core.blocked.write().unwrap_or_else(|e| e.into_inner()) = blocked.clone();
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        for id in &blocked {
+            if let Some(p) = peers.get(id) {
+                p.disconnect();
+            }
+        }
+    }
+
+    /// Accept and serve peer connections until shutdown.
+    pub(crate) fn serve(
+        &self,
+        listener: TcpListener,
+        handler: Arc<dyn RpcHandler>,
+    ) -> JoinHandle<()> {
+        let core = self.core.clone();
+        tokio::spawn(async move {
+            let mut shutdown = core.shutdown.clone();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, remote)) => {
+                            let core = core.clone();
+                            let handler = handler.clone();
+                            tokio::spawn(async move { serve_connection(core, stream, remote, handler).await });
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cluster accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    },
+                    _ = shutdown.changed() => break,
+                }
+            }
+        })
+    }
+
+    /// Close every connection and stop serving.
+    pub(crate) fn shutdown(&self) {
+        let _ = self.shutdown_tx.send(true);
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        for p in peers.values() {
+            p.disconnect();
+        }
+    }
+}
+
+#[derive(Default)]
+struct Backoff {
+    failures: u32,
+    next_try: Option<Instant>,
+}
+
+/// The outgoing side of the link to one peer.
+pub(crate) struct PeerClient {
+    target: NodeId,
+    addr: Mutex<String>,
+    core: Arc<Core>,
+    conn: Mutex<Option<Arc<Conn>>>,
+    /// Serializes connection attempts so concurrent callers share one socket.
+    connecting: tokio::sync::Mutex<()>,
+    backoff: Mutex<Backoff>,
+}
+
+impl PeerClient {
+    /// Send `req` and wait for the response, at most `timeout`.
+    pub(crate) async fn call(
+        &self,
+        req: &Request,
+        timeout: Duration,
+    ) -> Result<Response, CallError> {
+        if self.core.is_blocked(self.target) {
+            self.disconnect();
+            return Err(CallError::NotSent(format!(
+                "peer {} is blocked",
+                self.target
+            )));
+        }
+        if *self.core.shutdown.borrow() {
+            return Err(CallError::NotSent("transport shut down".into()));
+        }
+        let deadline = Instant::now() + timeout;
+        let conn = tokio::time::timeout_at(deadline, self.connection())
+            .await
+            .map_err(|_| CallError::NotSent("connect timed out".into()))??;
+        let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
+        let bytes = postcard::to_allocvec(&EnvelopeRef { id, body: req })
+            .map_err(|e| CallError::NotSent(format!("encode: {e}")))?;
+        if bytes.len() > self.core.max_frame {
+            return Err(CallError::TooLarge(bytes.len()));
+        }
+        let (tx, rx) = oneshot::channel();
+        conn.pending().insert(id, tx);
+        if conn.out.send(frame(&bytes)).is_err() {
+            conn.close();
+            return Err(CallError::NotSent("connection closed".into()));
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => Err(CallError::Lost(format!(
+                "connection to node {} closed",
+                self.target
+            ))),
+            Err(_) => {
+                conn.pending().remove(&id);
+                Err(CallError::TimedOut)
+            }
+        }
+    }
+
+    fn disconnect(&self) {
+        if let Some(conn) = self.conn.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            conn.close();
+        }
+    }
+
+    fn live_connection(&self) -> Option<Arc<Conn>> {
+        let guard = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .filter(|c| !c.closed.load(Ordering::Acquire))
+            .cloned()
+    }
+
+    async fn connection(&self) -> Result<Arc<Conn>, CallError> {
+        if let Some(conn) = self.live_connection() {
+            return Ok(conn);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(conn) = self.live_connection() {
+            return Ok(conn);
+        }
+        {
+            let backoff = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+            if backoff.next_try.is_some_and(|t| Instant::now() < t) {
+                return Err(CallError::NotSent(format!(
+                    "backing off from node {}",
+                    self.target
+                )));
+            }
+        }
+        let addr = self.addr.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match connect(&self.core, self.target, &addr).await {
+            Ok((reader, writer)) => {
+                *self.backoff.lock().unwrap_or_else(|e| e.into_inner()) = Backoff::default();
+                let conn = Conn::start(self.core.clone(), self.target, reader, writer);
+                *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn.clone());
+                Ok(conn)
+            }
+            Err(e) => {
+                let mut backoff = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+                backoff.failures = backoff.failures.saturating_add(1);
+                let exp = BACKOFF_BASE_MS.saturating_mul(1u64 << backoff.failures.min(10));
+                let delay = exp.min(BACKOFF_MAX_MS);
+                let jitter = rand::thread_rng().gen_range(0..=delay / 4);
+                backoff.next_try = Some(Instant::now() + Duration::from_millis(delay + jitter));
+                tracing::debug!(peer = self.target, %addr, error = %e, "cluster connect failed");
+                Err(CallError::NotSent(format!(
+                    "connect to node {} at {addr}: {e}",
+                    self.target
+                )))
+            }
+        }
+    }
+}
+
+/// One authenticated outgoing connection: a writer task, a reader task, pending calls.
+struct Conn {
+    out: mpsc::UnboundedSender<Vec<u8>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Response>>>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Conn {
+    fn start(
+        core: Arc<Core>,
+        peer: NodeId,
+        reader: BufReader<OwnedReadHalf>,
+        writer: OwnedWriteHalf,
+    ) -> Arc<Conn> {
+        let (out, rx) = mpsc::unbounded_channel();
+        let conn = Arc::new(Conn {
+            out,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let w = tokio::spawn(write_loop(core.clone(), peer, writer, rx));
+        let weak = Arc::downgrade(&conn);
+        let r = tokio::spawn(async move {
+            let mut reader = reader;
+            loop {
+                let Ok(bytes) = read_frame(&mut reader, core.max_frame).await else {
+                    break;
+                };
+                if core.is_blocked(peer) {
+                    break;
+                }
+                let Ok(env) = postcard::from_bytes::<Envelope<Response>>(&bytes) else {
+                    tracing::warn!(peer, "undecodable response frame; closing connection");
+                    break;
+                };
+                let Some(conn) = weak.upgrade() else { break };
+                let waiter = conn.pending().remove(&env.id);
+                if let Some(tx) = waiter {
+                    let _ = tx.send(env.body);
+                }
+            }
+            if let Some(conn) = weak.upgrade() {
+                conn.close();
+            }
+        });
+        conn.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend([w, r]);
+        conn
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Response>>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Fail every pending call and stop both tasks.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.pending().clear();
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+}
+
+/// Write queued frames, coalescing whatever is queued into one flush.
+async fn write_loop(
+    core: Arc<Core>,
+    peer: NodeId,
+    writer: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    let mut shutdown = core.shutdown.clone();
+    loop {
+        let first = tokio::select! {
+            f = rx.recv() => f,
+            _ = shutdown.changed() => None,
+        };
+        let Some(first) = first else { break };
+        if core.is_blocked(peer) {
+            break;
+        }
+        if writer.write_all(&first).await.is_err() {
+            break;
+        }
+        let mut failed = false;
+        while let Ok(more) = rx.try_recv() {
+            if writer.write_all(&more).await.is_err() {
+                failed = true;
+                break;
+            }
+        }
+        if failed || writer.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+/// Serve one incoming connection: authenticate, then answer requests until it closes.
+async fn serve_connection(
+    core: Arc<Core>,
+    stream: TcpStream,
+    remote: std::net::SocketAddr,
+    handler: Arc<dyn RpcHandler>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let peer = match tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        accept_handshake(&core, &mut reader, &mut writer),
+    )
+    .await
+    {
+        Ok(Ok(peer)) => peer,
+        Ok(Err(e)) => {
+            tracing::warn!(%remote, error = %e, "rejected cluster connection");
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(%remote, "cluster handshake timed out");
+            return;
+        }
+    };
+    if core.is_blocked(peer) {
+        return;
+    }
+    let (out, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer_task = tokio::spawn(write_loop(core.clone(), peer, writer, rx));
+    let mut shutdown = core.shutdown.clone();
+    loop {
+        let bytes = tokio::select! {
+            r = read_frame(&mut reader, core.max_frame) => match r {
+                Ok(b) => b,
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::UnexpectedEof {
+                        tracing::debug!(peer, error = %e, "cluster connection closed");
+                    }
+                    break;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        if core.is_blocked(peer) {
+            break;
+        }
+        let env: Envelope<Request> = match postcard::from_bytes(&bytes) {
+            Ok(env) => env,
+            Err(e) => {
+                tracing::warn!(peer, error = %e, "undecodable request frame; closing connection");
+                break;
+            }
+        };
+        let fut = handler.handle(peer, env.body);
+        let out = out.clone();
+        let id = env.id;
+        tokio::spawn(async move {
+            let resp = fut.await;
+            match postcard::to_allocvec(&EnvelopeRef { id, body: &resp }) {
+                Ok(bytes) => {
+                    let _ = out.send(frame(&bytes));
+                }
+                Err(e) => tracing::error!(error = %e, "cannot encode response"),
+            }
+        });
+    }
+    writer_task.abort();
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The proof that `role` knows the secret, bound to both nonces and both ids.
+fn proof(
+    secret: &[u8],
+    role: &[u8],
+    client_nonce: &[u8; 32],
+    server_nonce: &[u8; 32],
+    client: NodeId,
+    server: NodeId,
+) -> HmacSha256 {
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC accepts keys of any length");
+    mac.update(b"tollgate-raft/v1 ");
+    mac.update(role);
+    mac.update(client_nonce);
+    mac.update(server_nonce);
+    mac.update(&client.to_le_bytes());
+    mac.update(&server.to_le_bytes());
+    mac
+}
+
+fn nonce() -> [u8; 32] {
+    let mut n = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut n);
+    n
+}
+
+/// Dial `target` at `addr` and run the client side of the handshake.
+async fn connect(
+    core: &Core,
+    target: NodeId,
+    addr: &str,
+) -> io::Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf)> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    stream.set_nodelay(true)?;
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let handshake = async {
+        let client_nonce = nonce();
+        send_handshake(
+            &mut writer,
+            &Handshake::Hello {
+                version: PROTOCOL_VERSION,
+                node_id: core.node_id,
+                nonce: client_nonce,
+            },
+        )
+        .await?;
+        let Handshake::Challenge {
+            node_id,
+            nonce: server_nonce,
+            proof: server_proof,
+        } = recv_handshake(&mut reader).await?
+        else {
+            return Err(invalid("expected challenge"));
+        };
+        if node_id != target {
+            return Err(invalid(&format!(
+                "{addr} is node {node_id}, expected node {target}"
+            )));
+        }
+        proof(
+            &core.secret,
+            b"server",
+            &client_nonce,
+            &server_nonce,
+            core.node_id,
+            target,
+        )
+        .verify_slice(&server_proof)
+        .map_err(|_| invalid("peer failed authentication (wrong cluster secret?)"))?;
+        let mine = proof(
+            &core.secret,
+            b"client",
+            &client_nonce,
+            &server_nonce,
+            core.node_id,
+            target,
+        )
+        .finalize();
+        send_handshake(
+            &mut writer,
+            &Handshake::Proof {
+                proof: mine.into_bytes().into(),
+            },
+        )
+        .await?;
+        match recv_handshake(&mut reader).await? {
+            Handshake::Welcome => Ok(()),
+            _ => Err(invalid("expected welcome")),
+        }
+    };
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))??;
+    Ok((reader, writer))
+}
+
+/// Server side of the handshake; returns the authenticated peer id.
+async fn accept_handshake<R, W>(core: &Core, reader: &mut R, writer: &mut W) -> io::Result<NodeId>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let Handshake::Hello {
+        version,
+        node_id: client,
+        nonce: client_nonce,
+    } = recv_handshake(reader).await?
+    else {
+        return Err(invalid("expected hello"));
+    };
+    if version != PROTOCOL_VERSION {
+        return Err(invalid(&format!(
+            "protocol version {version}, expected {PROTOCOL_VERSION}"
+        )));
+    }
+    let server_nonce = nonce();
+    let mine = proof(
+        &core.secret,
+        b"server",
+        &client_nonce,
+        &server_nonce,
+        client,
+        core.node_id,
+    )
+    .finalize();
+    let challenge = Handshake::Challenge {
+        node_id: core.node_id,
+        nonce: server_nonce,
+        proof: mine.into_bytes().into(),
+    };
+    send_handshake(writer, &challenge).await?;
+    let Handshake::Proof {
+        proof: client_proof,
+    } = recv_handshake(reader).await?
+    else {
+        return Err(invalid("expected proof"));
+    };
+    proof(
+        &core.secret,
+        b"client",
+        &client_nonce,
+        &server_nonce,
+        client,
+        core.node_id,
+    )
+    .verify_slice(&client_proof)
+    .map_err(|_| {
+        invalid(&format!(
+            "node {client} failed authentication (wrong cluster secret?)"
+        ))
+    })?;
+    send_handshake(writer, &Handshake::Welcome).await?;
+    Ok(client)
+}
+
+async fn send_handshake<W: AsyncWrite + Unpin>(writer: &mut W, msg: &Handshake) -> io::Result<()> {
+    let bytes = postcard::to_allocvec(msg).map_err(io::Error::other)?;
+    writer.write_all(&frame(&bytes)).await?;
+    writer.flush().await
+}
+
+async fn recv_handshake<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Handshake> {
+    let bytes = read_frame(reader, HANDSHAKE_FRAME_MAX).await?;
+    postcard::from_bytes(&bytes).map_err(|e| invalid(&format!("bad handshake frame: {e}")))
+}
+
+fn invalid(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why.to_string())
+}
+
+/// `payload` with its 4-byte big-endian length prefix.
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 4);
+    out.extend_from_slice(
+        &u32::try_from(payload.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Read one length-prefixed frame, refusing frames larger than `max`.
+async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R, max: usize) -> io::Result<Vec<u8>> {
+    let len = reader.read_u32().await? as usize;
+    if len > max {
+        return Err(invalid(&format!(
+            "frame of {len} bytes exceeds the {max}-byte cap"
+        )));
+    }
+    let mut buf = vec![0u8; len];
+    reader.read_exact(&mut buf).await?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core(node_id: NodeId, secret: &[u8]) -> Core {
+        let (_tx, shutdown) = watch::channel(false);
+        Core {
+            node_id,
+            secret: secret.to_vec(),
+            max_frame: 1 << 20,
+            blocked: RwLock::new(HashSet::new()),
+            shutdown,
+        }
+    }
+
+    /// Run the client side by hand with `client_secret`, against a server holding "good".
+    async fn handshake_with(client_secret: &[u8], forge_server_check: bool) -> io::Result<NodeId> {
+        let server = core(1, b"good-secret-good-secret");
+        let (client_io, server_io) = tokio::io::duplex(4096);
+        let (mut sr, mut sw) = tokio::io::split(server_io);
+        let server_task =
+            tokio::spawn(async move { accept_handshake(&server, &mut sr, &mut sw).await });
+        let (mut cr, mut cw) = tokio::io::split(client_io);
+        let client_nonce = nonce();
+        let hello = Handshake::Hello {
+            version: PROTOCOL_VERSION,
+            node_id: 2,
+            nonce: client_nonce,
+        };
+        send_handshake(&mut cw, &hello).await?;
+        let Handshake::Challenge {
+            nonce: server_nonce,
+            proof: server_proof,
+            ..
+        } = recv_handshake(&mut cr).await?
+        else {
+            return Err(invalid("no challenge"));
+        };
+        let server_ok = proof(client_secret, b"server", &client_nonce, &server_nonce, 2, 1)
+            .verify_slice(&server_proof)
+            .is_ok();
+        assert_eq!(server_ok, client_secret == b"good-secret-good-secret");
+        if !server_ok && !forge_server_check {
+            return Err(invalid("server failed authentication"));
+        }
+        let mine = proof(client_secret, b"client", &client_nonce, &server_nonce, 2, 1).finalize();
+        send_handshake(
+            &mut cw,
+            &Handshake::Proof {
+                proof: mine.into_bytes().into(),
+            },
+        )
+        .await?;
+        server_task.await.map_err(io::Error::other)?
+    }
+
+    #[tokio::test]
+    async fn handshake_admits_only_holders_of_the_secret() {
+        assert_eq!(
+            handshake_with(b"good-secret-good-secret", false)
+                .await
+                .unwrap(),
+            2
+        );
+        let err = handshake_with(b"bad-secret-bad-secret-xx", true)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("failed authentication"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn frames_above_the_cap_are_refused() {
+        let mut ok: &[u8] = &[0, 0, 0, 3, 7, 8, 9];
+        assert_eq!(read_frame(&mut ok, 3).await.unwrap(), vec![7, 8, 9]);
+        let mut big: &[u8] = &[0, 0, 0, 4, 1, 2, 3, 4];
+        assert!(read_frame(&mut big, 3).await.is_err());
+    }
+}

@@ -1,0 +1,151 @@
+//! The openraft type configuration and the plain data types that cross the crate boundary:
+//! what one log entry carries (a batch of encoded commands stamped with leader time), what
+//! applying it returns, and the status and leadership views handed to the server.
+
+use std::fmt;
+use std::io::Cursor;
+
+use serde::{Deserialize, Serialize};
+
+/// Identifies a node in the cluster.
+pub type NodeId = u64;
+
+/// Result of applying one command: the encoded output, or why the command could not be decoded.
+pub type CommandResult = Result<Vec<u8>, String>;
+
+/// The payload of one Raft entry: many client commands applied in order at one leader time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// The proposing leader's clock when it created the entry (see [`crate::LeaderClock`]).
+    pub leader_time_ms: u64,
+    /// The commands, each encoded with postcard, applied in this order.
+    pub commands: Vec<Vec<u8>>,
+}
+
+impl fmt::Display for Batch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "batch({} commands @ {} ms)",
+            self.commands.len(),
+            self.leader_time_ms
+        )
+    }
+}
+
+/// What applying one entry returns to its proposer: one result per command, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchOutput {
+    /// One result per command of the batch.
+    pub results: Vec<CommandResult>,
+}
+
+openraft::declare_raft_types!(
+    /// openraft type configuration for Tollgate: batches in, per-command outputs out.
+    pub TypeConfig:
+        D = Batch,
+        R = BatchOutput,
+        NodeId = NodeId,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A log id in this crate's type configuration.
+pub type LogId = openraft::LogId<NodeId>;
+/// A log entry in this crate's type configuration.
+pub type Entry = openraft::Entry<TypeConfig>;
+/// Membership as stored in the log and snapshots.
+pub type StoredMembership = openraft::StoredMembership<NodeId, openraft::BasicNode>;
+/// Snapshot metadata in this crate's type configuration.
+pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, openraft::BasicNode>;
+/// openraft's storage error in this crate's type configuration.
+pub type StorageError = openraft::StorageError<NodeId>;
+
+/// The role a node currently plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// Accepts writes and confirms reads.
+    Leader,
+    /// Replicates from the leader and votes.
+    Follower,
+    /// Campaigning for leadership.
+    Candidate,
+    /// Replicates but does not vote (new node, or removed voter).
+    Learner,
+    /// Shutting down.
+    Shutdown,
+}
+
+impl From<openraft::ServerState> for Role {
+    fn from(s: openraft::ServerState) -> Self {
+        match s {
+            openraft::ServerState::Leader => Role::Leader,
+            openraft::ServerState::Follower => Role::Follower,
+            openraft::ServerState::Candidate => Role::Candidate,
+            openraft::ServerState::Learner => Role::Learner,
+            openraft::ServerState::Shutdown => Role::Shutdown,
+        }
+    }
+}
+
+/// Who leads, as seen by this node; published on every change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leadership {
+    /// The known leader, if any.
+    pub leader: Option<NodeId>,
+    /// The current term.
+    pub term: u64,
+    /// True when this node is the leader.
+    pub is_self: bool,
+}
+
+/// One member of the cluster configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Node id.
+    pub id: NodeId,
+    /// Cluster address.
+    pub addr: String,
+    /// Voter (true) or learner (false).
+    pub voter: bool,
+}
+
+/// Replication progress of one follower, as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowerProgress {
+    /// Follower id.
+    pub id: NodeId,
+    /// Highest log index known to be stored on the follower.
+    pub matched_index: Option<u64>,
+    /// Entries the follower is behind the leader's last log index.
+    pub lag: u64,
+}
+
+/// A point-in-time view of this node's Raft state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// This node's id.
+    pub node_id: NodeId,
+    /// This node's role.
+    pub role: Role,
+    /// Current leader, if known.
+    pub leader_id: Option<NodeId>,
+    /// Current leader's cluster address, if known.
+    pub leader_addr: Option<String>,
+    /// Current term.
+    pub term: u64,
+    /// Highest index known committed on this node.
+    pub commit_index: u64,
+    /// Highest index applied to the state machine here.
+    pub applied_index: u64,
+    /// Highest index in this node's log.
+    pub last_log_index: u64,
+    /// Last index covered by this node's latest snapshot.
+    pub snapshot_index: Option<u64>,
+    /// Voters and learners of the current configuration.
+    pub members: Vec<Member>,
+    /// Per-follower progress; empty unless this node leads.
+    pub replication: Vec<FollowerProgress>,
+}
