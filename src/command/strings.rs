@@ -68,6 +68,11 @@ pub fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 fn set_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
+    if a.len() == 3 {
+        // Plain SET: no option can refuse it, so skip the lookups the options need.
+        ctx.db().set(a[1].clone(), Value::string(a[2].clone()));
+        return Ok(Reply::ok());
+    }
     let (mut nx, mut xx, mut get) = (false, false, false);
     let mut ttl = Ttl::Unchanged;
     let mut i = 3;

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::Handler;
+use crate::store::KeyHasher;
 
 /// Static facts about one command, as in Redis's command table.
 #[derive(Debug)]
@@ -97,7 +98,7 @@ pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
 
 /// Look up a command by name, ignoring case.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    static INDEX: OnceLock<HashMap<Vec<u8>, &'static CommandSpec>> = OnceLock::new();
+    static INDEX: OnceLock<HashMap<Vec<u8>, &'static CommandSpec, KeyHasher>> = OnceLock::new();
     let index = INDEX.get_or_init(|| all().map(|c| (c.name.as_bytes().to_vec(), c)).collect());
     if name.len() > 32 {
         return None;

@@ -101,9 +101,11 @@ fn parse_multibulk(
         return Ok(Some(Vec::new()));
     }
     let count = count as usize;
-    // First pass: check the whole request is buffered, without allocating.
-    let mut spans = Vec::with_capacity(count.min(1024));
-    for _ in 0..count {
+    // First pass: check the whole request is buffered; typical requests keep their
+    // argument spans on the stack.
+    let mut inline = [(0usize, 0usize); 8];
+    let mut spilled = Vec::new();
+    for i in 0..count {
         if pos >= buf.len() {
             return Ok(None);
         }
@@ -125,16 +127,25 @@ fn parse_multibulk(
         if buf.len() < end + 2 {
             return Ok(None);
         }
-        spans.push((start, end));
+        if count <= inline.len() {
+            inline[i] = (start, end);
+        } else {
+            spilled.push((start, end));
+        }
         pos = end + 2;
     }
-    let frame = buf.split_to(pos).freeze();
-    // Each argument gets its own allocation so a stored key never pins the read buffer.
+    let spans = if count <= inline.len() {
+        &inline[..count]
+    } else {
+        &spilled[..]
+    };
+    // One allocation per request: the arguments are slices of a copy of the frame, so
+    // nothing ever pins the connection's read buffer. The keyspace copies what it keeps
+    // for long (new keys, string values), see `store`.
+    let frame = Bytes::copy_from_slice(&buf[..pos]);
+    buf.advance(pos);
     Ok(Some(
-        spans
-            .into_iter()
-            .map(|(s, e)| Bytes::copy_from_slice(&frame[s..e]))
-            .collect(),
+        spans.iter().map(|&(s, e)| frame.slice(s..e)).collect(),
     ))
 }
 

@@ -131,11 +131,18 @@ impl Db {
     /// Insert or replace `key` with an entry (keeping the entry's deadline).
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
         self.touch(&key);
+        let shard = &mut self.shards[shard_of(&key)];
+        // A new key gets its own exact-size allocation (the argument is a slice of the
+        // request frame); a replaced key keeps the one it has.
+        let key = match shard.get_key_value(&key) {
+            Some((k, _)) => k.clone(),
+            None => Bytes::copy_from_slice(&key),
+        };
         let deadline = entry.expires_at;
         if let Some(t) = deadline {
             self.expires.insert((t, key.clone()));
         }
-        let old = self.shards[shard_of(&key)].insert(key.clone(), entry);
+        let old = shard.insert(key.clone(), entry);
         match old {
             Some(old) => {
                 if let Some(t) = old.expires_at {

@@ -45,11 +45,13 @@ pub enum StrValue {
 }
 
 impl StrValue {
-    /// Build from bytes, keeping canonical integers as integers.
+    /// Build from bytes, keeping canonical integers as integers. Raw bytes are copied
+    /// into an exact-size allocation: arguments are slices of a whole request frame,
+    /// which a long-lived value should not keep alive.
     pub fn from_bytes(b: Bytes) -> StrValue {
         match parse_canonical_i64(&b) {
             Some(n) => StrValue::Int(n),
-            None => StrValue::Raw(b),
+            None => StrValue::Raw(Bytes::copy_from_slice(&b)),
         }
     }
 
