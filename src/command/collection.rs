@@ -122,6 +122,20 @@ pub fn symmetric_int(arg: &[u8]) -> CmdResult<i64> {
     }
 }
 
+/// Parse the optional `count` of SPOP/ZPOPMIN/ZPOPMAX at `a[2]` (nothing may follow it),
+/// with Redis's error for a negative count.
+pub fn pop_count(a: &[Bytes]) -> CmdResult<Option<i64>> {
+    if a.len() > 3 {
+        return Err(args::syntax_error());
+    }
+    a.get(2)
+        .map(|c| {
+            args::non_negative(c, "")
+                .map_err(|_| Reply::err("ERR value is out of range, must be positive"))
+        })
+        .transpose()
+}
+
 /// Which positions of a collection of `size` items a random read with `count` returns:
 /// distinct ones for `count >= 0` (in collection order when it covers everything, as
 /// Redis returns a whole small collection), repeated draws for `count < 0`.

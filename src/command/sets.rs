@@ -7,7 +7,8 @@
 use bytes::Bytes;
 
 use super::args::{self, is, syntax_error, CmdResult};
-use super::collection::{exists_where, random_picks, scan_step, symmetric_int, update, Rng};
+use super::collection::{exists_where, pop_count, random_picks, scan_step, symmetric_int};
+use super::collection::{update, Rng};
 use super::keys::{parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
@@ -95,16 +96,7 @@ pub fn scard(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// SPOP key [count]
 pub fn spop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
-        if a.len() > 3 {
-            return Err(syntax_error());
-        }
-        let count = match a.get(2) {
-            None => None,
-            Some(c) => Some(
-                args::non_negative(c, "")
-                    .map_err(|_| Reply::err("ERR value is out of range, must be positive"))?,
-            ),
-        };
+        let count = pop_count(a)?;
         let now = ctx.now_ms;
         let key = &a[1];
         let Some(size) = read_set(ctx, key)?.map(|s| s.len()) else {

@@ -11,7 +11,7 @@
 use bytes::Bytes;
 
 use super::args::{self, int, is, syntax_error, CmdResult};
-use super::collection::{exists_where, random_picks, symmetric_int, update, Rng};
+use super::collection::{exists_where, pop_count, random_picks, symmetric_int, update, Rng};
 use super::keys::{glob_match, parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
@@ -597,16 +597,7 @@ pub fn zremrangebylex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 fn pop_generic(ctx: &mut Ctx, a: &[Bytes], max: bool) -> Reply {
     run((|| {
-        if a.len() > 3 {
-            return Err(syntax_error());
-        }
-        let count = match a.get(2) {
-            None => None,
-            Some(c) => Some(
-                args::non_negative(c, "")
-                    .map_err(|_| Reply::err("ERR value is out of range, must be positive"))?,
-            ),
-        };
+        let count = pop_count(a)?;
         if read_zset(ctx, &a[1])?.is_none() || count == Some(0) {
             return Ok(Reply::Array(Vec::new()));
         }

@@ -19,7 +19,7 @@
 //! last lease ends.
 
 use super::{encoder, info_i64, put_u64, put_varint, sat_i64, ttl_for, Algorithm, Decision};
-use super::{LimitError, Outcome, Reader};
+use super::{require, LimitError, Outcome, Reader};
 
 /// A validated concurrency-limit configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,12 +31,8 @@ pub struct Params {
 impl Params {
     /// At most `limit` live holders, each lease lasting `lease_ms`; both positive.
     pub fn new(limit: u64, lease_ms: u64) -> Result<Params, LimitError> {
-        if limit == 0 {
-            return Err(LimitError::InvalidLimit);
-        }
-        if lease_ms == 0 {
-            return Err(LimitError::InvalidPeriod);
-        }
+        require(limit > 0, LimitError::InvalidLimit)?;
+        require(lease_ms > 0, LimitError::InvalidPeriod)?;
         Ok(Params { limit, lease_ms })
     }
 

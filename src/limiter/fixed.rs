@@ -10,38 +10,12 @@
 //! state has seen. If the window length changes between calls, a stored
 //! window keeps counting until `start + new window` ends.
 
-use super::{encoder, info_i64, put_u64, sat_i64, ttl_for, Algorithm, Decision, LimitError};
-use super::{Outcome, Reader};
+use super::{encoder, info_i64, put_u64, ttl_for, Algorithm, Outcome};
+use super::{Reader, Tally, WindowParams};
 
-/// A validated fixed-window configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
-    limit: u64,
-    window_ms: u64,
-}
-
-impl Params {
-    /// `limit` units per aligned window of `window_ms`; both must be positive.
-    pub fn new(limit: u64, window_ms: u64) -> Result<Params, LimitError> {
-        if limit == 0 {
-            return Err(LimitError::InvalidLimit);
-        }
-        if window_ms == 0 {
-            return Err(LimitError::InvalidPeriod);
-        }
-        Ok(Params { limit, window_ms })
-    }
-
-    /// Units admitted per window.
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
-    /// Window length in milliseconds.
-    pub fn window_ms(&self) -> u64 {
-        self.window_ms
-    }
-}
+/// A validated fixed-window configuration: `limit` units per aligned window
+/// of `window_ms`, both positive.
+pub type Params = WindowParams<{ u64::MAX }>;
 
 /// The counter of the current window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,26 +64,13 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
     let until_end = start
         .saturating_add(params.window_ms)
         .saturating_sub(now_ms);
-    let admitted = used
-        .checked_add(cost)
-        .is_some_and(|total| total <= params.limit);
-    let after = if admitted { used + cost } else { used };
-    let retry_after_ms = if admitted || cost > params.limit {
-        -1
-    } else {
-        // The next window starts empty and the cost fits in it.
-        sat_i64(u128::from(until_end))
-    };
-    let decision = Decision {
-        allowed: admitted,
-        limit: params.limit,
-        remaining: params.limit.saturating_sub(after),
-        retry_after_ms,
-        reset_after_ms: if after == 0 { 0 } else { until_end },
-    };
-    let new_state = (admitted && cost > 0).then_some(State {
+    let tally = Tally::new(params.limit, used, cost);
+    let reset_after_ms = if tally.after == 0 { 0 } else { until_end };
+    // A rejection waits for the next window: it starts empty and the cost fits.
+    let decision = tally.decision(|| until_end, reset_after_ms);
+    let new_state = tally.writes().then_some(State {
         window_start: start,
-        count: after,
+        count: tally.after,
     });
     Outcome {
         decision,
@@ -120,39 +81,16 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{admitted_in, drive, forward, jittery, Run};
+    use super::super::testkit::{admitted_in, forward, jittery, FIXED};
+    use super::super::LimitError;
     use super::*;
     use proptest::prelude::*;
-
-    fn run(params: &Params, start: u64, steps: &[(i64, u64)], monotonic: bool) -> Run {
-        drive(
-            start,
-            steps,
-            monotonic,
-            State::encode,
-            State::decode,
-            |s, c, t| evaluate(s, params, c, t),
-        )
-    }
 
     /// Requests of cost 1 spread evenly over one second starting at `second`.
     fn second_of(second: u64, n: u64) -> Vec<u64> {
         (0..n)
             .map(|i| second * 1000 + i * 1000 / n.max(1))
             .collect()
-    }
-
-    fn admit_all(params: &Params, times: &[u64]) -> Vec<(u64, u64)> {
-        let mut state = None;
-        let mut admitted = Vec::new();
-        for &t in times {
-            let out = evaluate(state.as_ref(), params, 1, t);
-            if out.decision.allowed {
-                admitted.push((t, 1));
-                state = out.new_state;
-            }
-        }
-        admitted
     }
 
     #[test]
@@ -214,10 +152,10 @@ mod tests {
         for (second, n) in [(0, 10), (1, 10), (2, 980), (3, 900), (4, 100)] {
             times.extend(second_of(second, n));
         }
-        let admitted = admit_all(&p, &times);
+        let admitted = FIXED.admit_all(&p, &times);
         assert_eq!(admitted_in(&admitted, 2000, 5000), 1980);
         // A burst on each side of the edge: 2000 admitted within 2 ms.
-        let admitted = admit_all(&p, &[vec![2999; 1000], vec![3000; 1000]].concat());
+        let admitted = FIXED.admit_all(&p, &[vec![2999; 1000], vec![3000; 1000]].concat());
         assert_eq!(admitted_in(&admitted, 2999, 3001), 2000);
     }
 
@@ -230,7 +168,7 @@ mod tests {
             steps in forward(30, 8, 120),
         ) {
             let p = Params::new(limit, window).unwrap();
-            let r = run(&p, start, &steps, true);
+            let r = FIXED.run(&p, start, &steps, true);
             let first = start - start % window;
             let mut w = first;
             while w <= r.max_now {
@@ -247,7 +185,7 @@ mod tests {
             steps in jittery(30, 40, 8, 120),
         ) {
             let p = Params::new(limit, window).unwrap();
-            let r = run(&p, start, &steps, false);
+            let r = FIXED.run(&p, start, &steps, false);
             let windows = r.max_now / window - r.min_now / window + 1;
             let total: u64 = r.admitted.iter().map(|(_, c)| c).sum();
             prop_assert!(total <= limit * windows);

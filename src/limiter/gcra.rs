@@ -16,50 +16,39 @@
 //! until `cost` fits, `reset_after_ms` the time until the TAT reaches `now`.
 //! A clock stepping back only makes the limiter stricter (no time has passed).
 
-use super::{ceil_div, encoder, info_i64, put_u128, put_u64, rescale, sat_i64, sat_u64};
-use super::{ttl_for, Algorithm, Decision, LimitError, Outcome, Reader};
+use super::meter::{decode_scaled, encode_scaled, Meter};
+use super::Outcome;
+use super::{ceil_div, info_i64, rescale, sat_i64, sat_u64, Algorithm, Decision, LimitError};
 
 /// A validated GCRA configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
-    burst: u64,
-    rate: u64,
-    period_ms: u64,
+    /// Capacity `burst`, draining `rate` per `period_ms`.
+    meter: Meter,
 }
 
 impl Params {
     /// Bursts of up to `burst` units, `rate` units per `period_ms` sustained;
     /// all three must be positive.
     pub fn new(burst: u64, rate: u64, period_ms: u64) -> Result<Params, LimitError> {
-        if burst == 0 {
-            return Err(LimitError::InvalidCapacity);
-        }
-        if rate == 0 {
-            return Err(LimitError::InvalidRate);
-        }
-        if period_ms == 0 {
-            return Err(LimitError::InvalidPeriod);
-        }
         Ok(Params {
-            burst,
-            rate,
-            period_ms,
+            meter: Meter::new(burst, rate, period_ms)?,
         })
     }
 
     /// The most units admitted at once.
     pub fn burst(&self) -> u64 {
-        self.burst
+        self.meter.capacity
     }
 
     /// Units per period, sustained.
     pub fn rate(&self) -> u64 {
-        self.rate
+        self.meter.rate
     }
 
     /// The period in milliseconds.
     pub fn period_ms(&self) -> u64 {
-        self.period_ms
+        self.meter.period_ms
     }
 }
 
@@ -75,23 +64,13 @@ pub struct State {
 impl State {
     /// Compact binary form: header, scaled TAT (u128), scale (28 bytes).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = encoder(Algorithm::Gcra, 24);
-        put_u128(&mut out, self.tat);
-        put_u64(&mut out, self.scale);
-        out
+        encode_scaled(Algorithm::Gcra, self.tat, self.scale, &[])
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else.
     pub fn decode(bytes: &[u8]) -> Option<State> {
-        let mut r = Reader::open(bytes, Algorithm::Gcra)?;
-        let state = State {
-            tat: r.u128()?,
-            scale: r.u64()?,
-        };
-        if state.scale == 0 {
-            return None;
-        }
-        r.finish(state)
+        let (tat, scale, []) = decode_scaled(bytes, Algorithm::Gcra)?;
+        Some(State { tat, scale })
     }
 
     /// Fields for `LIMIT.INFO`.
@@ -105,67 +84,50 @@ impl State {
 
 /// Admits `cost` units at `now_ms` if the TAT allows (cost 0 peeks).
 pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    let rate = u128::from(params.rate);
-    let interval = u128::from(params.period_ms);
+    let Meter {
+        capacity: burst,
+        rate: per_period,
+        period_ms,
+    } = params.meter;
+    let rate = u128::from(per_period);
+    let interval = u128::from(period_ms);
     let now = u128::from(now_ms) * rate;
-    let tolerance = u128::from(params.burst) * interval;
+    let tolerance = u128::from(burst) * interval;
     // Rounding a re-scaled TAT up never lets more through.
     let tat = state
-        .map_or(0, |s| rescale(s.tat, s.scale, params.rate, true))
+        .map_or(0, |s| rescale(s.tat, s.scale, per_period, true))
         .max(now);
     // `None` only past the end of u128 time: never admitted.
     let new_tat = tat.checked_add(u128::from(cost) * interval);
-    let admitted = cost <= params.burst && new_tat.is_some_and(|t| t - now <= tolerance);
+    let admitted = cost <= burst && new_tat.is_some_and(|t| t - now <= tolerance);
     let backlog = match new_tat {
         Some(t) if admitted => t - now,
         _ => tat - now,
     };
     let retry_after_ms = match new_tat {
-        _ if admitted || cost > params.burst => -1,
+        _ if admitted || cost > burst => -1,
         Some(t) => sat_i64(ceil_div(t - tolerance - now, rate)),
         None => i64::MAX,
     };
     let decision = Decision {
         allowed: admitted,
-        limit: params.burst,
+        limit: burst,
         remaining: sat_u64(tolerance.saturating_sub(backlog) / interval),
         retry_after_ms,
         reset_after_ms: sat_u64(ceil_div(backlog, rate)),
     };
     let new_state = new_tat.filter(|_| admitted && cost > 0).map(|tat| State {
         tat,
-        scale: params.rate,
+        scale: per_period,
     });
-    Outcome {
-        decision,
-        new_state,
-        ttl_ms: ttl_for(decision.reset_after_ms),
-    }
+    Outcome::new(decision, new_state)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{drive, forward, jittery, Run};
-    use super::super::token;
+    use super::super::testkit::{forward, jittery, GCRA};
     use super::*;
     use proptest::prelude::*;
-
-    fn run(params: &Params, start: u64, steps: &[(i64, u64)], monotonic: bool) -> Run {
-        drive(
-            start,
-            steps,
-            monotonic,
-            State::encode,
-            State::decode,
-            |s, c, t| evaluate(s, params, c, t),
-        )
-    }
-
-    fn within_bound(p: &Params, admitted: u128, elapsed: u64) -> bool {
-        let period = u128::from(p.period_ms());
-        admitted * period
-            <= u128::from(p.burst()) * period + u128::from(elapsed) * u128::from(p.rate())
-    }
 
     #[test]
     fn bursts_then_paces() {
@@ -217,12 +179,7 @@ mod tests {
             steps in forward(40, 8, 150),
         ) {
             let p = Params::new(burst, rate, period).unwrap();
-            let r = run(&p, start, &steps, true);
-            let mut admitted = 0u128;
-            for &(t, c) in &r.admitted {
-                admitted += u128::from(c);
-                prop_assert!(within_bound(&p, admitted, t - start));
-            }
+            prop_assert!(GCRA.meter_bound_holds(&p, p.meter, start, &steps));
         }
 
         #[test]
@@ -232,18 +189,8 @@ mod tests {
             period in 1u64..100,
             steps in forward(40, 8, 100),
         ) {
-            let gp = Params::new(burst, rate, period).unwrap();
-            let tp = token::Params::new(burst, rate, period).unwrap();
-            let (mut gs, mut ts) = (None, None);
-            let mut now = 5_000u64;
-            for &(dt, cost) in &steps {
-                now += dt as u64;
-                let g = evaluate(gs.as_ref(), &gp, cost, now);
-                let t = token::evaluate(ts.as_ref(), &tp, cost, now);
-                prop_assert_eq!(g.decision, t.decision);
-                if let Some(s) = g.new_state { gs = Some(s); }
-                if let Some(s) = t.new_state { ts = Some(s); }
-            }
+            let p = Params::new(burst, rate, period).unwrap();
+            GCRA.decides_like_a_token_bucket(&p, p.meter, &steps)?;
         }
 
         #[test]
@@ -255,9 +202,7 @@ mod tests {
             steps in jittery(40, 50, 8, 150),
         ) {
             let p = Params::new(burst, rate, period).unwrap();
-            let r = run(&p, start, &steps, false);
-            let admitted: u128 = r.admitted.iter().map(|&(_, c)| u128::from(c)).sum();
-            prop_assert!(within_bound(&p, admitted, r.max_now - r.min_now));
+            prop_assert!(GCRA.meter_bound_holds_jittery(&p, p.meter, start, &steps));
         }
 
         #[test]

@@ -16,8 +16,8 @@
 //! until `cost` fits, `reset_after_ms` the time until the bucket is empty.
 //! If the clock steps back, nothing leaks.
 
-use super::{ceil_div, encoder, info_i64, put_u128, put_u64, rescale, sat_u64, ttl_for};
-use super::{Algorithm, LimitError, Meter, Outcome, Reader};
+use super::meter::{decode_scaled, encode_scaled, Meter};
+use super::{ceil_div, info_i64, rescale, sat_u64, Algorithm, LimitError, Outcome};
 
 /// A validated leaky-bucket configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,21 +29,8 @@ impl Params {
     /// A bucket holding up to `capacity` units that leaks `leak_tokens` per
     /// `leak_period_ms`; all three must be positive.
     pub fn new(capacity: u64, leak_tokens: u64, leak_period_ms: u64) -> Result<Params, LimitError> {
-        if capacity == 0 {
-            return Err(LimitError::InvalidCapacity);
-        }
-        if leak_tokens == 0 {
-            return Err(LimitError::InvalidRate);
-        }
-        if leak_period_ms == 0 {
-            return Err(LimitError::InvalidPeriod);
-        }
         Ok(Params {
-            meter: Meter {
-                capacity,
-                rate: leak_tokens,
-                period_ms: leak_period_ms,
-            },
+            meter: Meter::new(capacity, leak_tokens, leak_period_ms)?,
         })
     }
 
@@ -76,25 +63,17 @@ pub struct State {
 impl State {
     /// Compact binary form: header, scaled level (u128), scale, time (36 bytes).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = encoder(Algorithm::Leaky, 32);
-        put_u128(&mut out, self.level);
-        put_u64(&mut out, self.scale);
-        put_u64(&mut out, self.updated_ms);
-        out
+        encode_scaled(Algorithm::Leaky, self.level, self.scale, &[self.updated_ms])
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else.
     pub fn decode(bytes: &[u8]) -> Option<State> {
-        let mut r = Reader::open(bytes, Algorithm::Leaky)?;
-        let state = State {
-            level: r.u128()?,
-            scale: r.u64()?,
-            updated_ms: r.u64()?,
-        };
-        if state.scale == 0 {
-            return None;
-        }
-        r.finish(state)
+        let (level, scale, [updated_ms]) = decode_scaled(bytes, Algorithm::Leaky)?;
+        Some(State {
+            level,
+            scale,
+            updated_ms,
+        })
     }
 
     /// Fields for `LIMIT.INFO` (level as of `updated_ms`, rounded up, before
@@ -118,42 +97,19 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
         Some(s) => (rescale(s.level, s.scale, m.period_ms, true), s.updated_ms),
         None => (0, now_ms),
     };
-    let run = m.run(level, last, cost, now_ms);
-    let new_state = run.store.then_some(State {
-        level: run.level,
-        scale: m.period_ms,
-        updated_ms: run.at_ms,
-    });
-    Outcome {
-        decision: run.decision,
-        new_state,
-        ttl_ms: ttl_for(run.decision.reset_after_ms),
-    }
+    m.run(level, last, cost, now_ms)
+        .outcome(|level, updated_ms| State {
+            level,
+            scale: m.period_ms,
+            updated_ms,
+        })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{drive, forward, jittery, Run};
-    use super::super::token;
+    use super::super::testkit::{forward, jittery, LEAKY};
     use super::*;
     use proptest::prelude::*;
-
-    fn run(params: &Params, start: u64, steps: &[(i64, u64)], monotonic: bool) -> Run {
-        drive(
-            start,
-            steps,
-            monotonic,
-            State::encode,
-            State::decode,
-            |s, c, t| evaluate(s, params, c, t),
-        )
-    }
-
-    fn within_bound(p: &Params, admitted: u128, elapsed: u64) -> bool {
-        let period = u128::from(p.leak_period_ms());
-        admitted * period
-            <= u128::from(p.capacity()) * period + u128::from(elapsed) * u128::from(p.leak_tokens())
-    }
 
     #[test]
     fn fills_then_leaks() {
@@ -186,12 +142,7 @@ mod tests {
             steps in forward(40, 8, 150),
         ) {
             let p = Params::new(capacity, leak, period).unwrap();
-            let r = run(&p, start, &steps, true);
-            let mut admitted = 0u128;
-            for &(t, c) in &r.admitted {
-                admitted += u128::from(c);
-                prop_assert!(within_bound(&p, admitted, t - start));
-            }
+            prop_assert!(LEAKY.meter_bound_holds(&p, p.meter, start, &steps));
         }
 
         #[test]
@@ -201,18 +152,8 @@ mod tests {
             period in 1u64..100,
             steps in forward(40, 8, 100),
         ) {
-            let lp = Params::new(capacity, leak, period).unwrap();
-            let tp = token::Params::new(capacity, leak, period).unwrap();
-            let (mut ls, mut ts) = (None, None);
-            let mut now = 5_000u64;
-            for &(dt, cost) in &steps {
-                now += dt as u64;
-                let l = evaluate(ls.as_ref(), &lp, cost, now);
-                let t = token::evaluate(ts.as_ref(), &tp, cost, now);
-                prop_assert_eq!(l.decision, t.decision);
-                if let Some(s) = l.new_state { ls = Some(s); }
-                if let Some(s) = t.new_state { ts = Some(s); }
-            }
+            let p = Params::new(capacity, leak, period).unwrap();
+            LEAKY.decides_like_a_token_bucket(&p, p.meter, &steps)?;
         }
 
         #[test]
@@ -224,9 +165,7 @@ mod tests {
             steps in jittery(40, 50, 8, 150),
         ) {
             let p = Params::new(capacity, leak, period).unwrap();
-            let r = run(&p, start, &steps, false);
-            let admitted: u128 = r.admitted.iter().map(|&(_, c)| u128::from(c)).sum();
-            prop_assert!(within_bound(&p, admitted, r.max_now - r.min_now));
+            prop_assert!(LEAKY.meter_bound_holds_jittery(&p, p.meter, start, &steps));
         }
 
         #[test]

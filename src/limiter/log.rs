@@ -15,45 +15,16 @@
 //! clock steps back, the request is stamped with the newest timestamp in the
 //! log, keeping the log ordered.
 
-use super::{encoder, info_i64, put_u64, put_varint, sat_i64, ttl_for, Algorithm, Decision};
-use super::{LimitError, Outcome, Reader};
+use super::{encoder, info_i64, put_u64, put_varint, Algorithm, Outcome};
+use super::{Reader, Tally, WindowParams};
 use std::collections::VecDeque;
 
 /// The largest `limit` the log accepts (its size grows with the limit).
 pub const MAX_LIMIT: u64 = 100_000;
 
-/// A validated sliding-log configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
-    limit: u64,
-    window_ms: u64,
-}
-
-impl Params {
-    /// `limit` units (`1..=MAX_LIMIT`) in any window of `window_ms` (> 0).
-    pub fn new(limit: u64, window_ms: u64) -> Result<Params, LimitError> {
-        if limit == 0 {
-            return Err(LimitError::InvalidLimit);
-        }
-        if limit > MAX_LIMIT {
-            return Err(LimitError::LogLimitTooLarge);
-        }
-        if window_ms == 0 {
-            return Err(LimitError::InvalidPeriod);
-        }
-        Ok(Params { limit, window_ms })
-    }
-
-    /// Units admitted per window.
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
-    /// Window length in milliseconds.
-    pub fn window_ms(&self) -> u64 {
-        self.window_ms
-    }
-}
+/// A validated sliding-log configuration: `limit` units (`1..=MAX_LIMIT`) in
+/// any window of `window_ms` (> 0).
+pub type Params = WindowParams<MAX_LIMIT>;
 
 /// The admitted requests still inside the window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,14 +109,9 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
         .unwrap_or(entries.len());
     let live = entries.range(first_live..);
     let used = live.clone().fold(0u64, |a, e| a.saturating_add(e.1));
-    let admitted = used
-        .checked_add(cost)
-        .is_some_and(|total| total <= params.limit);
-    let after = if admitted { used + cost } else { used };
-    let retry_after_ms = if admitted || cost > params.limit {
-        -1
-    } else {
-        // Wait until enough of the oldest units have left the window.
+    let tally = Tally::new(params.limit, used, cost);
+    // A rejection waits until enough of the oldest units have left the window.
+    let wait = || {
         let must_leave = used.saturating_add(cost) - params.limit;
         let mut left = 0u64;
         let leaves_at = live
@@ -155,22 +121,16 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
                 left >= must_leave
             })
             .map_or(at, |e| expires(e.0));
-        sat_i64(u128::from(leaves_at.saturating_sub(now_ms)))
+        leaves_at.saturating_sub(now_ms)
     };
-    let newest = if admitted && cost > 0 {
+    let newest = if tally.writes() {
         Some(at)
     } else {
         live.clone().next_back().map(|e| e.0)
     };
     let reset_after_ms = newest.map_or(0, |t| expires(t).saturating_sub(now_ms));
-    let decision = Decision {
-        allowed: admitted,
-        limit: params.limit,
-        remaining: params.limit.saturating_sub(after),
-        retry_after_ms,
-        reset_after_ms,
-    };
-    let new_state = (admitted && cost > 0).then(|| {
+    let decision = tally.decision(wait, reset_after_ms);
+    let new_state = tally.writes().then(|| {
         let mut kept: VecDeque<(u64, u64)> = live.copied().collect();
         match kept.back_mut() {
             Some(last) if last.0 == at => last.1 += cost,
@@ -178,42 +138,15 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
         }
         State { entries: kept }
     });
-    Outcome {
-        decision,
-        new_state,
-        ttl_ms: ttl_for(reset_after_ms),
-    }
+    Outcome::new(decision, new_state)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{admitted_in, drive, forward, jittery, Run};
+    use super::super::testkit::{admitted_in, forward, jittery, LOG};
+    use super::super::LimitError;
     use super::*;
     use proptest::prelude::*;
-
-    fn run(params: &Params, start: u64, steps: &[(i64, u64)], monotonic: bool) -> Run {
-        drive(
-            start,
-            steps,
-            monotonic,
-            State::encode,
-            State::decode,
-            |s, c, t| evaluate(s, params, c, t),
-        )
-    }
-
-    fn admit_all(params: &Params, times: &[u64]) -> Vec<(u64, u64)> {
-        let mut state = None;
-        let mut admitted = Vec::new();
-        for &t in times {
-            let out = evaluate(state.as_ref(), params, 1, t);
-            if out.decision.allowed {
-                admitted.push((t, 1));
-                state = out.new_state;
-            }
-        }
-        admitted
-    }
 
     /// The largest sum of admitted units in any window `(t − w, t]`; only
     /// windows ending on an admission can be maximal.
@@ -267,9 +200,9 @@ mod tests {
         for (second, n) in [(0u64, 10u64), (1, 10), (2, 980), (3, 900), (4, 100)] {
             times.extend((0..n).map(|i| second * 1000 + i * 1000 / n));
         }
-        let admitted = admit_all(&p, &times);
+        let admitted = LOG.admit_all(&p, &times);
         assert!(busiest_window(&admitted, 3000) <= 1000);
-        let admitted = admit_all(&p, &[vec![2999; 1000], vec![3000; 1000]].concat());
+        let admitted = LOG.admit_all(&p, &[vec![2999; 1000], vec![3000; 1000]].concat());
         assert_eq!(admitted_in(&admitted, 2999, 3001), 1000);
     }
 
@@ -282,7 +215,7 @@ mod tests {
             steps in forward(30, 8, 150),
         ) {
             let p = Params::new(limit, window).unwrap();
-            let r = run(&p, start, &steps, true);
+            let r = LOG.run(&p, start, &steps, true);
             prop_assert!(busiest_window(&r.admitted, window) <= limit);
         }
 
@@ -308,7 +241,7 @@ mod tests {
             }
             prop_assert!(stamped.windows(2).all(|w| w[0].0 <= w[1].0));
             prop_assert!(busiest_window(&stamped, window) <= limit);
-            run(&p, start, &steps, false);
+            LOG.run(&p, start, &steps, false);
         }
 
         #[test]

@@ -46,7 +46,10 @@ pub mod fixed;
 pub mod gcra;
 pub mod leaky;
 pub mod log;
+mod meter;
 pub mod sliding;
+#[cfg(test)]
+mod testkit;
 pub mod token;
 
 pub use cell::{Params as CellParams, State as CellState};
@@ -86,6 +89,47 @@ pub struct Outcome<S> {
     pub new_state: Option<S>,
     /// The TTL (ms, at least 1) the stored key should carry.
     pub ttl_ms: u64,
+}
+
+impl<S> Outcome<S> {
+    /// An outcome whose key lives until the limiter is back to its initial
+    /// state (`decision.reset_after_ms`, at least 1 ms).
+    fn new(decision: Decision, new_state: Option<S>) -> Outcome<S> {
+        Outcome {
+            decision,
+            new_state,
+            ttl_ms: ttl_for(decision.reset_after_ms),
+        }
+    }
+}
+
+/// A validated "`limit` units per window of `window_ms`" configuration: the
+/// parameters of the fixed window ([`FixedParams`]) and of the sliding log
+/// ([`LogParams`]), whose state grows with the limit and so caps it at `MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowParams<const MAX: u64> {
+    limit: u64,
+    window_ms: u64,
+}
+
+impl<const MAX: u64> WindowParams<MAX> {
+    /// `limit` units (`1..=MAX`) per window of `window_ms` (> 0).
+    pub fn new(limit: u64, window_ms: u64) -> Result<Self, LimitError> {
+        require(limit > 0, LimitError::InvalidLimit)?;
+        require(limit <= MAX, LimitError::LogLimitTooLarge)?;
+        require(window_ms > 0, LimitError::InvalidPeriod)?;
+        Ok(WindowParams { limit, window_ms })
+    }
+
+    /// Units admitted per window.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Window length in milliseconds.
+    pub fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
 }
 
 /// Why limiter parameters or a duration were refused; `Display` is the exact
@@ -463,70 +507,58 @@ fn ttl_for(reset_after_ms: u64) -> u64 {
     reset_after_ms.max(1)
 }
 
-/// A continuously draining meter: a level rises by each admitted cost and
-/// drains `rate` units per `period_ms`, and a cost is admitted while the
-/// level stays within `capacity`. The token bucket (tokens = capacity −
-/// level) and the leaky bucket share it. The level is kept in units of
-/// `1/period_ms`, so draining `rate` units per period is exactly `rate`
-/// scaled units per millisecond: no rounding ever accumulates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Meter {
-    capacity: u64,
-    rate: u64,
-    period_ms: u64,
+/// `Ok` when `ok`, else `err`: one line per rule in a `Params::new`, in the
+/// order the rules are reported.
+fn require(ok: bool, err: LimitError) -> Result<(), LimitError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(err)
+    }
 }
 
-/// The result of running a meter: the verdict, and the level (scaled) at
-/// `at_ms` that the caller stores when `store` is set.
-struct Metered {
-    decision: Decision,
-    level: u128,
-    at_ms: u64,
-    store: bool,
+/// A request of `cost` counted against `limit` units of which `used` are
+/// taken: the verdict the counting limiters ([`fixed`], [`sliding`], [`log`])
+/// share. The cost is admitted when `used + cost` stays within `limit`.
+struct Tally {
+    limit: u64,
+    cost: u64,
+    admitted: bool,
+    /// Units taken after this request (`used`, plus `cost` if admitted).
+    after: u64,
 }
 
-impl Meter {
-    /// One scaled unit per `1/period_ms` of a unit.
-    fn scale(&self) -> u128 {
-        u128::from(self.period_ms)
+impl Tally {
+    /// Counts `cost` against `limit` with `used` units already taken.
+    fn new(limit: u64, used: u64, cost: u64) -> Tally {
+        let admitted = used.checked_add(cost).is_some_and(|total| total <= limit);
+        Tally {
+            limit,
+            cost,
+            admitted,
+            after: if admitted { used + cost } else { used },
+        }
     }
 
-    /// Runs one request against a level measured at `last_ms`.
-    fn run(&self, level: u128, last_ms: u64, cost: u64, now_ms: u64) -> Metered {
-        let scale = self.scale();
-        let rate = u128::from(self.rate);
-        let cap = u128::from(self.capacity) * scale;
-        let elapsed = u128::from(now_ms.saturating_sub(last_ms));
-        let at_ms = now_ms.max(last_ms);
-        let level = level.saturating_sub(elapsed * rate);
-        let need = u128::from(cost) * scale;
-        let fits = level.saturating_add(need) <= cap;
-        let admitted = fits && cost <= self.capacity;
-        let after = if admitted { level + need } else { level };
-        // Waits count from `now_ms`: a clock behind the state's also waits
-        // for the state's own time to come round.
-        let behind = u128::from(at_ms - now_ms);
-        let retry_after_ms = if admitted || cost > self.capacity {
+    /// Whether the state must be written: a cost was admitted (not a peek).
+    fn writes(&self) -> bool {
+        self.admitted && self.cost > 0
+    }
+
+    /// The decision; `wait` (ms until the cost could fit) is asked only for
+    /// a rejection that waiting can cure.
+    fn decision(&self, wait: impl FnOnce() -> u64, reset_after_ms: u64) -> Decision {
+        let retry_after_ms = if self.admitted || self.cost > self.limit {
             -1
         } else {
-            sat_i64(behind.saturating_add(ceil_div(level.saturating_add(need) - cap, rate)))
+            sat_i64(u128::from(wait()))
         };
-        let decision = Decision {
-            allowed: admitted,
-            limit: self.capacity,
-            remaining: sat_u64(cap.saturating_sub(after) / scale),
+        Decision {
+            allowed: self.admitted,
+            limit: self.limit,
+            remaining: self.limit.saturating_sub(self.after),
             retry_after_ms,
-            reset_after_ms: if after == 0 {
-                0
-            } else {
-                sat_u64(behind.saturating_add(ceil_div(after, rate)))
-            },
-        };
-        Metered {
-            decision,
-            level: after,
-            at_ms,
-            store: admitted && cost > 0,
+            reset_after_ms,
         }
     }
 }
@@ -741,133 +773,5 @@ mod tests {
         fn parse_duration_accepts_every_positive_ms(n in 1u64..) {
             proptest::prop_assert_eq!(parse_duration(n.to_string().as_bytes()), Ok(n));
         }
-    }
-}
-
-/// Shared machinery for the algorithms' property tests: simulated clocks and
-/// a driver that checks the rules every limiter must keep.
-#[cfg(test)]
-mod testkit {
-    use super::Outcome;
-    use proptest::prelude::*;
-    use std::fmt::Debug;
-
-    /// One simulated request: move the clock by `dt` ms (negative = the clock
-    /// stepped back), then ask for `cost` (0 = peek).
-    pub type Step = (i64, u64);
-
-    /// Requests on a clock that never goes backwards.
-    pub fn forward(max_dt: u64, max_cost: u64, len: usize) -> impl Strategy<Value = Vec<Step>> {
-        let dt = prop_oneof![3 => Just(0i64), 5 => 0..=max_dt as i64];
-        proptest::collection::vec((dt, 0..=max_cost), 1..len)
-    }
-
-    /// Requests on a clock that sometimes steps back by up to `max_back` ms.
-    pub fn jittery(
-        max_dt: u64,
-        max_back: u64,
-        max_cost: u64,
-        len: usize,
-    ) -> impl Strategy<Value = Vec<Step>> {
-        let dt = prop_oneof![
-            3 => Just(0i64),
-            5 => 0..=max_dt as i64,
-            2 => -(max_back as i64)..0,
-        ];
-        proptest::collection::vec((dt, 0..=max_cost), 1..len)
-    }
-
-    /// What a drive admitted: `(now_ms, cost)` of every admitted request,
-    /// and the earliest and latest times the clock reached.
-    pub struct Run {
-        pub admitted: Vec<(u64, u64)>,
-        pub min_now: u64,
-        pub max_now: u64,
-    }
-
-    /// Drives `eval` through `steps` from `start`, storing each new state,
-    /// and checks the shared rules: peeks and rejections never ask for a
-    /// write, admissions with a cost always do, allowed means retry -1, the
-    /// stored state round-trips through its encoding, a peek right after
-    /// reports the same remaining, and a state left alone for its TTL decides
-    /// like an absent one. With `monotonic`, it also checks that a retry after
-    /// exactly `retry_after_ms` succeeds and one a millisecond earlier fails.
-    pub fn drive<S: Clone + PartialEq + Debug>(
-        start: u64,
-        steps: &[Step],
-        monotonic: bool,
-        encode: impl Fn(&S) -> Vec<u8>,
-        decode: impl Fn(&[u8]) -> Option<S>,
-        eval: impl Fn(Option<&S>, u64, u64) -> Outcome<S>,
-    ) -> Run {
-        let mut state: Option<S> = None;
-        let mut now = start;
-        let mut run = Run {
-            admitted: Vec::new(),
-            min_now: start,
-            max_now: start,
-        };
-        for &(dt, cost) in steps {
-            now = now.saturating_add_signed(dt);
-            run.min_now = run.min_now.min(now);
-            run.max_now = run.max_now.max(now);
-            let out = eval(state.as_ref(), cost, now);
-            let d = out.decision;
-            assert!(out.ttl_ms >= 1, "ttl must be positive");
-            if cost == 0 {
-                assert!(out.new_state.is_none(), "a peek asked for a write");
-            }
-            if !d.allowed {
-                assert!(out.new_state.is_none(), "a rejection asked for a write");
-                if cost > d.limit {
-                    assert_eq!(d.retry_after_ms, -1, "impossible request with a retry");
-                }
-                if monotonic && d.retry_after_ms >= 1 {
-                    let retry = d.retry_after_ms as u64;
-                    let later = eval(state.as_ref(), cost, now + retry).decision;
-                    assert!(
-                        later.allowed,
-                        "not allowed after retry_after_ms={retry}: {d:?}"
-                    );
-                    let early = eval(state.as_ref(), cost, now + retry - 1).decision;
-                    assert!(
-                        !early.allowed,
-                        "allowed before retry_after_ms={retry}: {d:?}"
-                    );
-                }
-                continue;
-            }
-            assert_eq!(d.retry_after_ms, -1, "allowed with a retry");
-            if cost == 0 {
-                continue;
-            }
-            let stored = out.new_state.expect("an admission did not store its state");
-            assert_eq!(decode(&encode(&stored)).as_ref(), Some(&stored));
-            let peek = eval(Some(&stored), 0, now).decision;
-            assert_eq!(
-                peek.remaining, d.remaining,
-                "peek disagrees with the admission"
-            );
-            let expiry = now.saturating_add(out.ttl_ms);
-            for probe in [1, cost] {
-                assert_eq!(
-                    eval(Some(&stored), probe, expiry).decision,
-                    eval(None, probe, expiry).decision,
-                    "state not equivalent to absent after its ttl"
-                );
-            }
-            run.admitted.push((now, cost));
-            state = Some(stored);
-        }
-        run
-    }
-
-    /// Sum of admitted costs with times in `[from, to)`.
-    pub fn admitted_in(admitted: &[(u64, u64)], from: u64, to: u64) -> u64 {
-        admitted
-            .iter()
-            .filter(|(t, _)| *t >= from && *t < to)
-            .map(|(_, c)| *c)
-            .sum()
     }
 }

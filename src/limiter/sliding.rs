@@ -23,8 +23,8 @@
 //! changes between calls, stored counts move to the new bucket holding their
 //! old bucket's start.
 
-use super::{encoder, info_i64, put_u64, put_varint, sat_i64, ttl_for, Algorithm, Decision};
-use super::{LimitError, Outcome, Reader};
+use super::{encoder, info_i64, put_u64, put_varint, require, Algorithm, LimitError, Outcome};
+use super::{Reader, Tally};
 
 /// The most sub-buckets per window (one per second over an hour).
 pub const MAX_BUCKETS: u64 = 3600;
@@ -42,15 +42,12 @@ impl Params {
     /// `limit` units per sliding `window_ms`, tracked in `buckets` sub-buckets
     /// (`1..=MAX_BUCKETS`, and at most `window_ms` so buckets are ≥ 1 ms).
     pub fn new(limit: u64, window_ms: u64, buckets: u64) -> Result<Params, LimitError> {
-        if limit == 0 {
-            return Err(LimitError::InvalidLimit);
-        }
-        if window_ms == 0 {
-            return Err(LimitError::InvalidPeriod);
-        }
-        if buckets == 0 || buckets > MAX_BUCKETS || buckets > window_ms {
-            return Err(LimitError::InvalidBuckets);
-        }
+        require(limit > 0, LimitError::InvalidLimit)?;
+        require(window_ms > 0, LimitError::InvalidPeriod)?;
+        require(
+            (1..=MAX_BUCKETS.min(window_ms)).contains(&buckets),
+            LimitError::InvalidBuckets,
+        )?;
         Ok(Params {
             limit,
             window_ms,
@@ -183,40 +180,27 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
         counts[..shift as usize].fill(0);
     }
     let used = counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
-    let admitted = used
-        .checked_add(cost)
-        .is_some_and(|total| total <= params.limit);
-    if admitted {
+    let tally = Tally::new(params.limit, used, cost);
+    if tally.admitted {
         counts[0] += cost;
     }
-    let after = if admitted { used + cost } else { used };
     // A bucket at index i stops counting once the current bucket is head − i + p.
     let time_of = |bucket: u64| bucket.saturating_mul(b).saturating_sub(now_ms);
-    let retry_after_ms = if admitted || cost > params.limit {
-        -1
-    } else {
-        let mut still_counted = used;
-        let mut wait = 0;
-        for j in 1..=p {
-            still_counted = still_counted.saturating_sub(counts[p - j]);
-            if still_counted.saturating_add(cost) <= params.limit {
-                wait = time_of(head.saturating_add(j as u64));
-                break;
-            }
-        }
-        sat_i64(u128::from(wait))
-    };
     let reset_after_ms = counts.iter().position(|&c| c > 0).map_or(0, |i| {
         time_of((head - (i as u64).min(head)).saturating_add(p as u64))
     });
-    let decision = Decision {
-        allowed: admitted,
-        limit: params.limit,
-        remaining: params.limit.saturating_sub(after),
-        retry_after_ms,
-        reset_after_ms,
+    let wait = || {
+        let mut still_counted = used;
+        for j in 1..=p {
+            still_counted = still_counted.saturating_sub(counts[p - j]);
+            if still_counted.saturating_add(cost) <= params.limit {
+                return time_of(head.saturating_add(j as u64));
+            }
+        }
+        0
     };
-    let new_state = (admitted && cost > 0).then(|| {
+    let decision = tally.decision(wait, reset_after_ms);
+    let new_state = tally.writes().then(|| {
         let kept = counts.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
         counts.truncate(kept);
         State {
@@ -225,42 +209,14 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
             counts,
         }
     });
-    Outcome {
-        decision,
-        new_state,
-        ttl_ms: ttl_for(reset_after_ms),
-    }
+    Outcome::new(decision, new_state)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{admitted_in, drive, forward, jittery, Run};
+    use super::super::testkit::{admitted_in, forward, jittery, SLIDING};
     use super::*;
     use proptest::prelude::*;
-
-    fn run(params: &Params, start: u64, steps: &[(i64, u64)], monotonic: bool) -> Run {
-        drive(
-            start,
-            steps,
-            monotonic,
-            State::encode,
-            State::decode,
-            |s, c, t| evaluate(s, params, c, t),
-        )
-    }
-
-    fn admit_all(params: &Params, times: &[u64]) -> Vec<(u64, u64)> {
-        let mut state = None;
-        let mut admitted = Vec::new();
-        for &t in times {
-            let out = evaluate(state.as_ref(), params, 1, t);
-            if out.decision.allowed {
-                admitted.push((t, 1));
-                state = out.new_state;
-            }
-        }
-        admitted
-    }
 
     #[test]
     fn buckets_slide_out_one_at_a_time() {
@@ -319,12 +275,12 @@ mod tests {
         for (second, n) in [(0u64, 10u64), (1, 10), (2, 980), (3, 900), (4, 100)] {
             times.extend((0..n).map(|i| second * 1000 + i * 1000 / n));
         }
-        let admitted = admit_all(&p, &times);
+        let admitted = SLIDING.admit_all(&p, &times);
         for from in (0..5000).step_by(1000) {
             assert!(admitted_in(&admitted, from, from + 3000) <= 1000);
         }
         assert_eq!(admitted_in(&admitted, 2000, 5000), 1000);
-        let admitted = admit_all(&p, &[vec![2999; 1000], vec![3000; 1000]].concat());
+        let admitted = SLIDING.admit_all(&p, &[vec![2999; 1000], vec![3000; 1000]].concat());
         assert_eq!(admitted_in(&admitted, 2999, 3001), 1000);
     }
 
@@ -340,7 +296,7 @@ mod tests {
             prop_assume!(p <= window);
             let params = Params::new(limit, window, p).unwrap();
             let b = params.bucket_ms();
-            let r = run(&params, start, &steps, true);
+            let r = SLIDING.run(&params, start, &steps, true);
             // 1. every run of p aligned buckets.
             let mut k = (start / b).saturating_sub(p);
             while k * b <= r.max_now {
@@ -368,7 +324,7 @@ mod tests {
             prop_assume!(p <= window);
             let params = Params::new(limit, window, p).unwrap();
             let b = params.bucket_ms();
-            let r = run(&params, start, &steps, false);
+            let r = SLIDING.run(&params, start, &steps, false);
             // Every admission lands in a bucket between the lowest and highest
             // clock reading, and each p-bucket run holds at most `limit`.
             let buckets = r.max_now / b - r.min_now / b + 1;

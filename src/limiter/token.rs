@@ -15,8 +15,8 @@
 //! bucket holds `cost` tokens, `reset_after_ms` the time until it is full
 //! again. If the clock steps back, no tokens are added.
 
-use super::{encoder, info_i64, put_u128, put_u64, rescale, sat_u64, ttl_for, Algorithm};
-use super::{LimitError, Meter, Outcome, Reader};
+use super::meter::{decode_scaled, encode_scaled, Meter};
+use super::{info_i64, rescale, sat_u64, Algorithm, LimitError, Outcome};
 
 /// A validated token-bucket configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,21 +32,8 @@ impl Params {
         refill_tokens: u64,
         refill_period_ms: u64,
     ) -> Result<Params, LimitError> {
-        if capacity == 0 {
-            return Err(LimitError::InvalidCapacity);
-        }
-        if refill_tokens == 0 {
-            return Err(LimitError::InvalidRate);
-        }
-        if refill_period_ms == 0 {
-            return Err(LimitError::InvalidPeriod);
-        }
         Ok(Params {
-            meter: Meter {
-                capacity,
-                rate: refill_tokens,
-                period_ms: refill_period_ms,
-            },
+            meter: Meter::new(capacity, refill_tokens, refill_period_ms)?,
         })
     }
 
@@ -79,25 +66,22 @@ pub struct State {
 impl State {
     /// Compact binary form: header, scaled tokens (u128), scale, time (36 bytes).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = encoder(Algorithm::Token, 32);
-        put_u128(&mut out, self.tokens);
-        put_u64(&mut out, self.scale);
-        put_u64(&mut out, self.updated_ms);
-        out
+        encode_scaled(
+            Algorithm::Token,
+            self.tokens,
+            self.scale,
+            &[self.updated_ms],
+        )
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else.
     pub fn decode(bytes: &[u8]) -> Option<State> {
-        let mut r = Reader::open(bytes, Algorithm::Token)?;
-        let state = State {
-            tokens: r.u128()?,
-            scale: r.u64()?,
-            updated_ms: r.u64()?,
-        };
-        if state.scale == 0 {
-            return None;
-        }
-        r.finish(state)
+        let (tokens, scale, [updated_ms]) = decode_scaled(bytes, Algorithm::Token)?;
+        Some(State {
+            tokens,
+            scale,
+            updated_ms,
+        })
     }
 
     /// Fields for `LIMIT.INFO` (tokens as of `updated_ms`, before refill since).
@@ -124,43 +108,19 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
         ),
         None => (0, now_ms),
     };
-    let run = m.run(missing, last, cost, now_ms);
-    let new_state = run.store.then(|| State {
-        tokens: full - run.level,
-        scale: m.period_ms,
-        updated_ms: run.at_ms,
-    });
-    Outcome {
-        decision: run.decision,
-        new_state,
-        ttl_ms: ttl_for(run.decision.reset_after_ms),
-    }
+    m.run(missing, last, cost, now_ms)
+        .outcome(|level, updated_ms| State {
+            tokens: full - level,
+            scale: m.period_ms,
+            updated_ms,
+        })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testkit::{drive, forward, jittery, Run};
+    use super::super::testkit::{forward, jittery, TOKEN};
     use super::*;
     use proptest::prelude::*;
-
-    fn run(params: &Params, start: u64, steps: &[(i64, u64)], monotonic: bool) -> Run {
-        drive(
-            start,
-            steps,
-            monotonic,
-            State::encode,
-            State::decode,
-            |s, c, t| evaluate(s, params, c, t),
-        )
-    }
-
-    /// Whether `taken` tokens by `t` ms after `start` respect capacity + refill.
-    fn within_bound(p: &Params, taken: u128, elapsed: u64) -> bool {
-        let period = u128::from(p.refill_period_ms());
-        taken * period
-            <= u128::from(p.capacity()) * period
-                + u128::from(elapsed) * u128::from(p.refill_tokens())
-    }
 
     #[test]
     fn starts_full_and_refills_continuously() {
@@ -226,12 +186,7 @@ mod tests {
             steps in forward(40, 8, 150),
         ) {
             let p = Params::new(capacity, refill, period).unwrap();
-            let r = run(&p, start, &steps, true);
-            let mut taken = 0u128;
-            for &(t, c) in &r.admitted {
-                taken += u128::from(c);
-                prop_assert!(within_bound(&p, taken, t - start));
-            }
+            prop_assert!(TOKEN.meter_bound_holds(&p, p.meter, start, &steps));
         }
 
         #[test]
@@ -243,9 +198,7 @@ mod tests {
             steps in jittery(40, 50, 8, 150),
         ) {
             let p = Params::new(capacity, refill, period).unwrap();
-            let r = run(&p, start, &steps, false);
-            let taken: u128 = r.admitted.iter().map(|&(_, c)| u128::from(c)).sum();
-            prop_assert!(within_bound(&p, taken, r.max_now - r.min_now));
+            prop_assert!(TOKEN.meter_bound_holds_jittery(&p, p.meter, start, &steps));
         }
 
         #[test]
