@@ -9,11 +9,12 @@
 //! Reads treat a key whose deadline has passed as absent; mutable access deletes it. All
 //! of this depends only on the `now_ms` handed in, never on a clock (the determinism rule).
 
+pub mod expiry;
 pub mod snapshot;
 pub mod value;
 pub mod zset;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -21,6 +22,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 pub use value::{StrValue, Value};
+
+use expiry::ExpiryIndex;
 
 /// Number of databases (`SELECT 0..15`).
 pub const DATABASES: usize = 16;
@@ -86,7 +89,7 @@ type Shard = HashMap<Bytes, Entry, KeyHasher>;
 #[derive(Debug)]
 pub struct Db {
     shards: Box<[Shard]>,
-    expires: BTreeSet<(u64, Bytes)>,
+    expires: ExpiryIndex,
     len: usize,
     watched: HashMap<Bytes, Vec<WatchFlag>, KeyHasher>,
 }
@@ -95,7 +98,7 @@ impl Default for Db {
     fn default() -> Self {
         Db {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
-            expires: BTreeSet::new(),
+            expires: ExpiryIndex::default(),
             len: 0,
             watched: HashMap::default(),
         }
@@ -139,20 +142,15 @@ impl Db {
             None => Bytes::copy_from_slice(&key),
         };
         let deadline = entry.expires_at;
-        if let Some(t) = deadline {
-            self.expires.insert((t, key.clone()));
-        }
         let old = shard.insert(key.clone(), entry);
-        match old {
-            Some(old) => {
-                if let Some(t) = old.expires_at {
-                    if Some(t) != deadline {
-                        self.expires.remove(&(t, key));
-                    }
-                }
+        let old_deadline = match old {
+            Some(old) => old.expires_at,
+            None => {
+                self.len += 1;
+                None
             }
-            None => self.len += 1,
-        }
+        };
+        self.expires.moved(&key, old_deadline, deadline);
     }
 
     /// Remove `key`; returns the entry if it was live.
@@ -175,28 +173,30 @@ impl Db {
     pub fn set_expiry(&mut self, key: &[u8], deadline: Option<u64>) -> bool {
         self.touch(key);
         let shard = &mut self.shards[shard_of(key)];
-        // Take the entry out to share its key allocation with the deadline index.
-        let Some((k, mut entry)) = shard.remove_entry(key) else {
+        let Some(entry) = shard.get_mut(key) else {
             return false;
         };
-        if let Some(old) = entry.expires_at {
-            self.expires.remove(&(old, k.clone()));
+        let old = std::mem::replace(&mut entry.expires_at, deadline);
+        if !ExpiryIndex::same_bucket(old, deadline) {
+            // The index shares the map's key allocation.
+            if let Some((k, _)) = shard.get_key_value(key) {
+                self.expires.moved(&k.clone(), old, deadline);
+            }
         }
-        if let Some(t) = deadline {
-            self.expires.insert((t, k.clone()));
-        }
-        entry.expires_at = deadline;
-        shard.insert(k, entry);
         true
     }
 
-    /// Keys whose deadline is at or before `now_ms`, earliest first, at most `limit`.
+    /// Up to `limit` keys whose deadline passed before the current second of `now_ms`.
     pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
         self.expires
-            .iter()
-            .take_while(|(t, _)| *t <= now_ms)
+            .candidates(now_ms)
+            .filter(|k| {
+                self.shards[shard_of(k)]
+                    .get(&k[..])
+                    .is_some_and(|e| e.is_expired(now_ms))
+            })
             .take(limit)
-            .map(|(_, k)| k.clone())
+            .cloned()
             .collect()
     }
 
@@ -292,7 +292,7 @@ impl Db {
         self.touch(key);
         self.len -= 1;
         if let Some(t) = entry.expires_at {
-            self.expires.remove(&(t, k));
+            self.expires.remove(t, &k);
         }
         Some(entry)
     }
@@ -346,11 +346,14 @@ mod tests {
         let mut db = Db::default();
         for i in 0..10u64 {
             db.set(key(&format!("k{i}")), Value::string("x"));
-            db.set_expiry(format!("k{i}").as_bytes(), Some(i * 10));
+            db.set_expiry(format!("k{i}").as_bytes(), Some(i * 1000 + 500));
         }
-        assert_eq!(db.delete_expired(45, 100), 5);
+        // Keys due in the current second wait for the next cycle after it.
+        assert_eq!(db.delete_expired(4_999, 100), 4);
+        assert_eq!(db.delete_expired(5_000, 100), 1);
         assert_eq!(db.len(), 5);
-        assert_eq!(db.delete_expired(45, 100), 0);
+        assert_eq!(db.expires_count(), 5);
+        assert_eq!(db.delete_expired(5_000, 100), 0);
     }
 
     #[test]

@@ -1,0 +1,110 @@
+//! The deadline index: which keys have a TTL, bucketed by the second of their deadline.
+//!
+//! Limiter commands move a key's deadline on almost every call, so moving must be cheap:
+//! a move within the same second is free and any other move is two hash-set operations.
+//! (A B-tree ordered by `(deadline, key)` cost a third of a limiter call in key
+//! comparisons.) The expiry cycle visits buckets in time order and checks each
+//! candidate's real deadline, which the keyspace holds.
+
+use std::collections::{BTreeMap, HashSet};
+
+use bytes::Bytes;
+
+use super::KeyHasher;
+
+const BUCKET_MS: u64 = 1000;
+
+/// Keys with a deadline, by deadline second.
+#[derive(Debug, Default)]
+pub struct ExpiryIndex {
+    buckets: BTreeMap<u64, HashSet<Bytes, KeyHasher>>,
+    len: usize,
+}
+
+impl ExpiryIndex {
+    /// Whether two deadlines share a bucket (then a move needs no index update).
+    pub fn same_bucket(a: Option<u64>, b: Option<u64>) -> bool {
+        a.map(|t| t / BUCKET_MS) == b.map(|t| t / BUCKET_MS)
+    }
+
+    /// Record that `key`'s deadline changed from `old` to `new`.
+    pub fn moved(&mut self, key: &Bytes, old: Option<u64>, new: Option<u64>) {
+        if Self::same_bucket(old, new) {
+            return;
+        }
+        if let Some(t) = old {
+            self.remove(t, key);
+        }
+        if let Some(t) = new {
+            if self
+                .buckets
+                .entry(t / BUCKET_MS)
+                .or_default()
+                .insert(key.clone())
+            {
+                self.len += 1;
+            }
+        }
+    }
+
+    /// Forget `key`, whose deadline was `deadline`.
+    pub fn remove(&mut self, deadline: u64, key: &[u8]) {
+        let bucket = deadline / BUCKET_MS;
+        if let Some(set) = self.buckets.get_mut(&bucket) {
+            if set.remove(key) {
+                self.len -= 1;
+                if set.is_empty() {
+                    self.buckets.remove(&bucket);
+                }
+            }
+        }
+    }
+
+    /// Keys whose deadline second has fully passed at `now_ms`, earliest first. Keys due
+    /// within the current second wait for the next one: reads never see them anyway, and
+    /// the expiry cycle then never rescans keys that are not due yet.
+    pub fn candidates(&self, now_ms: u64) -> impl Iterator<Item = &Bytes> + '_ {
+        self.buckets
+            .range(..now_ms / BUCKET_MS)
+            .flat_map(|(_, keys)| keys.iter())
+    }
+
+    /// Number of keys with a deadline.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no key has a deadline.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Forget every key.
+    pub fn clear(&mut self) {
+        self.buckets.clear();
+        self.len = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moves_within_a_second_are_free_and_others_rebucket() {
+        let mut ix = ExpiryIndex::default();
+        let k = Bytes::from("k");
+        ix.moved(&k, None, Some(1_500));
+        ix.moved(&k, Some(1_500), Some(1_900));
+        assert_eq!(ix.len(), 1);
+        assert_eq!(ix.candidates(1_999).count(), 0);
+        assert_eq!(ix.candidates(2_000).count(), 1);
+        ix.moved(&k, Some(1_900), Some(5_000));
+        assert_eq!(ix.len(), 1);
+        assert_eq!(ix.candidates(5_999).count(), 0);
+        assert_eq!(ix.candidates(6_000).count(), 1);
+        ix.moved(&k, Some(5_000), None);
+        assert!(ix.is_empty());
+        assert_eq!(ix.candidates(u64::MAX).count(), 0);
+    }
+}
