@@ -1,7 +1,10 @@
 //! Configuration: defaults, overridden by a TOML file, overridden by environment
-//! variables (`TOLLGATE_*`), overridden by command-line flags.
+//! variables (`TOLLGATE_*`), overridden by command-line flags. With `--node-id` the server
+//! runs as a Raft cluster node ([`ClusterConfig`]); without it, standalone.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use serde::Deserialize;
@@ -44,6 +47,28 @@ pub struct Cli {
     /// Log filter, e.g. `info` or `tollgate=debug`.
     #[arg(long, env = "TOLLGATE_LOG")]
     pub log: Option<String>,
+    /// Cluster mode: this node's id (a positive integer, unique and stable).
+    #[arg(long, env = "TOLLGATE_NODE_ID")]
+    pub node_id: Option<u64>,
+    /// Cluster mode: initial voters as `id@host:clusterport,...` (the same on every node);
+    /// leave out on a node that will be added later with RAFT.ADDNODE.
+    #[arg(long, env = "TOLLGATE_PEERS")]
+    pub peers: Option<String>,
+    /// Cluster mode: port of the Raft link (default: client port + 10000).
+    #[arg(long, env = "TOLLGATE_CLUSTER_PORT")]
+    pub cluster_port: Option<u16>,
+    /// Cluster mode: shared secret authenticating the nodes (at least 16 bytes).
+    #[arg(long, env = "TOLLGATE_CLUSTER_SECRET")]
+    pub cluster_secret: Option<String>,
+    /// Cluster mode: directory for the Raft log and snapshots (default ./data/node-<id>).
+    #[arg(long, env = "TOLLGATE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Cluster mode: `always` (fsync before acknowledging) or `everysec`.
+    #[arg(long, env = "TOLLGATE_APPENDFSYNC")]
+    pub appendfsync: Option<String>,
+    /// Cluster mode: how long a client waits for a quorum before -CLUSTERDOWN, in ms.
+    #[arg(long, env = "TOLLGATE_CLUSTER_TIMEOUT_MS")]
+    pub cluster_timeout_ms: Option<u64>,
 }
 
 /// The TOML file's shape: the same settings, with Redis-style dashed names allowed.
@@ -59,6 +84,153 @@ struct FileConfig {
     busy_reply_threshold: Option<u64>,
     enable_debug_command: Option<String>,
     log: Option<String>,
+    node_id: Option<u64>,
+    peers: Option<String>,
+    cluster_port: Option<u16>,
+    cluster_secret: Option<String>,
+    data_dir: Option<PathBuf>,
+    appendfsync: Option<String>,
+    cluster_timeout_ms: Option<u64>,
+}
+
+/// How appended Raft log entries reach the disk (`appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// fsync every group of entries before acknowledging it.
+    Always,
+    /// fsync at most once a second (a power loss may drop up to a second of writes).
+    EverySec,
+}
+
+/// The cluster-mode settings, present when `--node-id` is given.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This node's id.
+    pub node_id: u64,
+    /// Initial voters, `id -> cluster address`; empty on a node that waits to be added.
+    pub peers: BTreeMap<u64, String>,
+    /// The address other nodes reach this node's Raft link at.
+    pub cluster_addr: String,
+    /// The address the Raft link listens on.
+    pub cluster_bind: String,
+    /// Shared secret (at least 16 bytes).
+    pub secret: String,
+    /// Raft storage directory.
+    pub data_dir: PathBuf,
+    /// Log durability policy.
+    pub fsync: AppendFsync,
+    /// Longest a client request waits for a quorum before -CLUSTERDOWN.
+    pub timeout: Duration,
+}
+
+/// Parse `id@host:port,...` into `id -> host:port`.
+pub fn parse_peers(s: &str) -> Result<BTreeMap<u64, String>, String> {
+    let mut peers = BTreeMap::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (id, addr) = item
+            .split_once('@')
+            .ok_or_else(|| format!("bad peer '{item}': expected id@host:port"))?;
+        let id: u64 = id
+            .parse()
+            .map_err(|_| format!("bad peer id in '{item}': expected a positive integer"))?;
+        let port_ok = addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if id == 0 || !port_ok {
+            return Err(format!(
+                "bad peer '{item}': expected id@host:port with id > 0"
+            ));
+        }
+        if peers.insert(id, addr.to_string()).is_some() {
+            return Err(format!("peer id {id} is listed twice"));
+        }
+    }
+    Ok(peers)
+}
+
+fn cluster_config(
+    cli: &Cli,
+    file: &FileConfig,
+    bind: &str,
+    port: u16,
+) -> Result<Option<ClusterConfig>, String> {
+    let Some(node_id) = cli.node_id.or(file.node_id) else {
+        return Ok(None);
+    };
+    if node_id == 0 {
+        return Err("--node-id must be a positive integer".into());
+    }
+    let peers = match cli.peers.as_deref().or(file.peers.as_deref()) {
+        Some(p) => parse_peers(p)?,
+        None => BTreeMap::new(),
+    };
+    if !peers.is_empty() && !peers.contains_key(&node_id) {
+        return Err(format!(
+            "--peers must list this node's own id {node_id} (leave --peers out on a node that RAFT.ADDNODE will add)"
+        ));
+    }
+    let secret = cli
+        .cluster_secret
+        .clone()
+        .or(file.cluster_secret.clone())
+        .ok_or("cluster mode (--node-id) needs --cluster-secret (the same on every node, at least 16 bytes)")?;
+    if secret.len() < 16 {
+        return Err(format!(
+            "--cluster-secret must be at least 16 bytes (got {})",
+            secret.len()
+        ));
+    }
+    let own_port = peers
+        .get(&node_id)
+        .and_then(|a| a.rsplit_once(':'))
+        .and_then(|(_, p)| p.parse::<u16>().ok());
+    let cluster_port = match cli.cluster_port.or(file.cluster_port).or(own_port) {
+        Some(p) => p,
+        None => port
+            .checked_add(10_000)
+            .ok_or("--cluster-port is required when the client port is above 55535")?,
+    };
+    let cluster_bind = format!("{bind}:{cluster_port}");
+    let cluster_addr = peers
+        .get(&node_id)
+        .cloned()
+        .unwrap_or_else(|| cluster_bind.clone());
+    let fsync = match cli
+        .appendfsync
+        .as_deref()
+        .or(file.appendfsync.as_deref())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None | Some("always") => AppendFsync::Always,
+        Some("everysec") => AppendFsync::EverySec,
+        Some(other) => {
+            return Err(format!(
+                "--appendfsync must be always or everysec, got '{other}'"
+            ))
+        }
+    };
+    let timeout_ms = cli
+        .cluster_timeout_ms
+        .or(file.cluster_timeout_ms)
+        .unwrap_or(2000);
+    if timeout_ms == 0 {
+        return Err("--cluster-timeout-ms must be positive".into());
+    }
+    Ok(Some(ClusterConfig {
+        node_id,
+        peers,
+        cluster_addr,
+        cluster_bind,
+        secret,
+        data_dir: cli
+            .data_dir
+            .clone()
+            .or(file.data_dir.clone())
+            .unwrap_or_else(|| PathBuf::from(format!("./data/node-{node_id}"))),
+        fsync,
+        timeout: Duration::from_millis(timeout_ms),
+    }))
 }
 
 /// The resolved configuration.
@@ -82,6 +254,8 @@ pub struct Config {
     pub enable_debug_command: bool,
     /// Log filter.
     pub log: String,
+    /// Cluster mode settings (None = standalone).
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl Default for Config {
@@ -96,6 +270,7 @@ impl Default for Config {
             busy_reply_threshold: 5000,
             enable_debug_command: false,
             log: "info".into(),
+            cluster: None,
         }
     }
 }
@@ -121,10 +296,13 @@ impl Config {
             None => FileConfig::default(),
         };
         let d = Config::default();
+        let bind = cli.bind.clone().or(file.bind.clone()).unwrap_or(d.bind);
+        let port = cli.port.or(file.port).unwrap_or(d.port);
+        let cluster = cluster_config(&cli, &file, &bind, port)?;
         let debug = cli.enable_debug_command.or(file.enable_debug_command);
         Ok(Config {
-            bind: cli.bind.or(file.bind).unwrap_or(d.bind),
-            port: cli.port.or(file.port).unwrap_or(d.port),
+            bind,
+            port,
             requirepass: cli
                 .requirepass
                 .or(file.requirepass)
@@ -147,6 +325,7 @@ impl Config {
                 None => d.enable_debug_command,
             },
             log: cli.log.or(file.log).unwrap_or(d.log),
+            cluster,
         })
     }
 }
@@ -174,6 +353,72 @@ mod tests {
         assert_eq!(c.maxclients, 5);
         assert!(c.enable_debug_command);
         assert_eq!(c.bind, "127.0.0.1");
+    }
+
+    #[test]
+    fn cluster_settings_resolve_and_validate() {
+        let cli = Cli {
+            port: Some(7001),
+            node_id: Some(2),
+            peers: Some("1@127.0.0.1:17001,2@127.0.0.1:17002,3@127.0.0.1:17003".into()),
+            cluster_secret: Some("0123456789abcdef".into()),
+            appendfsync: Some("everysec".into()),
+            ..Cli::default()
+        };
+        let c = Config::load(cli.clone()).unwrap().cluster.unwrap();
+        assert_eq!(c.cluster_addr, "127.0.0.1:17002");
+        assert_eq!(c.cluster_bind, "127.0.0.1:17002");
+        assert_eq!(c.peers.len(), 3);
+        assert_eq!(c.fsync, AppendFsync::EverySec);
+        assert_eq!(c.data_dir, PathBuf::from("./data/node-2"));
+        let short = Cli {
+            cluster_secret: Some("short".into()),
+            ..cli.clone()
+        };
+        assert!(Config::load(short).unwrap_err().contains("16 bytes"));
+        let missing = Cli {
+            cluster_secret: None,
+            ..cli.clone()
+        };
+        assert!(Config::load(missing)
+            .unwrap_err()
+            .contains("--cluster-secret"));
+        let not_listed = Cli {
+            node_id: Some(9),
+            ..cli.clone()
+        };
+        assert!(Config::load(not_listed).unwrap_err().contains("own id"));
+        let joining = Cli {
+            node_id: Some(4),
+            peers: None,
+            ..cli
+        };
+        let j = Config::load(joining).unwrap().cluster.unwrap();
+        assert!(j.peers.is_empty());
+        assert_eq!(j.cluster_addr, "127.0.0.1:17001");
+        assert!(parse_peers("1@host").is_err());
+        assert!(parse_peers("x@h:1").is_err());
+        assert!(parse_peers("1@h:1,1@h:2").is_err());
+        assert!(Config::load(Cli::default()).unwrap().cluster.is_none());
+    }
+
+    #[test]
+    fn example_cluster_configs_load() {
+        for i in 1..=3u64 {
+            let path =
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("deploy/node{i}.toml"));
+            let c = Config::load(Cli {
+                config: Some(path),
+                ..Cli::default()
+            })
+            .unwrap();
+            let cluster = c.cluster.unwrap();
+            assert_eq!(cluster.node_id, i);
+            assert_eq!(cluster.peers.len(), 3);
+            assert_eq!(cluster.cluster_bind, format!("127.0.0.1:{}", 17000 + i));
+            assert_eq!(c.port, 7000 + i as u16);
+            assert_eq!(cluster.fsync, AppendFsync::Always);
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ fn main() {
         let server = match Server::bind(config.clone()).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::error!(bind = %config.bind, port = config.port, error = %e, "cannot listen");
+                tracing::error!(bind = %config.bind, port = config.port, error = %e, "cannot start");
                 std::process::exit(1);
             }
         };

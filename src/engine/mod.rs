@@ -4,22 +4,34 @@
 //! state, so a pipeline of many commands costs one lock acquisition and a MULTI block
 //! or script is atomic. The `apply` path (`command::execute` with a `Ctx`) depends only on
 //! the state, the command and `now_ms`, so the replicated engine reuses it unchanged as
-//! its state machine.
+//! its state machine (`replicated.rs`).
+//!
+//! In cluster mode (a Raft node attached with [`Engine::attach_cluster`]) a batch made only
+//! of read-only commands waits for a Raft read barrier and then runs locally; any other batch
+//! (writes, scripts, MULTI/EXEC, WATCHed transactions) is proposed as one Raft command and its
+//! replies come back from the leader's apply.
 
 pub mod clock;
+pub mod replicated;
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
+use serde::{Deserialize, Serialize};
+use tollgate_raft::{ClusterError, RaftNode};
 
 use crate::command::{self, flags, Ctx, Scripts};
 use crate::protocol::Reply;
 use crate::scripting::{self, ScriptControl, ScriptEngine, ScriptLimits};
 use crate::store::{Keyspace, WatchFlag};
 pub use clock::Clock;
+use replicated::{Proposal, ReplicatedState};
+
+/// The Raft node type the server runs in cluster mode.
+pub type ClusterNode = RaftNode<ReplicatedState>;
 
 /// Everything commands execute against.
 pub struct State {
@@ -43,12 +55,20 @@ impl Default for State {
 
 /// One step of a batch: a keyspace command, or a switch of the selected database
 /// (SELECT inside MULTI).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Op {
     /// A keyspace command with its arguments (name first).
     Command(Vec<Bytes>),
     /// Select another database for the following commands.
     Select(usize),
+    /// Delete each key of `db` whose deadline has passed at the batch's `now_ms` (the cluster
+    /// leader's expiry sampler proposes these; no reply).
+    PurgeExpired {
+        /// Database index.
+        db: usize,
+        /// Keys the leader found expired.
+        keys: Vec<Bytes>,
+    },
 }
 
 /// What EXEC checks before running a transaction.
@@ -58,6 +78,10 @@ pub struct WatchGuard {
     pub flag: WatchFlag,
     /// Watched keys that existed at WATCH time: if one has expired since, EXEC fails.
     pub existed: Vec<(usize, Bytes)>,
+    /// Cluster mode: `(db, key, store::snapshot::entry_digest)` of each watched key at WATCH
+    /// time. The flag above is local to one process, so a replicated EXEC instead aborts when
+    /// any digest differs at apply time. Empty standalone.
+    pub digests: Vec<(usize, Bytes, u64)>,
 }
 
 /// A batch of operations from one client.
@@ -81,13 +105,39 @@ impl Batch {
                 .first()
                 .and_then(|n| command::lookup(n))
                 .is_some_and(|s| s.has(flags::SCRIPT)),
-            Op::Select(_) => false,
+            Op::Select(_) | Op::PurgeExpired { .. } => false,
         })
+    }
+
+    /// Whether every command only reads (so a cluster may answer it from local state after a
+    /// read barrier). Scripts never count: the script cache is replicated state.
+    pub fn read_only(&self) -> bool {
+        self.watch.is_none()
+            && self.ops.iter().all(|op| match op {
+                Op::Command(args) => {
+                    args.first()
+                        .and_then(|n| command::lookup(n))
+                        .is_some_and(|s| {
+                            (s.has(flags::READONLY) || matches!(s.name, "ping" | "echo"))
+                                && !s.has(flags::SCRIPT)
+                        })
+                }
+                Op::Select(_) => true,
+                Op::PurgeExpired { .. } => false,
+            })
+    }
+
+    /// Number of replies the batch produces.
+    pub fn reply_count(&self) -> usize {
+        self.ops
+            .iter()
+            .filter(|o| matches!(o, Op::Command(_)))
+            .count()
     }
 }
 
 /// The result of a batch: one reply per `Op::Command`, and the database selected at the end.
-#[derive(Debug)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BatchResult {
     /// Replies in order (None for the whole batch means EXEC aborted by WATCH).
     pub replies: Option<Vec<Reply>>,
@@ -102,12 +152,15 @@ pub struct EngineSettings {
     pub busy_reply_threshold: Duration,
 }
 
-/// The standalone engine.
+/// The engine: standalone, or a front for the Raft node once one is attached.
 pub struct Engine {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     control: Arc<ScriptControl>,
     clock: Clock,
     settings: parking_lot::RwLock<EngineSettings>,
+    cluster: OnceLock<ClusterNode>,
+    /// Total DEBUG ADVANCE-TIME, mirrored into the Raft node's clock skew in cluster mode.
+    advanced_ms: AtomicU64,
 }
 
 /// BUSY text for a running script.
@@ -120,12 +173,53 @@ impl Engine {
         let state = State::default();
         Arc::new(Engine {
             control: state.control.clone(),
-            state: Mutex::new(state),
+            state: Arc::new(Mutex::new(state)),
             clock,
             settings: parking_lot::RwLock::new(EngineSettings {
                 busy_reply_threshold: Duration::from_millis(5000),
             }),
+            cluster: OnceLock::new(),
+            advanced_ms: AtomicU64::new(0),
         })
+    }
+
+    /// The state machine a Raft node replicates into: the same state this engine reads.
+    pub fn replicated_state(&self) -> Arc<ReplicatedState> {
+        Arc::new(ReplicatedState::new(self.state.clone()))
+    }
+
+    /// Switch to cluster mode: from now on batches go through `node` (once; later calls are
+    /// ignored).
+    pub fn attach_cluster(&self, node: ClusterNode) {
+        let _ = self.cluster.set(node);
+    }
+
+    /// The Raft node, in cluster mode.
+    pub fn cluster(&self) -> Option<&ClusterNode> {
+        self.cluster.get()
+    }
+
+    /// The time local reads use: the local clock, or in cluster mode never earlier than the
+    /// newest leader-stamped time applied here.
+    pub fn now_ms(&self) -> u64 {
+        let local = self.clock.now_ms();
+        match self.cluster.get() {
+            Some(node) => local.max(node.clock_floor_ms()),
+            None => local,
+        }
+    }
+
+    /// DEBUG ADVANCE-TIME: move the clock forward; in cluster mode also the time this node
+    /// stamps on entries when it leads.
+    pub fn advance_time(&self, ms: u64) {
+        self.clock.advance(ms);
+        let total = self
+            .advanced_ms
+            .fetch_add(ms, Ordering::AcqRel)
+            .saturating_add(ms);
+        if let Some(node) = self.cluster.get() {
+            node.set_clock_skew_ms(i64::try_from(total).unwrap_or(i64::MAX));
+        }
     }
 
     /// The engine's clock.
@@ -150,8 +244,13 @@ impl Engine {
             if let Some(g) = self.state.try_lock() {
                 return g;
             }
+            // Never block for long: a script may take the lock and only then register
+            // itself as running, and a blocked worker could not answer SCRIPT KILL.
             if self.control.running_for().is_none() {
-                return self.state.lock();
+                if let Some(g) = self.state.try_lock_for(Duration::from_millis(2)) {
+                    return g;
+                }
+                continue;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -167,27 +266,54 @@ impl Engine {
     /// While a script holds the state, other clients wait; once it has run past
     /// `busy-reply-threshold` they get `-BUSY` instead, as in Redis.
     pub async fn execute(&self, batch: Batch) -> BatchResult {
+        if let Some(node) = self.cluster.get() {
+            return self.execute_replicated(node, batch).await;
+        }
+        self.execute_local(batch, None).await
+    }
+
+    /// Cluster mode: reads after a read barrier, everything else through the Raft log.
+    async fn execute_replicated(&self, node: &ClusterNode, batch: Batch) -> BatchResult {
+        if batch.read_only() {
+            if let Err(e) = node.read_barrier().await {
+                return cluster_error(&batch, &e);
+            }
+            let now = self.now_ms();
+            return self.execute_local(batch, Some(now)).await;
+        }
+        let n = batch.reply_count();
+        let db = batch.db;
+        match node.propose(Proposal::from_batch(batch)).await {
+            Ok(result) => result,
+            Err(e) => BatchResult {
+                replies: Some(vec![cluster_error_reply(&e); n]),
+                db,
+            },
+        }
+    }
+
+    /// Apply under the local lock, at `now` or the local clock.
+    async fn execute_local(&self, batch: Batch, now: Option<u64>) -> BatchResult {
         let mut guard = loop {
             if let Some(g) = self.state.try_lock() {
                 break g;
             }
+            // Wait at most 2 ms at a time (see `lock`), then check for BUSY again.
             if self.control.running_for().is_none() {
-                break self.state.lock();
+                if let Some(g) = self.state.try_lock_for(Duration::from_millis(2)) {
+                    break g;
+                }
+                continue;
             }
             if let Some(text) = scripting::busy_error(&self.control, self.busy_threshold()) {
-                let n = batch
-                    .ops
-                    .iter()
-                    .filter(|o| matches!(o, Op::Command(_)))
-                    .count();
                 return BatchResult {
-                    replies: Some(vec![Reply::err(text); n]),
+                    replies: Some(vec![Reply::err(text); batch.reply_count()]),
                     db: batch.db,
                 };
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         };
-        let now_ms = self.clock.now_ms();
+        let now_ms = now.unwrap_or_else(|| self.clock.now_ms());
         if batch.runs_script() {
             // A script may run for seconds: let the runtime move this worker's other
             // connections to another thread meanwhile.
@@ -198,7 +324,49 @@ impl Engine {
     }
 
     /// Delete up to `limit` expired keys per database; returns how many were deleted.
-    pub fn expire_cycle(&self, limit: usize) -> usize {
+    /// In cluster mode only the leader deletes, by proposing the keys it found due (see
+    /// [`Op::PurgeExpired`]); a follower never deletes on its own.
+    pub async fn expire_cycle(&self, limit: usize) -> usize {
+        if let Some(node) = self.cluster.get() {
+            if !node.is_leader() {
+                return 0;
+            }
+            let now = self.now_ms();
+            let ops: Vec<Op> = {
+                let Some(state) = self.state.try_lock() else {
+                    return 0;
+                };
+                state
+                    .ks
+                    .dbs
+                    .iter()
+                    .enumerate()
+                    .map(|(db, d)| (db, d.due_keys(now, limit)))
+                    .filter(|(_, keys)| !keys.is_empty())
+                    .map(|(db, keys)| Op::PurgeExpired { db, keys })
+                    .collect()
+            };
+            let count = ops
+                .iter()
+                .map(|op| match op {
+                    Op::PurgeExpired { keys, .. } => keys.len(),
+                    _ => 0,
+                })
+                .sum();
+            if count == 0 {
+                return 0;
+            }
+            let batch = Batch {
+                db: 0,
+                resp: 2,
+                ops,
+                watch: None,
+            };
+            return match node.propose(Proposal::from_batch(batch)).await {
+                Ok(_) => count,
+                Err(_) => 0,
+            };
+        }
         let now = self.clock.now_ms();
         // Never wait behind a running script: the next cycle will catch up.
         let Some(mut state) = self.state.try_lock() else {
@@ -210,6 +378,25 @@ impl Engine {
             .iter_mut()
             .map(|db| db.delete_expired(now, limit))
             .sum()
+    }
+}
+
+/// Every command of `batch` answered with `e` (CLUSTERDOWN when the cluster has no quorum).
+fn cluster_error(batch: &Batch, e: &ClusterError) -> BatchResult {
+    BatchResult {
+        replies: Some(vec![cluster_error_reply(e); batch.reply_count()]),
+        db: batch.db,
+    }
+}
+
+/// The reply for a failed cluster call: `-CLUSTERDOWN ...` when no leader with a quorum
+/// answered in time (the write may or may not be applied for `Timeout`/`Forward`), `-ERR ...`
+/// otherwise.
+pub fn cluster_error_reply(e: &ClusterError) -> Reply {
+    if e.is_cluster_down() {
+        Reply::err(format!("CLUSTERDOWN The cluster is down: {e}"))
+    } else {
+        Reply::err(format!("ERR cluster: {e}"))
     }
 }
 
@@ -228,17 +415,29 @@ pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64) -> BatchResult
             };
         }
     }
-    let mut db = batch.db;
-    let mut replies = Vec::with_capacity(batch.ops.len());
-    for op in &batch.ops {
+    apply_ops(state, batch.db, batch.resp, &batch.ops, now_ms)
+}
+
+/// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`.
+pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64) -> BatchResult {
+    let mut db = db;
+    let mut replies = Vec::with_capacity(ops.len());
+    for op in ops {
         match op {
             Op::Select(d) => db = *d,
+            Op::PurgeExpired { db: d, keys } => {
+                if let Some(target) = state.ks.dbs.get_mut(*d) {
+                    for k in keys {
+                        target.purge_if_expired(k, now_ms);
+                    }
+                }
+            }
             Op::Command(args) => {
                 let mut ctx = Ctx {
                     ks: &mut state.ks,
                     db,
                     now_ms,
-                    resp: batch.resp,
+                    resp,
                     scripts: Some(Scripts {
                         engine: &mut state.scripts,
                         control: &state.control,

@@ -34,8 +34,13 @@ pub enum Reply {
     /// RESP3 big number; a bulk string in RESP2.
     BigNumber(String),
     /// RESP3 verbatim string with a 3-letter format; a bulk string in RESP2.
-    Verbatim(#[serde(with = "verbatim_format")] &'static str, Bytes),
+    Verbatim(#[serde(with = "verbatim_format")] VerbatimFormat, Bytes),
 }
+
+/// The 3-letter format of a verbatim string. An alias on purpose: serde's derive would
+/// otherwise see `&'static str` and require `'de: 'static`, so `Reply` would not be
+/// `DeserializeOwned` (the cluster decodes replies from a buffer it owns).
+pub type VerbatimFormat = &'static str;
 
 impl Reply {
     /// `+OK`.

@@ -18,6 +18,8 @@ use super::{
 struct EvalScript {
     flags: ScriptFlags,
     func_ref: c_int,
+    /// Kept so a replica's snapshot can carry the cache (see `export`).
+    body: Bytes,
 }
 
 /// The EVAL VM and its script cache.
@@ -62,6 +64,22 @@ impl EvalScripts {
         self.scripts.len()
     }
 
+    /// The cached script bodies, ordered by SHA1 (for a replicated snapshot).
+    pub(crate) fn export(&self) -> Vec<Bytes> {
+        let mut all: Vec<(&String, &EvalScript)> = self.scripts.iter().collect();
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        all.into_iter().map(|(_, s)| s.body.clone()).collect()
+    }
+
+    /// Compile and cache each body (restoring a snapshot into a fresh cache).
+    pub(crate) fn import(&mut self, bodies: &[Bytes]) -> Result<(), String> {
+        for body in bodies {
+            self.create(body)
+                .map_err(|e| format!("restoring script cache: {e:?}"))?;
+        }
+        Ok(())
+    }
+
     /// Bytes used by the EVAL VM.
     pub(crate) fn used_memory(&self) -> usize {
         self.vm.used_memory()
@@ -101,8 +119,14 @@ impl EvalScripts {
         });
         match compiled {
             Ok(func_ref) => {
-                self.scripts
-                    .insert(sha.clone(), EvalScript { flags, func_ref });
+                self.scripts.insert(
+                    sha.clone(),
+                    EvalScript {
+                        flags,
+                        func_ref,
+                        body: Bytes::copy_from_slice(body),
+                    },
+                );
                 Ok(sha)
             }
             Err(msg) => {

@@ -304,6 +304,25 @@ impl Functions {
         reply
     }
 
+    /// Every library in `FUNCTION DUMP`'s format (for a replicated snapshot).
+    pub(crate) fn export(&self) -> Vec<u8> {
+        super::rdb::dump(self.libraries.values().map(|l| &l.code[..]))
+    }
+
+    /// Replace every library with those of `export`'s output (`FUNCTION RESTORE .. FLUSH`).
+    pub(crate) fn import(&mut self, dump: &[u8]) -> Result<(), String> {
+        let args = [
+            Bytes::from_static(b"function"),
+            Bytes::from_static(b"restore"),
+            Bytes::copy_from_slice(dump),
+            Bytes::from_static(b"flush"),
+        ];
+        match self.restore(&args) {
+            Reply::Error(e) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     fn flush(&mut self) {
         self.libraries.clear();
         self.index.clear();

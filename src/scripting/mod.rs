@@ -348,6 +348,15 @@ impl ScriptFlags {
     }
 }
 
+/// The replicated part of the scripting state: cached EVAL bodies and function libraries.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct ScriptsExport {
+    /// Bodies of the cached EVAL scripts, ordered by SHA1.
+    pub eval_bodies: Vec<Bytes>,
+    /// The libraries in `FUNCTION DUMP` format (empty when there are none).
+    pub functions_dump: Vec<u8>,
+}
+
 /// One Lua VM for `EVAL` scripts, one for function libraries, the script cache and
 /// the libraries; `Send`, driven by one command at a time under the keyspace lock.
 pub struct ScriptEngine {
@@ -412,6 +421,27 @@ impl ScriptEngine {
             "fcall" | "fcall_ro" => self.functions.flags_of(target),
             _ => None,
         }
+    }
+
+    /// The script cache and function libraries as plain data, for a replicated snapshot.
+    pub fn export(&self) -> ScriptsExport {
+        ScriptsExport {
+            eval_bodies: self.eval.export(),
+            functions_dump: self.functions.export(),
+        }
+    }
+
+    /// Replace the script cache and libraries with `export`'s output (fresh Lua VMs).
+    pub fn import(&mut self, data: &ScriptsExport) -> Result<(), String> {
+        let mut eval = eval::EvalScripts::new(self.limits);
+        eval.import(&data.eval_bodies)?;
+        let mut functions = functions::Functions::new(self.limits);
+        if !data.functions_dump.is_empty() {
+            functions.import(&data.functions_dump)?;
+        }
+        self.eval = eval;
+        self.functions = functions;
+        Ok(())
     }
 
     /// Number of scripts in the EVAL cache (for INFO).

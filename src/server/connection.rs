@@ -48,6 +48,8 @@ struct WatchState {
     flag: WatchFlag,
     keys: Vec<(usize, Bytes)>,
     existed: Vec<(usize, Bytes)>,
+    /// Cluster mode: content digests at WATCH time (see `engine::WatchGuard::digests`).
+    digests: Vec<(usize, Bytes, u64)>,
 }
 
 /// Tell a client over the connection cap why it is refused, then close.
@@ -276,6 +278,13 @@ impl Client {
     /// waiting for the state a running script holds.
     fn script_control_command(&self, spec: &CommandSpec, a: &[Bytes]) -> Option<Reply> {
         let control = self.shared.engine.script_control();
+        let kill = matches!((spec.name, a.get(1)), ("script" | "function", Some(sub)) if is(sub, "kill") && a.len() == 2);
+        if kill && self.shared.engine.cluster().is_some() {
+            // Killing a script on one node would leave the replicas that finished it diverged.
+            return Some(Reply::err(
+                "ERR SCRIPT KILL and FUNCTION KILL are not supported in cluster mode (a script runs on every replica)",
+            ));
+        }
         match (spec.name, a.get(1)) {
             ("script", Some(sub)) if is(sub, "kill") && a.len() == 2 => {
                 Some(control.request_kill(false))
@@ -327,6 +336,11 @@ impl Client {
             "debug" => self.debug(a).await,
             "memory" => info::memory(&self.shared, self.db, a).await,
             "lastsave" => Reply::Integer((self.shared.engine.clock().now_ms() / 1000) as i64),
+            "cluster" => super::cluster::cluster_command(&self.shared, a),
+            "raft.status" | "raft.addnode" | "raft.removenode" | "raft.snapshot"
+            | "raft.partition" | "raft.heal" => {
+                super::cluster::raft_command(&self.shared, spec.name, a).await
+            }
             "shutdown" => {
                 self.shared.request_shutdown();
                 return Flow::Close;
@@ -519,6 +533,7 @@ impl Client {
         let watch = self.watch.as_ref().map(|w| WatchGuard {
             flag: w.flag.clone(),
             existed: w.existed.clone(),
+            digests: w.digests.clone(),
         });
         let result = self
             .shared
@@ -534,6 +549,13 @@ impl Client {
         let Some(replies) = result.replies else {
             return Reply::NilArray;
         };
+        // A transaction the cluster could not run at all gets one error, not one per command
+        // (no command ever answers CLUSTERDOWN itself, so this is never a partial result).
+        let down = |r: &Reply| matches!(r, Reply::Error(e) if e.starts_with("CLUSTERDOWN"));
+        if self.shared.engine.cluster().is_some() && !replies.is_empty() && replies.iter().all(down)
+        {
+            return replies.into_iter().next().unwrap_or(Reply::NilArray);
+        }
         self.db = result.db;
         self.sync_info();
         let mut replies = replies.into_iter();
@@ -550,18 +572,30 @@ impl Client {
             return Reply::err("ERR WATCH inside MULTI is not allowed");
         }
         let engine = self.shared.engine.clone();
-        let now = engine.clock().now_ms();
+        if let Some(node) = engine.cluster() {
+            // The digests must describe state at least as new as any acknowledged write.
+            if let Err(e) = node.read_barrier().await {
+                return crate::engine::cluster_error_reply(&e);
+            }
+        }
+        let now = engine.now_ms();
+        let clustered = engine.cluster().is_some();
         let mut state = engine.lock().await;
         let w = self.watch.get_or_insert_with(|| WatchState {
             flag: WatchFlag::default(),
             keys: Vec::new(),
             existed: Vec::new(),
+            digests: Vec::new(),
         });
         for k in keys {
             if w.keys.iter().any(|(d, key)| *d == self.db && key == k) {
                 continue;
             }
             let db = &mut state.ks.dbs[self.db];
+            if clustered {
+                let digest = crate::store::snapshot::entry_digest(db, k, now);
+                w.digests.push((self.db, k.clone(), digest));
+            }
             db.watch(k.clone(), w.flag.clone());
             if db.contains(k, now) {
                 w.existed.push((self.db, k.clone()));
@@ -711,7 +745,7 @@ impl Client {
         if is(&a[1], "advance-time") && a.len() == 3 {
             return match int(&a[2]) {
                 Ok(ms) if ms >= 0 => {
-                    self.shared.engine.clock().advance(ms as u64);
+                    self.shared.engine.advance_time(ms as u64);
                     Reply::ok()
                 }
                 Ok(_) => Reply::err("ERR time can only move forward"),
@@ -719,7 +753,13 @@ impl Client {
             };
         }
         if is(&a[1], "digest") && a.len() == 2 {
-            let now = self.shared.engine.clock().now_ms();
+            if let Some(node) = self.shared.engine.cluster() {
+                // Digests of nodes are comparable once each has applied every acknowledged write.
+                if let Err(e) = node.read_barrier().await {
+                    return crate::engine::cluster_error_reply(&e);
+                }
+            }
+            let now = self.shared.engine.now_ms();
             let state = self.shared.engine.lock().await;
             let d = crate::store::snapshot::digest(&state.ks, now);
             return Reply::Status(format!("{d:016x}"));

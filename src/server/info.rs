@@ -71,7 +71,10 @@ pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
         );
     }
     if want("replication") {
-        out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
+        match shared.engine.cluster() {
+            Some(node) => out.push_str(&super::cluster::replication_info(node)),
+            None => out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n"),
+        }
     }
     if want("keyspace") {
         out.push_str("# Keyspace\r\n");

@@ -1,6 +1,7 @@
 //! The server: the listener, the state shared by all connections, the client registry,
-//! background expiry, and graceful shutdown.
+//! background expiry, graceful shutdown, and in cluster mode the Raft node's start and stop.
 
+pub mod cluster;
 pub mod connection;
 pub mod info;
 
@@ -14,8 +15,8 @@ use parking_lot::{Mutex, RwLock};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify, Semaphore};
 
-use crate::config::Config;
-use crate::engine::{Clock, Engine};
+use crate::config::{AppendFsync, Config};
+use crate::engine::{Clock, ClusterNode, Engine};
 
 /// Counters reported by INFO stats.
 #[derive(Debug, Default)]
@@ -102,12 +103,18 @@ pub struct Server {
 }
 
 impl Server {
-    /// Bind the client port.
+    /// Bind the client port; in cluster mode also open the Raft storage and cluster port and
+    /// join the cluster.
     pub async fn bind(config: Config) -> std::io::Result<Server> {
         let listener = TcpListener::bind((config.bind.as_str(), config.port)).await?;
         let addr = listener.local_addr()?;
         let engine = Engine::new(Clock::new());
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
+        if let Some(c) = &config.cluster {
+            let node = start_raft(c, &engine).await?;
+            tracing::info!(node_id = c.node_id, cluster_addr = %c.cluster_addr, data_dir = %c.data_dir.display(), "raft node started");
+            engine.attach_cluster(node);
+        }
         let (shutdown, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             config: RwLock::new(config),
@@ -173,6 +180,9 @@ impl Server {
         }
         let _ = shared.shutdown.send(true);
         expiry.abort();
+        if let Some(node) = shared.engine.cluster() {
+            node.shutdown().await;
+        }
         tracing::info!("tollgate is now ready to exit, bye bye");
     }
 }
@@ -185,7 +195,7 @@ async fn active_expiry(shared: Arc<Shared>) {
     loop {
         tick.tick().await;
         for _ in 0..50 {
-            let n = shared.engine.expire_cycle(BATCH);
+            let n = shared.engine.expire_cycle(BATCH).await;
             shared
                 .stats
                 .expired_keys
@@ -196,6 +206,29 @@ async fn active_expiry(shared: Arc<Shared>) {
             tokio::task::yield_now().await;
         }
     }
+}
+
+/// Open this node's Raft storage and cluster port over the engine's state.
+async fn start_raft(
+    c: &crate::config::ClusterConfig,
+    engine: &Engine,
+) -> std::io::Result<ClusterNode> {
+    let mut rc = tollgate_raft::Config::new(
+        c.node_id,
+        c.cluster_addr.clone(),
+        c.peers.clone(),
+        c.data_dir.clone(),
+        c.secret.clone().into_bytes(),
+    );
+    rc.bind_addr = Some(c.cluster_bind.clone());
+    rc.client_timeout = c.timeout;
+    rc.fsync = match c.fsync {
+        AppendFsync::Always => tollgate_raft::FsyncPolicy::Always,
+        AppendFsync::EverySec => tollgate_raft::FsyncPolicy::EverySec,
+    };
+    ClusterNode::start(rc, engine.replicated_state())
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// Start serving on a background task; returns the bound address and shared state.

@@ -278,7 +278,9 @@ impl Db {
         }
     }
 
-    fn purge_if_expired(&mut self, key: &[u8], now_ms: u64) {
+    /// Delete `key` if its deadline has passed at `now_ms` (a replica applies the leader's
+    /// expiry entries with this, so every node deletes exactly the keys expired at that time).
+    pub fn purge_if_expired(&mut self, key: &[u8], now_ms: u64) {
         let expired = self.shards[shard_of(key)]
             .get(key)
             .is_some_and(|e| e.is_expired(now_ms));

@@ -128,6 +128,26 @@ pub fn digest(ks: &Keyspace, now_ms: u64) -> u64 {
     h.finish()
 }
 
+/// A fixed hash of one key's live content in `db` (value with its order, deadline), or of
+/// its absence. Cluster-mode WATCH records it at WATCH time and EXEC aborts when the
+/// replicated apply sees a different one, which every replica decides the same way.
+pub fn entry_digest(db: &Db, key: &[u8], now_ms: u64) -> u64 {
+    let mut h = DefaultHasher::new();
+    match db.get(key, now_ms) {
+        Some(e) => {
+            1u8.hash(&mut h);
+            SnapEntry {
+                key: Bytes::copy_from_slice(key),
+                expires_at: e.expires_at(),
+                value: snap_value(&e.value),
+            }
+            .hash(&mut h);
+        }
+        None => 0u8.hash(&mut h),
+    }
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +196,19 @@ mod tests {
         assert_ne!(base, digest(&other, 0));
         // Expired keys are not part of the live digest.
         assert_ne!(digest(&ks, 0), digest(&ks, 5_000));
+    }
+
+    #[test]
+    fn entry_digest_tracks_one_key() {
+        let mut ks = sample();
+        let before = entry_digest(&ks.dbs[0], b"s", 0);
+        let absent = entry_digest(&ks.dbs[0], b"nope", 0);
+        assert_eq!(before, entry_digest(&sample().dbs[0], b"s", 0));
+        assert_ne!(before, absent);
+        // Expiry makes the key absent.
+        assert_eq!(entry_digest(&ks.dbs[0], b"n", 5_000), absent);
+        ks.dbs[0].set(Bytes::from("s"), Value::string("other"));
+        assert_ne!(before, entry_digest(&ks.dbs[0], b"s", 0));
     }
 
     #[test]

@@ -1,0 +1,237 @@
+//! The replicated state machine: what one Raft command carries ([`Proposal`]) and how every
+//! node applies it to the shared [`State`] ([`ReplicatedState`]).
+//!
+//! A proposal is one client batch (a pipeline chunk, a MULTI/EXEC block or a script) or one
+//! expiry sweep of the leader, applied atomically under the state lock with the entry's
+//! leader-stamped `now_ms`, through exactly the code the standalone engine runs. WATCH cannot
+//! ride along as a process-local flag, so a WATCHed EXEC carries the content digest of each
+//! watched key taken at WATCH time and aborts (null reply) when any differs at apply: every
+//! replica sees the same state at that log position and so decides the same way.
+//!
+//! A snapshot holds the keyspace (`store::snapshot::encode`, expired-but-not-yet-purged keys
+//! included, since their deletion is itself a replicated entry) and the scripting state
+//! (cached EVAL bodies and function libraries).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use super::{apply_ops, Batch, BatchResult, Op, State};
+use crate::command::{self, flags};
+use crate::scripting::ScriptsExport;
+use crate::store::snapshot;
+
+/// One replicated command: a client batch with its WATCH digests.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Proposal {
+    /// The client's selected database at the start of the batch.
+    pub db: usize,
+    /// The client's protocol version (replies are built for it).
+    pub resp: u8,
+    /// The operations, in order.
+    pub ops: Vec<Op>,
+    /// For a WATCHed EXEC: `(db, key, digest at WATCH time)`; abort if any differs.
+    pub watch: Option<Vec<(usize, Bytes, u64)>>,
+}
+
+impl Proposal {
+    /// The replicated form of `batch` (its WATCH flag is dropped; its digests are kept).
+    pub fn from_batch(batch: Batch) -> Proposal {
+        Proposal {
+            db: batch.db,
+            resp: batch.resp,
+            ops: batch.ops,
+            watch: batch.watch.map(|w| w.digests),
+        }
+    }
+
+    fn runs_script(&self) -> bool {
+        self.ops.iter().any(|op| match op {
+            Op::Command(args) => args
+                .first()
+                .and_then(|n| command::lookup(n))
+                .is_some_and(|s| s.has(flags::SCRIPT)),
+            _ => false,
+        })
+    }
+}
+
+/// What a snapshot stores.
+#[derive(Serialize, Deserialize)]
+struct SnapshotData {
+    /// `store::snapshot::encode` of the keyspace.
+    keyspace: Vec<u8>,
+    /// Cached EVAL scripts and function libraries.
+    scripts: ScriptsExport,
+}
+
+/// The Raft state machine over the engine's state.
+pub struct ReplicatedState {
+    state: Arc<Mutex<State>>,
+}
+
+impl ReplicatedState {
+    /// A state machine applying to `state` (shared with the engine's local reads).
+    pub fn new(state: Arc<Mutex<State>>) -> ReplicatedState {
+        ReplicatedState { state }
+    }
+}
+
+/// Apply `p` to `state` at `now_ms`: the WATCH check, then the operations.
+pub fn apply_proposal(state: &mut State, p: &Proposal, now_ms: u64) -> BatchResult {
+    if let Some(watched) = &p.watch {
+        let changed = watched.iter().any(|(db, key, digest)| {
+            state
+                .ks
+                .dbs
+                .get(*db)
+                .is_none_or(|d| snapshot::entry_digest(d, key, now_ms) != *digest)
+        });
+        if changed {
+            return BatchResult {
+                replies: None,
+                db: p.db,
+            };
+        }
+    }
+    apply_ops(state, p.db, p.resp, &p.ops, now_ms)
+}
+
+impl tollgate_raft::StateMachine for ReplicatedState {
+    type Command = Proposal;
+    type Output = BatchResult;
+
+    fn apply(&self, cmd: &Proposal, now_ms: u64) -> BatchResult {
+        let mut state = self.state.lock();
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread && cmd.runs_script() {
+            // A script may run long: let the runtime move this worker's other tasks away.
+            tokio::task::block_in_place(|| apply_proposal(&mut state, cmd, now_ms))
+        } else {
+            apply_proposal(&mut state, cmd, now_ms)
+        }
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        let state = self.state.lock();
+        let data = SnapshotData {
+            keyspace: snapshot::encode(&state.ks),
+            scripts: state.scripts.export(),
+        };
+        postcard::to_stdvec(&data).unwrap_or_default()
+    }
+
+    fn restore(&self, data: &[u8]) -> Result<(), String> {
+        let data: SnapshotData =
+            postcard::from_bytes(data).map_err(|e| format!("bad state snapshot: {e}"))?;
+        let ks = snapshot::decode(&data.keyspace)?;
+        let mut state = self.state.lock();
+        state.scripts.import(&data.scripts.clone())?;
+        state.ks = ks;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_raft::StateMachine;
+
+    fn cmd(parts: &[&str]) -> Op {
+        Op::Command(
+            parts
+                .iter()
+                .map(|p| Bytes::copy_from_slice(p.as_bytes()))
+                .collect(),
+        )
+    }
+
+    fn proposal(ops: Vec<Op>) -> Proposal {
+        Proposal {
+            db: 0,
+            resp: 2,
+            ops,
+            watch: None,
+        }
+    }
+
+    fn sm() -> ReplicatedState {
+        ReplicatedState::new(Arc::new(Mutex::new(State::default())))
+    }
+
+    #[test]
+    fn snapshot_round_trip_keeps_keys_scripts_and_functions() {
+        let a = sm();
+        let lib = "#!lua name=mylib\nredis.register_function('f', function(keys, args) return redis.call('INCR', keys[1]) end)";
+        a.apply(
+            &proposal(vec![
+                cmd(&["SET", "k", "v"]),
+                cmd(&["EVAL", "return redis.call('INCR', KEYS[1])", "1", "n"]),
+                cmd(&["FUNCTION", "LOAD", lib]),
+            ]),
+            1_000,
+        );
+        let b = sm();
+        b.restore(&a.snapshot()).unwrap();
+        let sha = sha1_smol::Sha1::from("return redis.call('INCR', KEYS[1])")
+            .digest()
+            .to_string();
+        let out = b.apply(
+            &proposal(vec![
+                cmd(&["EVALSHA", &sha, "1", "n"]),
+                cmd(&["FCALL", "f", "1", "n"]),
+                cmd(&["GET", "k"]),
+            ]),
+            2_000,
+        );
+        let replies = out.replies.unwrap();
+        assert_eq!(replies[0], crate::protocol::Reply::Integer(2));
+        assert_eq!(replies[1], crate::protocol::Reply::Integer(3));
+        assert_eq!(replies[2], crate::protocol::Reply::bulk("v"));
+        // b ran two more INCRs on "n" than a.
+        assert_ne!(
+            snapshot::digest(&a.state.lock().ks, 2_000),
+            snapshot::digest(&b.state.lock().ks, 2_000)
+        );
+        assert!(b.restore(b"garbage").is_err());
+    }
+
+    #[test]
+    fn watch_digest_aborts_only_on_change() {
+        let s = sm();
+        s.apply(&proposal(vec![cmd(&["SET", "w", "1"])]), 1_000);
+        let digest = snapshot::entry_digest(&s.state.lock().ks.dbs[0], b"w", 1_000);
+        let mut exec = proposal(vec![cmd(&["INCR", "w"])]);
+        exec.watch = Some(vec![(0, Bytes::from("w"), digest)]);
+        let first = s.apply(&exec, 1_001);
+        assert!(first.replies.is_some());
+        // The same EXEC again: the key now holds 2, so the transaction aborts.
+        let second = s.apply(&exec, 1_002);
+        assert!(second.replies.is_none());
+    }
+
+    #[test]
+    fn purge_deletes_only_keys_expired_at_apply_time() {
+        let s = sm();
+        s.apply(
+            &proposal(vec![
+                cmd(&["SET", "a", "1", "PX", "100"]),
+                cmd(&["SET", "b", "1", "PX", "1000"]),
+            ]),
+            1_000,
+        );
+        s.apply(
+            &proposal(vec![Op::PurgeExpired {
+                db: 0,
+                keys: vec![Bytes::from("a"), Bytes::from("b")],
+            }]),
+            1_500,
+        );
+        let st = s.state.lock();
+        assert_eq!(st.ks.dbs[0].len(), 1);
+        assert!(st.ks.dbs[0].contains(b"b", 1_500));
+    }
+}

@@ -1,0 +1,385 @@
+//! Cluster-mode server commands: `CLUSTER INFO|MYID|NODES|SLOTS|SHARDS` (one shard owning every
+//! slot, the Raft leader as its master, so cluster-aware clients find the leader), the
+//! `RAFT.*` admin commands, and the `INFO replication` section of a cluster node.
+//!
+//! Client addresses: the Raft membership only records each node's cluster address, so the
+//! client address reported for a node is the same host with the cluster port minus 10000
+//! (the default `--cluster-port` is the client port plus 10000). Nodes started with another
+//! offset are reported with a wrong client port; the README's cluster section says so.
+
+use std::fmt::Write;
+
+use bytes::Bytes;
+
+use super::Shared;
+use crate::command::args::int;
+use crate::engine::{cluster_error_reply, ClusterNode};
+use crate::protocol::Reply;
+use tollgate_raft::{ClusterStatus, Role};
+
+/// Redis's reply to CLUSTER on a server without cluster support.
+const NOT_CLUSTER: &str = "ERR This instance has cluster support disabled";
+/// Reply to RAFT.* on a standalone server.
+const NOT_RAFT: &str = "ERR This instance is not running in cluster mode (start it with --node-id)";
+/// Number of hash slots a Redis cluster has.
+const SLOTS: i64 = 16384;
+
+/// The 40-character node name Redis clients expect, derived from the numeric Raft id.
+pub fn node_name(id: u64) -> String {
+    format!("{id:040x}")
+}
+
+/// The client address of a node whose cluster address is `cluster_addr` (host, cluster port
+/// minus 10000).
+pub fn client_addr(cluster_addr: &str) -> (String, u16) {
+    match cluster_addr.rsplit_once(':') {
+        Some((host, port)) => {
+            let port = port
+                .parse::<u16>()
+                .ok()
+                .and_then(|p| p.checked_sub(10_000))
+                .unwrap_or(0);
+            (host.trim_matches(['[', ']']).to_string(), port)
+        }
+        None => (cluster_addr.to_string(), 0),
+    }
+}
+
+fn node(shared: &Shared) -> Option<&ClusterNode> {
+    shared.engine.cluster()
+}
+
+/// CLUSTER <subcommand>.
+pub fn cluster_command(shared: &Shared, a: &[Bytes]) -> Reply {
+    let Some(node) = node(shared) else {
+        return Reply::err(NOT_CLUSTER);
+    };
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    let status = node.status();
+    match (sub.as_str(), a.len()) {
+        ("info", 2) => Reply::Verbatim("txt", Bytes::from(cluster_info(&status))),
+        ("myid", 2) => Reply::bulk(node_name(status.node_id)),
+        ("nodes", 2) => Reply::Verbatim("txt", Bytes::from(cluster_nodes(&status))),
+        ("slots", 2) => cluster_slots(&status),
+        ("shards", 2) => cluster_shards(&status),
+        ("info" | "myid" | "nodes" | "slots" | "shards", _) => {
+            crate::command::arity_error(&format!("cluster|{sub}"))
+        }
+        _ => Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
+            String::from_utf8_lossy(&a[1])
+        )),
+    }
+}
+
+fn cluster_info(s: &ClusterStatus) -> String {
+    let ok = s.leader_id.is_some();
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "cluster_enabled:1\r\ncluster_state:{}\r\ncluster_slots_assigned:{SLOTS}\r\ncluster_slots_ok:{}\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:{}\r\ncluster_known_nodes:{}\r\ncluster_size:1\r\ncluster_current_epoch:{}\r\ncluster_my_epoch:{}\r\n",
+        if ok { "ok" } else { "fail" },
+        if ok { SLOTS } else { 0 },
+        if ok { 0 } else { SLOTS },
+        s.members.len(),
+        s.term,
+        s.term,
+    );
+    out
+}
+
+/// Members with the leader first, then by id.
+fn ordered_members(s: &ClusterStatus) -> Vec<&tollgate_raft::Member> {
+    let mut members: Vec<_> = s.members.iter().collect();
+    members.sort_by_key(|m| (Some(m.id) != s.leader_id, m.id));
+    members
+}
+
+fn cluster_nodes(s: &ClusterStatus) -> String {
+    let mut out = String::new();
+    for m in ordered_members(s) {
+        let (host, port) = client_addr(&m.addr);
+        let cport = m.addr.rsplit_once(':').map_or("0", |(_, p)| p);
+        let mut flags = Vec::new();
+        if m.id == s.node_id {
+            flags.push("myself");
+        }
+        let is_leader = Some(m.id) == s.leader_id;
+        flags.push(if is_leader || s.leader_id.is_none() {
+            "master"
+        } else {
+            "slave"
+        });
+        if !m.voter {
+            flags.push("nofailover");
+        }
+        let master = match (is_leader, s.leader_id) {
+            (false, Some(l)) => node_name(l),
+            _ => "-".to_string(),
+        };
+        let _ = write!(
+            out,
+            "{} {host}:{port}@{cport} {} {master} 0 0 {} connected",
+            node_name(m.id),
+            flags.join(","),
+            s.term
+        );
+        if is_leader {
+            let _ = write!(out, " 0-{}", SLOTS - 1);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn slot_node(m: &tollgate_raft::Member) -> Reply {
+    let (host, port) = client_addr(&m.addr);
+    Reply::Array(vec![
+        Reply::bulk(host),
+        Reply::Integer(i64::from(port)),
+        Reply::bulk(node_name(m.id)),
+    ])
+}
+
+fn cluster_slots(s: &ClusterStatus) -> Reply {
+    let Some(leader) = s.leader_id else {
+        return Reply::Array(vec![]);
+    };
+    let members = ordered_members(s);
+    let Some(first) = members.first().filter(|m| m.id == leader) else {
+        return Reply::Array(vec![]);
+    };
+    let mut range = vec![
+        Reply::Integer(0),
+        Reply::Integer(SLOTS - 1),
+        slot_node(first),
+    ];
+    range.extend(
+        members
+            .iter()
+            .skip(1)
+            .filter(|m| m.voter)
+            .map(|m| slot_node(m)),
+    );
+    Reply::Array(vec![Reply::Array(range)])
+}
+
+fn cluster_shards(s: &ClusterStatus) -> Reply {
+    let nodes = ordered_members(s)
+        .into_iter()
+        .map(|m| {
+            let (host, port) = client_addr(&m.addr);
+            let leader = Some(m.id) == s.leader_id;
+            let applied = if m.id == s.node_id {
+                s.applied_index
+            } else if leader {
+                s.commit_index
+            } else {
+                s.replication
+                    .iter()
+                    .find(|f| f.id == m.id)
+                    .and_then(|f| f.matched_index)
+                    .unwrap_or(0)
+            };
+            Reply::Map(vec![
+                (Reply::bulk("id"), Reply::bulk(node_name(m.id))),
+                (Reply::bulk("port"), Reply::Integer(i64::from(port))),
+                (Reply::bulk("ip"), Reply::bulk(host.clone())),
+                (Reply::bulk("endpoint"), Reply::bulk(host)),
+                (
+                    Reply::bulk("role"),
+                    Reply::bulk(if leader { "master" } else { "replica" }),
+                ),
+                (
+                    Reply::bulk("replication-offset"),
+                    Reply::Integer(i64::try_from(applied).unwrap_or(i64::MAX)),
+                ),
+                (
+                    Reply::bulk("health"),
+                    Reply::bulk(if s.leader_id.is_some() {
+                        "online"
+                    } else {
+                        "fail"
+                    }),
+                ),
+            ])
+        })
+        .collect();
+    let slots = if s.leader_id.is_some() {
+        vec![Reply::Integer(0), Reply::Integer(SLOTS - 1)]
+    } else {
+        vec![]
+    };
+    Reply::Array(vec![Reply::Map(vec![
+        (Reply::bulk("slots"), Reply::Array(slots)),
+        (Reply::bulk("nodes"), Reply::Array(nodes)),
+    ])])
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Leader => "leader",
+        Role::Follower => "follower",
+        Role::Candidate => "candidate",
+        Role::Learner => "learner",
+        Role::Shutdown => "shutdown",
+    }
+}
+
+/// RAFT.STATUS as `field:value` lines.
+fn raft_status(s: &ClusterStatus) -> String {
+    let mut out = String::new();
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    let _ = write!(
+        out,
+        "node_id:{}\r\nrole:{}\r\nleader_id:{}\r\nleader_addr:{}\r\nterm:{}\r\ncommit_index:{}\r\napplied_index:{}\r\nlast_log_index:{}\r\nsnapshot_index:{}\r\n",
+        s.node_id,
+        role_name(s.role),
+        opt(s.leader_id),
+        s.leader_addr.as_deref().unwrap_or("-"),
+        s.term,
+        s.commit_index,
+        s.applied_index,
+        s.last_log_index,
+        opt(s.snapshot_index),
+    );
+    for m in &s.members {
+        let _ = write!(
+            out,
+            "member_{}:addr={},voter={}\r\n",
+            m.id,
+            m.addr,
+            if m.voter { "yes" } else { "no" }
+        );
+    }
+    for f in &s.replication {
+        let _ = write!(
+            out,
+            "follower_{}:matched={},lag={}\r\n",
+            f.id,
+            opt(f.matched_index),
+            f.lag
+        );
+    }
+    out
+}
+
+/// The `# Replication` section of INFO for a cluster node.
+pub fn replication_info(node: &ClusterNode) -> String {
+    let s = node.status();
+    let mut out = String::from("# Replication\r\n");
+    let leader = s.role == Role::Leader;
+    let _ = write!(out, "role:{}\r\n", if leader { "master" } else { "slave" });
+    if !leader {
+        if let Some(addr) = &s.leader_addr {
+            let (host, port) = client_addr(addr);
+            let _ = write!(
+                out,
+                "master_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:up\r\n"
+            );
+        } else {
+            out.push_str("master_link_status:down\r\n");
+        }
+    }
+    let _ = write!(out, "connected_slaves:{}\r\n", s.replication.len());
+    for (i, f) in s.replication.iter().enumerate() {
+        let addr = s
+            .members
+            .iter()
+            .find(|m| m.id == f.id)
+            .map(|m| client_addr(&m.addr))
+            .unwrap_or_default();
+        let _ = write!(
+            out,
+            "slave{i}:ip={},port={},state=online,offset={},lag={}\r\n",
+            addr.0,
+            addr.1,
+            f.matched_index.unwrap_or(0),
+            f.lag
+        );
+    }
+    let _ = write!(
+        out,
+        "raft_node_id:{}\r\nraft_role:{}\r\nraft_leader_id:{}\r\nraft_term:{}\r\nraft_commit_index:{}\r\nraft_applied_index:{}\r\nraft_last_log_index:{}\r\n\r\n",
+        s.node_id,
+        role_name(s.role),
+        s.leader_id.map_or_else(|| "-".to_string(), |v| v.to_string()),
+        s.term,
+        s.commit_index,
+        s.applied_index,
+        s.last_log_index,
+    );
+    out
+}
+
+fn parse_id(arg: &[u8]) -> Result<u64, Reply> {
+    match int(arg) {
+        Ok(n) if n > 0 => Ok(n as u64),
+        Ok(_) => Err(Reply::err("ERR node id must be a positive integer")),
+        Err(e) => Err(e),
+    }
+}
+
+/// RAFT.STATUS, RAFT.ADDNODE, RAFT.REMOVENODE, RAFT.SNAPSHOT, RAFT.PARTITION, RAFT.HEAL.
+pub async fn raft_command(shared: &Shared, name: &str, a: &[Bytes]) -> Reply {
+    let Some(node) = node(shared) else {
+        return Reply::err(NOT_RAFT);
+    };
+    let done = |r: Result<(), tollgate_raft::ClusterError>| match r {
+        Ok(()) => Reply::ok(),
+        Err(e) => cluster_error_reply(&e),
+    };
+    match name {
+        "raft.status" => Reply::Verbatim("txt", Bytes::from(raft_status(&node.status()))),
+        "raft.addnode" => {
+            let id = match parse_id(&a[1]) {
+                Ok(id) => id,
+                Err(e) => return e,
+            };
+            let addr = String::from_utf8_lossy(&a[2]).into_owned();
+            if crate::config::parse_peers(&format!("{id}@{addr}")).is_err() {
+                return Reply::err("ERR cluster address must be host:port");
+            }
+            if let Err(e) = node.add_learner(id, addr).await {
+                return cluster_error_reply(&e);
+            }
+            done(node.promote(id).await)
+        }
+        "raft.removenode" => match parse_id(&a[1]) {
+            Ok(id) => done(node.remove_node(id).await),
+            Err(e) => e,
+        },
+        "raft.snapshot" => done(node.trigger_snapshot().await),
+        "raft.partition" | "raft.heal" => {
+            if !shared.config.read().enable_debug_command {
+                return Reply::err(format!(
+                    "ERR {} is a fault-injection command: start the server with --enable-debug-command yes",
+                    name.to_ascii_uppercase()
+                ));
+            }
+            let mut ids = Vec::new();
+            for arg in &a[1..] {
+                match parse_id(arg) {
+                    Ok(id) => ids.push(id),
+                    Err(e) => return e,
+                }
+            }
+            node.set_blocked_peers(ids);
+            Reply::ok()
+        }
+        _ => crate::command::unknown_command(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_address_is_cluster_port_minus_10000() {
+        assert_eq!(client_addr("127.0.0.1:17001"), ("127.0.0.1".into(), 7001));
+        assert_eq!(client_addr("[::1]:17001"), ("::1".into(), 7001));
+        assert_eq!(client_addr("h:80"), ("h".into(), 0));
+        assert_eq!(node_name(3).len(), 40);
+    }
+}

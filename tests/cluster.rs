@@ -1,0 +1,698 @@
+//! Cluster tests with real processes: three (or four) `tollgate` nodes on free local ports,
+//! each with its own temporary data directory, driven through the Redis protocol. Faults are
+//! real too: `kill -9`, restart on the same data, SIGSTOP/SIGCONT, and the debug-only
+//! `RAFT.PARTITION` that drops a node's cluster traffic. Every wait is bounded by a deadline,
+//! and every child process is killed when its `Node` is dropped (also on a failed assert).
+//! The tests share the machine's two cores, so they run one at a time (`SERIAL`).
+
+use std::collections::{BTreeSet, HashSet};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::{Connection, FromRedisValue, RedisResult};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+const SECRET: &str = "cluster-test-secret-0123456789";
+/// How long a client waits for a quorum in these tests (-CLUSTERDOWN after that).
+const CLUSTER_TIMEOUT_MS: u64 = 1000;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A client port `p` such that `p` and the cluster port `p + 10000` are both free now.
+fn free_port_pair() -> u16 {
+    let _ = NEXT_PORT.compare_exchange(
+        0,
+        20_000 + (std::process::id() % 400) as u16 * 20,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..2000 {
+        let mut p = NEXT_PORT.fetch_add(1, Ordering::SeqCst);
+        if p >= 30_000 {
+            NEXT_PORT.store(20_000, Ordering::SeqCst);
+            p = 20_000;
+        }
+        let free = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free(p) && free(p + 10_000) {
+            return p;
+        }
+    }
+    panic!("no free port pair");
+}
+
+struct Node {
+    id: u64,
+    port: u16,
+    dir: PathBuf,
+    peers: Option<String>,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn cluster_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port + 10_000)
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--node-id", &self.id.to_string()])
+            .args(["--cluster-secret", SECRET])
+            .args(["--data-dir", &self.dir.to_string_lossy()])
+            .args(["--cluster-timeout-ms", &CLUSTER_TIMEOUT_MS.to_string()])
+            .args(["--appendfsync", "always", "--enable-debug-command", "yes"])
+            .args(["--log", "warn"]);
+        if let Some(p) = &self.peers {
+            cmd.args(["--peers", p]);
+        }
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.with_extension("log"))
+            .unwrap();
+        cmd.stdout(Stdio::null()).stderr(log);
+        self.child = Some(cmd.spawn().expect("spawn tollgate"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "node {} did not listen", self.id);
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success());
+    }
+
+    fn alive(&self) -> bool {
+        self.child.is_some()
+    }
+
+    fn conn(&self) -> Connection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        let c = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        c
+    }
+
+    fn q<T: FromRedisValue>(&self, args: &[&str]) -> RedisResult<T> {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut self.conn())
+    }
+
+    /// RAFT.STATUS field.
+    fn status(&self, field: &str) -> Option<String> {
+        let text: String = self.q(&["RAFT.STATUS"]).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .map(|v| v.trim().to_string())
+    }
+
+    fn digest(&self) -> String {
+        self.q(&["DEBUG", "DIGEST"]).expect("digest")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(c) = &self.child {
+            // A SIGSTOPped child must be continued to die promptly.
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
+        }
+        self.kill9();
+    }
+}
+
+struct Cluster {
+    nodes: Vec<Node>,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start(n: u64) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<u16> = (0..n).map(|_| free_port_pair()).collect();
+        let peers = (1..=n)
+            .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1] + 10_000))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes: Vec<Node> = (1..=n)
+            .map(|id| Node {
+                id,
+                port: ports[id as usize - 1],
+                dir: dir.path().join(format!("node-{id}")),
+                peers: Some(peers.clone()),
+                child: None,
+            })
+            .collect();
+        for node in &mut nodes {
+            node.spawn();
+        }
+        let c = Cluster { nodes, dir };
+        c.wait_leader(Duration::from_secs(15));
+        c
+    }
+
+    /// A node that will join later with RAFT.ADDNODE (no --peers).
+    fn add_joiner(&mut self, id: u64) -> usize {
+        let mut node = Node {
+            id,
+            port: free_port_pair(),
+            dir: self.dir.path().join(format!("node-{id}")),
+            peers: None,
+            child: None,
+        };
+        node.spawn();
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// Index of the node every live node agrees is the leader, waiting up to `within`.
+    fn wait_leader(&self, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        loop {
+            let live: Vec<&Node> = self.nodes.iter().filter(|n| n.alive()).collect();
+            let leaders: Vec<Option<String>> = live.iter().map(|n| n.status("leader_id")).collect();
+            if let Some(Some(l)) = leaders.first() {
+                if l != "-" && leaders.iter().all(|x| x.as_deref() == Some(l)) {
+                    if let Some(i) = self.nodes.iter().position(|n| n.id.to_string() == *l) {
+                        if self.nodes[i].alive()
+                            && self.nodes[i].status("role").as_deref() == Some("leader")
+                        {
+                            return i;
+                        }
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no agreed leader: {leaders:?}");
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait until every live node prints the same DEBUG DIGEST; returns it.
+    fn converged_digest(&self, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let digests: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|n| n.alive())
+                .map(|n| n.q::<String>(&["DEBUG", "DIGEST"]).unwrap_or_default())
+                .collect();
+            if !digests[0].is_empty() && digests.iter().all(|d| *d == digests[0]) {
+                return digests[0].clone();
+            }
+            assert!(Instant::now() < deadline, "digests differ: {digests:?}");
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn is_cluster_down(e: &redis::RedisError) -> bool {
+    e.code() == Some("CLUSTERDOWN") || e.to_string().contains("CLUSTERDOWN")
+}
+
+/// What one load thread saw: acknowledged INCR values and allowed limiter replies.
+#[derive(Default)]
+struct Seen {
+    incr: Vec<i64>,
+    allowed: u64,
+    failed: u64,
+}
+
+/// INCR `ctr` and LIMIT.TOKEN `lim` (capacity 100, 1 per hour) in a loop on `ports` until
+/// `stop`, moving to the next port on a connection failure; only acknowledged replies count.
+fn load(ports: Vec<u16>, stop: Arc<AtomicBool>, limiter: bool) -> thread::JoinHandle<Seen> {
+    thread::spawn(move || {
+        let mut seen = Seen::default();
+        let mut which = 0;
+        let connect = |port: u16| {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+            let c = client
+                .get_connection_with_timeout(Duration::from_millis(500))
+                .ok()?;
+            c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+            Some(c)
+        };
+        let mut conn = connect(ports[0]);
+        while !stop.load(Ordering::Relaxed) {
+            let Some(c) = conn.as_mut() else {
+                which = (which + 1) % ports.len();
+                conn = connect(ports[which]);
+                if conn.is_none() {
+                    thread::sleep(Duration::from_millis(20));
+                }
+                continue;
+            };
+            let r: RedisResult<i64> = redis::cmd("INCR").arg("ctr").query(c);
+            match r {
+                Ok(v) => seen.incr.push(v),
+                Err(e) => {
+                    seen.failed += 1;
+                    if !is_cluster_down(&e) {
+                        conn = None;
+                    }
+                    continue;
+                }
+            }
+            if limiter {
+                let r: RedisResult<Vec<i64>> = redis::cmd("LIMIT.TOKEN")
+                    .arg("lim")
+                    .arg(100)
+                    .arg(1)
+                    .arg("1h")
+                    .query(c);
+                match r {
+                    Ok(v) => seen.allowed += u64::from(v.first() == Some(&1)),
+                    Err(e) => {
+                        seen.failed += 1;
+                        if !is_cluster_down(&e) {
+                            conn = None;
+                        }
+                    }
+                }
+            }
+        }
+        seen
+    })
+}
+
+#[test]
+fn incr_through_every_node_is_linearizable() {
+    let _g = serial();
+    let c = Cluster::start(3);
+    let handles: Vec<_> = (0..6)
+        .map(|t| {
+            let port = c.nodes[t % 3].port;
+            thread::spawn(move || {
+                let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+                let mut con = client.get_connection().unwrap();
+                (0..500)
+                    .map(|_| redis::cmd("INCR").arg("c").query::<i64>(&mut con).unwrap())
+                    .collect::<Vec<i64>>()
+            })
+        })
+        .collect();
+    let mut all: Vec<i64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (1..=3000).collect::<Vec<i64>>(),
+        "replies are 1..=3000, each once"
+    );
+    for n in &c.nodes {
+        // GET waits for this node's read barrier, so every node sees all 3000.
+        assert_eq!(n.q::<i64>(&["GET", "c"]).unwrap(), 3000, "node {}", n.id);
+    }
+    let d = c.nodes[0].digest();
+    assert!(c.nodes.iter().all(|n| n.digest() == d));
+    // The cluster-facing views agree on one leader owning every slot.
+    let leader = c.wait_leader(Duration::from_secs(5));
+    let slots: redis::Value = c.nodes[1].q(&["CLUSTER", "SLOTS"]).unwrap();
+    let text = format!("{slots:?}");
+    assert!(text.contains(&c.nodes[leader].port.to_string()), "{text}");
+    let info: String = c.nodes[2].q(&["CLUSTER", "INFO"]).unwrap();
+    assert!(info.contains("cluster_state:ok"), "{info}");
+    let repl: String = c.nodes[leader].q(&["INFO", "replication"]).unwrap();
+    assert!(
+        repl.contains("role:master") && repl.contains("connected_slaves:2"),
+        "{repl}"
+    );
+    let err = c.nodes[0].q::<String>(&["SCRIPT", "KILL"]).unwrap_err();
+    assert!(err.to_string().contains("cluster mode"), "{err}");
+}
+
+#[test]
+fn leader_kill_failover_then_restart_catches_up_by_snapshot() {
+    let _g = serial();
+    let mut c = Cluster::start(3);
+    let old = c.wait_leader(Duration::from_secs(5));
+    let ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let loaders: Vec<_> = (0..4)
+        .map(|t| {
+            let mut p = ports.clone();
+            p.rotate_left(t % 3);
+            load(p, stop.clone(), true)
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(800));
+    c.nodes[old].kill9();
+    let killed_at = Instant::now();
+    let new = c.wait_leader(Duration::from_secs(5));
+    let failover = killed_at.elapsed();
+    assert_ne!(new, old);
+    thread::sleep(Duration::from_millis(800));
+    stop.store(true, Ordering::Relaxed);
+    let seen: Vec<Seen> = loaders.into_iter().map(|h| h.join().unwrap()).collect();
+    let acked: Vec<i64> = seen.iter().flat_map(|s| s.incr.iter().copied()).collect();
+    let unique: HashSet<i64> = acked.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        acked.len(),
+        "an INCR value was returned twice"
+    );
+    let max = *acked.iter().max().expect("some INCR acknowledged");
+    let fin: i64 = c.nodes[new].q(&["GET", "ctr"]).unwrap();
+    assert!(
+        fin >= max && fin >= acked.len() as i64,
+        "lost writes: final {fin}, max {max}"
+    );
+    let allowed: u64 = seen.iter().map(|s| s.allowed).sum();
+    assert!(
+        allowed <= 100,
+        "token bucket of 100 allowed {allowed} across the failover"
+    );
+    assert!(allowed > 0);
+    eprintln!(
+        "failover in {failover:?}; {} INCRs acknowledged, {} failed; limiter allowed {allowed}",
+        acked.len(),
+        seen.iter().map(|s| s.failed).sum::<u64>()
+    );
+
+    // Move the survivors more than the kept log tail (1000 entries) past the killed node,
+    // snapshot them, then restart it: it can only catch up by installing a snapshot.
+    let mut con = c.nodes[new].conn();
+    for i in 0..1200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{}", i % 50))
+            .arg(i)
+            .query(&mut con)
+            .unwrap();
+    }
+    for n in c.nodes.iter().filter(|n| n.alive()) {
+        let _: () = n.q(&["RAFT.SNAPSHOT"]).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.nodes[new].status("snapshot_index").as_deref() == Some("-") {
+        assert!(Instant::now() < deadline, "no snapshot built");
+        thread::sleep(Duration::from_millis(50));
+    }
+    c.nodes[old].spawn();
+    let digest = c.converged_digest(Duration::from_secs(20));
+    assert_eq!(c.nodes[old].digest(), digest);
+    assert_ne!(
+        c.nodes[old].status("snapshot_index").as_deref(),
+        Some("-"),
+        "the restarted node caught up without a snapshot"
+    );
+    assert_eq!(c.nodes[old].q::<i64>(&["GET", "ctr"]).unwrap(), fin);
+}
+
+#[test]
+fn partitioned_or_paused_leader_never_acknowledges_stale_writes() {
+    let _g = serial();
+    let c = Cluster::start(3);
+    let l = c.wait_leader(Duration::from_secs(5));
+    let others: Vec<usize> = (0..3).filter(|&i| i != l).collect();
+    let _: i64 = c.nodes[l].q(&["INCR", "p"]).unwrap();
+
+    // Cut the leader off: it answers CLUSTERDOWN within the client timeout.
+    let ids: Vec<String> = others.iter().map(|&i| c.nodes[i].id.to_string()).collect();
+    let mut args = vec!["RAFT.PARTITION"];
+    args.extend(ids.iter().map(String::as_str));
+    let _: () = c.nodes[l].q(&args).unwrap();
+    let started = Instant::now();
+    let err = c.nodes[l].q::<i64>(&["INCR", "p"]).unwrap_err();
+    assert!(is_cluster_down(&err), "{err}");
+    assert!(started.elapsed() < Duration::from_millis(CLUSTER_TIMEOUT_MS + 1500));
+    let err = c.nodes[l].q::<i64>(&["GET", "p"]).unwrap_err();
+    assert!(
+        is_cluster_down(&err),
+        "a cut-off leader served a read: {err}"
+    );
+    // A transaction it cannot replicate fails as a whole with one CLUSTERDOWN.
+    let mut tx = c.nodes[l].conn();
+    let _: () = redis::cmd("MULTI").query(&mut tx).unwrap();
+    let _: redis::Value = redis::cmd("INCR").arg("p").query(&mut tx).unwrap();
+    let _: redis::Value = redis::cmd("INCR").arg("p").query(&mut tx).unwrap();
+    let err = redis::cmd("EXEC")
+        .query::<redis::Value>(&mut tx)
+        .unwrap_err();
+    assert!(is_cluster_down(&err), "{err}");
+
+    // The majority elects a leader and serves.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        match c.nodes[others[0]].q::<i64>(&["INCR", "p"]) {
+            Ok(v) => break v,
+            Err(e) => assert!(Instant::now() < deadline, "majority does not serve: {e}"),
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert!(after >= 2);
+    assert_eq!(c.nodes[others[1]].q::<i64>(&["GET", "p"]).unwrap(), after);
+    let _: () = c.nodes[l].q(&["RAFT.HEAL"]).unwrap();
+    c.converged_digest(Duration::from_secs(10));
+
+    // Freeze the leader past the election timeout and send it a write meanwhile.
+    let l = c.wait_leader(Duration::from_secs(5));
+    let base: i64 = c.nodes[l].q(&["INCR", "s"]).unwrap();
+    let port = c.nodes[l].port;
+    let mut frozen = c.nodes[l].conn();
+    c.nodes[l].signal("-STOP");
+    let stale = thread::spawn(move || redis::cmd("INCR").arg("s").query::<i64>(&mut frozen));
+    let others: Vec<usize> = (0..3).filter(|&i| i != l).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut fresh = BTreeSet::new();
+    while fresh.len() < 3 {
+        if let Ok(v) = c.nodes[others[0]].q::<i64>(&["INCR", "s"]) {
+            fresh.insert(v);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new leader while {port} is frozen"
+        );
+    }
+    c.nodes[l].signal("-CONT");
+    let stale = stale.join().unwrap();
+    if let Ok(v) = stale {
+        assert!(
+            v > base && !fresh.contains(&v),
+            "the paused leader acknowledged a stale INCR: {v}"
+        );
+    }
+    // Its reads are linearizable once it answers at all.
+    let latest: i64 = c.nodes[others[1]].q(&["GET", "s"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match c.nodes[l].q::<i64>(&["GET", "s"]) {
+            Ok(v) => {
+                assert!(v >= latest, "stale read {v} < {latest}");
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "{e}"),
+        }
+    }
+    c.converged_digest(Duration::from_secs(10));
+}
+
+#[test]
+fn mixed_limiters_and_scripts_keep_replicas_identical() {
+    let _g = serial();
+    let c = Cluster::start(3);
+    let script = "local n = redis.call('INCR', KEYS[1]) \
+                  redis.call('PEXPIRE', KEYS[1], 60000) \
+                  local t = redis.call('TIME') \
+                  redis.call('ZADD', KEYS[2], tonumber(t[1]), ARGV[1]) \
+                  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -11) \
+                  return {n, math.random(1000)}";
+    let sha: String = c.nodes[0].q(&["SCRIPT", "LOAD", script]).unwrap();
+    let handles: Vec<_> = (0..6)
+        .map(|t| {
+            let port = c.nodes[t % 3].port;
+            let sha = sha.clone();
+            thread::spawn(move || {
+                let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+                let mut con = client.get_connection().unwrap();
+                for i in 0..120u32 {
+                    let k = format!("u{}", i % 7);
+                    let mut p = redis::pipe();
+                    p.cmd("CL.THROTTLE")
+                        .arg(format!("cl:{k}"))
+                        .arg(5)
+                        .arg(10)
+                        .arg(60);
+                    p.cmd("LIMIT.TOKEN")
+                        .arg(format!("tb:{k}"))
+                        .arg(20)
+                        .arg(5)
+                        .arg("1s");
+                    p.cmd("LIMIT.SLIDING")
+                        .arg(format!("sw:{k}"))
+                        .arg(30)
+                        .arg("10s");
+                    p.cmd("LIMIT.LOG").arg(format!("lg:{k}")).arg(10).arg("5s");
+                    p.cmd("LIMIT.GCRA")
+                        .arg(format!("gc:{k}"))
+                        .arg(10)
+                        .arg(20)
+                        .arg("1s");
+                    p.cmd("EVALSHA")
+                        .arg(&sha)
+                        .arg(2)
+                        .arg(format!("cnt:{k}"))
+                        .arg(format!("z:{k}"))
+                        .arg(format!("m{t}-{i}"));
+                    p.cmd("SET")
+                        .arg(format!("tmp{t}:{i}"))
+                        .arg(i)
+                        .arg("PX")
+                        .arg(200);
+                    p.cmd("HINCRBY").arg("h").arg(&k).arg(1);
+                    let _: Vec<redis::Value> = p.query(&mut con).unwrap();
+                    if i % 20 == 0 {
+                        let _: redis::Value = redis::cmd("MULTI").query(&mut con).unwrap();
+                        let _: redis::Value = redis::cmd("INCR").arg("tx").query(&mut con).unwrap();
+                        let _: redis::Value = redis::cmd("EVAL")
+                            .arg("return redis.call('LPUSH', KEYS[1], ARGV[1])")
+                            .arg(1)
+                            .arg("l")
+                            .arg(i)
+                            .query(&mut con)
+                            .unwrap();
+                        let r: redis::Value = redis::cmd("EXEC").query(&mut con).unwrap();
+                        assert!(
+                            matches!(r, redis::Value::Array(ref v) if v.len() == 2),
+                            "{r:?}"
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    // WATCH: a transaction on a key another node changed meanwhile aborts.
+    let mut a = c.nodes[1].conn();
+    let _: () = redis::cmd("WATCH").arg("tx").query(&mut a).unwrap();
+    let _: i64 = c.nodes[2].q(&["INCR", "tx"]).unwrap();
+    let _: () = redis::cmd("MULTI").query(&mut a).unwrap();
+    let _: () = redis::cmd("SET").arg("tx").arg(0).query(&mut a).unwrap();
+    let r: redis::Value = redis::cmd("EXEC").query(&mut a).unwrap();
+    assert_eq!(r, redis::Value::Nil);
+    // ... and one on an untouched key commits.
+    let _: () = redis::cmd("WATCH").arg("tx").query(&mut a).unwrap();
+    let _: () = redis::cmd("MULTI").query(&mut a).unwrap();
+    let _: () = redis::cmd("SET").arg("tx").arg(0).query(&mut a).unwrap();
+    let r: Vec<String> = redis::cmd("EXEC").query(&mut a).unwrap();
+    assert_eq!(r, vec!["OK".to_string()]);
+    // Leader time moves with DEBUG ADVANCE-TIME (sent to every node): a key with a 100 s
+    // TTL disappears from every replica without waiting.
+    let _: () = c.nodes[0].q(&["SET", "adv", "1", "EX", "100"]).unwrap();
+    for n in &c.nodes {
+        let _: () = n.q(&["DEBUG", "ADVANCE-TIME", "101000"]).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c
+        .nodes
+        .iter()
+        .any(|n| n.q::<i64>(&["EXISTS", "adv"]).unwrap() != 0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "advanced time did not expire the key"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    // Let the PX keys expire: only the leader's expiry entries delete them, on every node.
+    thread::sleep(Duration::from_millis(700));
+    let digest = c.converged_digest(Duration::from_secs(10));
+    assert!(!digest.is_empty());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let sizes: Vec<i64> = c
+            .nodes
+            .iter()
+            .map(|n| n.q::<i64>(&["DBSIZE"]).unwrap())
+            .collect();
+        // 7 counters + 7 sorted sets + limiter keys + h, tx, l: the tmp keys are gone.
+        if sizes.iter().all(|&s| s == sizes[0] && s < 100) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expired keys not purged: {sizes:?}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn membership_three_to_four_to_three_under_load() {
+    let _g = serial();
+    let mut c = Cluster::start(3);
+    let ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let loaders: Vec<_> = (0..3)
+        .map(|t| {
+            let mut p = ports.clone();
+            p.rotate_left(t);
+            load(p, stop.clone(), false)
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    let j = c.add_joiner(4);
+    let addr = c.nodes[j].cluster_addr();
+    let _: () = c.nodes[0].q(&["RAFT.ADDNODE", "4", &addr]).unwrap();
+    let members = c.nodes[0].status("member_4").unwrap_or_default();
+    assert!(members.contains("voter=yes"), "{members}");
+    thread::sleep(Duration::from_millis(300));
+    let leader = c.wait_leader(Duration::from_secs(5));
+    let victim = (0..3).find(|&i| i != leader).unwrap();
+    let victim_id = c.nodes[victim].id.to_string();
+    let _: () = c.nodes[leader].q(&["RAFT.REMOVENODE", &victim_id]).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let seen: Vec<Seen> = loaders.into_iter().map(|h| h.join().unwrap()).collect();
+    c.nodes[victim].kill9();
+    let acked: Vec<i64> = seen.iter().flat_map(|s| s.incr.iter().copied()).collect();
+    let unique: HashSet<i64> = acked.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        acked.len(),
+        "an INCR value was returned twice"
+    );
+    let max = *acked.iter().max().expect("writes acknowledged");
+    let fin: i64 = c.nodes[j].q(&["GET", "ctr"]).unwrap();
+    assert!(
+        fin >= max && fin >= acked.len() as i64,
+        "lost writes: {fin} < {max}"
+    );
+    let status = c.nodes[j].q::<String>(&["RAFT.STATUS"]).unwrap();
+    assert!(
+        !status.contains(&format!("member_{victim_id}:")),
+        "{status}"
+    );
+    assert_eq!(status.matches("voter=yes").count(), 3, "{status}");
+    c.converged_digest(Duration::from_secs(10));
+}
