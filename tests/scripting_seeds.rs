@@ -375,57 +375,7 @@ return {current_timestamp,last_drip, passed1, passed2}
 "#;
 
 /// Seed 003 §4: sliding window counter on a hash, one rule (verbatim).
-const SEED_003_SLIDING_WINDOW: &str = r#"local subject = "rate.limit." .. ARGV[1] --限流KEY
-local limit = tonumber(ARGV[2]) --限流窗口允许的最大请求数
-local interval = tonumber(ARGV[3]) --限流间隔,秒
-local precision = tonumber(ARGV[4])
-local now = tonumber(ARGV[5]) --当前Unix时间戳
---桶的大小不能超过限流的间隔
-precision = math.min(precision, interval)
---重新计算限流的KEY,避免传入相同的key,不同的间隔导致冲突
-subject = subject .. '.' .. limit .. '.' .. interval .. '.' .. precision
---桶的数量,与位置
-local bucket_num = math.ceil(interval / precision)
-local oldest_req_key = subject .. ':o'
-local bucket_key = math.floor(now / precision)
-local trim_before = bucket_key - bucket_num + 1 --需要删除的key
-local oldest_req = tonumber(redis.call('GET', oldest_req_key)) or trim_before --最早请求时间,默认为0
-trim_before = math.min(oldest_req, trim_before)
---判断当前桶是否存在
-local current_bucket = redis.call("hexists", subject, bucket_key)
-if current_bucket == 0 then
-redis.call("hset", subject, bucket_key, 0)
-end
---请求总数
-local max_req = 0;
-local subject_hash = redis.call("hgetall", subject) or {}
-local last_req = now; --最近的访问时间,计算重置窗口
-for i = 1, #subject_hash, 2 do
-local ts_key = tonumber(subject_hash[i])
-if ts_key < trim_before and #subject_hash > 2 then
-redis.call("hdel", subject, ts_key)
--- table.insert(dele, ts_key)
-else
-local req_num =tonumber(subject_hash[i + 1])
-max_req = max_req + req_num
-if req_num ~= 0 then
-last_req = math.min(last_req, math.floor(ts_key * precision))
-end
-end
-end
-local reset_time =interval - now+ last_req;
-if max_req >= limit then
---返回值为:是否通过0或1,最大请求数,剩余令牌,限流窗口重置时间
-return {0, 0, limit, reset_time}
-end
--- 当前请求+1
-local current = tonumber(redis.call("hincrby", subject, bucket_key, 1))
--- interval+precision之后过期
-redis.call("expire", subject, interval+precision)
-redis.call("setex", oldest_req_key,interval+precision , now )
---返回值为:是否通过0或1,最大请求数,剩余令牌,限流窗口重置时间
-return {1, limit - max_req - 1, limit, reset_time}
-"#;
+const SEED_003_SLIDING_WINDOW: &str = include_str!("seeds/seed_003_sliding_window.lua");
 
 /// Seed 003 §4: sliding window counters, several rules given as JSON (verbatim).
 const SEED_003_SLIDING_WINDOW_RULES: &str = r#"local rate_limits = cjson.decode(ARGV[1])
@@ -521,57 +471,7 @@ return summary
 
 /// Seed 003 §5: token bucket on a hash with HMGET/HMSET, redis.log and
 /// redis.error_reply (verbatim).
-const SEED_003_TOKEN_BUCKET: &str = r#"local subject = ARGV[1]
-local key = "token.bucket." .. subject --桶的标识符
-local burst = math.max(tonumber(ARGV[2]), 1) --桶中最大令牌数,最小值1,
-local refillTime = tonumber(ARGV[3]) or 1000-- 向桶中添加令牌的周期,单位毫秒
-local refillAmount = math.max(tonumber(ARGV[4]), 1) or 1 -- 每次refillTime向桶中添加的令牌数量,默认为1
-local tokens_to_take = tonumber(ARGV[5]) or 1 --当前请求需要的令牌数量
-local now = tonumber(ARGV[6]) --当前时间,单位毫秒
-local available_tokens = burst --可用的令牌数默认等于桶的容量
-local last_update = now --第一次的last_update等于当前时间
-local current = redis.call('HMGET', key, 'last_update', 'available_tokens')
-if current.err ~= nil then
-redis.call('DEL', key)
-current = {}
-redis.log(redis.LOG_NOTICE, 'Cannot get ratelimit ' .. key)
-return redis.error_reply('Cannot get ratelimit ' .. key)
-end
---计算从上次的时间戳与当前时间戳计算应该添加的令牌数
-if current[1] then
---上次请求的时间
-last_update = current[1]
-local content = current[2]
---计算应该生成的令牌数
-local delta_ms = math.max(now - last_update, 0)
-local refillCount = math.floor(delta_ms / refillTime) * refillAmount
---如果桶满,直接使用桶的容量
-available_tokens = math.min(content + refillCount, burst)
-end
--- 计算是否有足够的令牌给调用方
-local enough_tokens = available_tokens >= tokens_to_take
---之后的请求要偿还之前发生的突发
--- 将令牌给调用方之后,桶中剩余的令牌数
-if enough_tokens then
-available_tokens = math.min(available_tokens - tokens_to_take, burst)
-last_update = last_update + math.floor(tokens_to_take / refillAmount * refillTime)
-else
-redis.log(redis.LOG_NOTICE, 'Cannot get enough tokens, tokens_to_take:' .. tokens_to_take .. ',available_tokens:' .. available_tokens)
---计算恢复的时间
-local reset_time = last_update - now
-if reset_time < 0 then
-reset_time = now - last_update
-end
-return { 0, math.max(available_tokens, 0), burst, reset_time}
-end
---重新设置令牌桶
-redis.call('HMSET', key,
-'last_update', last_update,
-'available_tokens', available_tokens)
---如果没有新的请求过来,在桶满之后可以直接将该令牌删除。
-redis.call('PEXPIRE', key, math.ceil((burst / refillAmount) * refillTime))
-return {1, math.max(available_tokens, 0), burst,last_update - now }
-"#;
+const SEED_003_TOKEN_BUCKET: &str = include_str!("seeds/seed_003_token_bucket.lua");
 
 #[test]
 fn seed_000_counter() {

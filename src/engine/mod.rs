@@ -240,17 +240,33 @@ impl Engine {
     /// Lock the state for direct access (server commands, tests). While a script runs
     /// this waits without blocking the runtime's thread.
     pub async fn lock(&self) -> MutexGuard<'_, State> {
+        // Without a BUSY reply, `acquire` only returns once it holds the lock.
         loop {
-            if let Some(g) = self.state.try_lock() {
+            if let Ok(g) = self.acquire(false).await {
                 return g;
             }
-            // Never block for long: a script may take the lock and only then register
-            // itself as running, and a blocked worker could not answer SCRIPT KILL.
+        }
+    }
+
+    /// Take the state lock without ever blocking a runtime thread for long: a script
+    /// may take the lock and only then register itself as running, and a blocked
+    /// worker could not answer SCRIPT KILL. With `busy_reply`, give up with Redis's
+    /// BUSY text once a script has run past `busy-reply-threshold`.
+    async fn acquire(&self, busy_reply: bool) -> Result<MutexGuard<'_, State>, &'static str> {
+        loop {
+            if let Some(g) = self.state.try_lock() {
+                return Ok(g);
+            }
             if self.control.running_for().is_none() {
                 if let Some(g) = self.state.try_lock_for(Duration::from_millis(2)) {
-                    return g;
+                    return Ok(g);
                 }
                 continue;
+            }
+            if busy_reply {
+                if let Some(text) = scripting::busy_error(&self.control, self.busy_threshold()) {
+                    return Err(text);
+                }
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -294,24 +310,14 @@ impl Engine {
 
     /// Apply under the local lock, at `now` or the local clock.
     async fn execute_local(&self, batch: Batch, now: Option<u64>) -> BatchResult {
-        let mut guard = loop {
-            if let Some(g) = self.state.try_lock() {
-                break g;
-            }
-            // Wait at most 2 ms at a time (see `lock`), then check for BUSY again.
-            if self.control.running_for().is_none() {
-                if let Some(g) = self.state.try_lock_for(Duration::from_millis(2)) {
-                    break g;
-                }
-                continue;
-            }
-            if let Some(text) = scripting::busy_error(&self.control, self.busy_threshold()) {
+        let mut guard = match self.acquire(true).await {
+            Ok(g) => g,
+            Err(text) => {
                 return BatchResult {
                     replies: Some(vec![Reply::err(text); batch.reply_count()]),
                     db: batch.db,
-                };
+                }
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
         };
         let now_ms = now.unwrap_or_else(|| self.clock.now_ms());
         if batch.runs_script() {
