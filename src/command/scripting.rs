@@ -61,6 +61,48 @@ impl ScriptHost for Host<'_> {
         };
         super::execute(&mut ctx, args)
     }
+
+    fn script_runs_long(&mut self) -> bool {
+        hand_off_runtime_worker()
+    }
+}
+
+/// Scripts run on the thread of the client's task, like any other command: handing every
+/// script to another thread (`block_in_place` around each batch) cost more than most
+/// scripts take. A script that runs long must not keep the runtime from serving other
+/// clients, though (they get `-BUSY` and may send `SCRIPT KILL`), which matters most with a
+/// single worker thread. So once a script has run for `scripting::LONG_SCRIPT`, its count
+/// hook calls this: `block_in_place` moves this worker's core (its queue and its turn at
+/// the I/O driver) to a new thread, and we stay inside it until a probe task spawned on the
+/// runtime has run. With one worker only the moved core can run the probe, so when it has
+/// run the core is gone for good: on return `block_in_place` finds nothing to take back,
+/// and the script finishes on this thread outside the worker pool. With more workers
+/// another worker may run the probe first and the core may come back; that is fine, as the
+/// other workers serve clients meanwhile (`block_in_place` also moved the task this worker
+/// would have run next into its stealable queue).
+///
+/// True when the probe ran (or there is no multi-threaded runtime to free: the Raft
+/// apply path outside a worker, unit tests, a current-thread runtime). False when it did
+/// not run in time; the engine then asks again later.
+fn hand_off_runtime_worker() -> bool {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let Ok(handle) = Handle::try_current() else {
+        return true;
+    };
+    if handle.runtime_flavor() != RuntimeFlavor::MultiThread {
+        return true;
+    }
+    let (ran, probe) = std::sync::mpsc::sync_channel(1);
+    tokio::task::block_in_place(|| {
+        handle.spawn(async move {
+            let _ = ran.send(());
+        });
+        // Bounded: on an overloaded machine the new thread may start late; then the core
+        // comes back and the engine asks again later.
+        probe
+            .recv_timeout(std::time::Duration::from_millis(50))
+            .is_ok()
+    })
 }
 
 /// Every scripting command: hand the whole command to the Lua engine.

@@ -98,17 +98,6 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// Whether any command of the batch runs a Lua script.
-    pub fn runs_script(&self) -> bool {
-        self.ops.iter().any(|op| match op {
-            Op::Command(args) => args
-                .first()
-                .and_then(|n| command::lookup(n))
-                .is_some_and(|s| s.has(flags::SCRIPT)),
-            Op::Select(_) | Op::PurgeExpired { .. } => false,
-        })
-    }
-
     /// Whether every command only reads (so a cluster may answer it from local state after a
     /// read barrier). Scripts never count: the script cache is replicated state.
     pub fn read_only(&self) -> bool {
@@ -320,13 +309,10 @@ impl Engine {
             }
         };
         let now_ms = now.unwrap_or_else(|| self.clock.now_ms());
-        if batch.runs_script() {
-            // A script may run for seconds: let the runtime move this worker's other
-            // connections to another thread meanwhile.
-            tokio::task::block_in_place(|| apply_batch(&mut guard, &batch, now_ms))
-        } else {
-            apply_batch(&mut guard, &batch, now_ms)
-        }
+        // Scripts too run right here: one that runs long hands this runtime worker to
+        // another thread from its count hook (see `command::scripting`), so short ones
+        // never pay for a thread switch.
+        apply_batch(&mut guard, &batch, now_ms)
     }
 
     /// Delete up to `limit` expired keys per database; returns how many were deleted.

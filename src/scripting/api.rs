@@ -14,7 +14,9 @@ use super::lua::{
     set_num, set_string, string_at, string_or_number, CResult, Raise, RunState, VmShared,
 };
 use super::sandbox::{mark_readonly, nonexistent_global};
-use super::{ScriptFlags, ScriptHost, REDIS_VERSION, REDIS_VERSION_NUM};
+use super::{
+    ascii_lowercase, lossy_lower, ScriptFlags, ScriptHost, REDIS_VERSION, REDIS_VERSION_NUM,
+};
 
 /// Which `redis` table to build.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -102,16 +104,23 @@ unsafe fn command_args(l: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
 /// Redis's `lookupCommand` through the host: container commands resolve their
 /// subcommand from the second argument.
 fn lookup(host: &dyn ScriptHost, args: &[Bytes]) -> Option<super::CommandInfo> {
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let mut buf = [0u8; 32];
+    let lossy;
+    let name = match ascii_lowercase(&args[0], &mut buf) {
+        Some(n) => n,
+        None => {
+            lossy = lossy_lower(&args[0]);
+            &lossy
+        }
+    };
     if name.contains('|') {
         return None;
     }
-    let info = host.command_info(&name)?;
+    let info = host.command_info(name)?;
     if !info.has_subcommands || args.len() < 2 {
         return Some(info);
     }
-    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-    host.command_info(&format!("{name}|{sub}"))
+    host.command_info(&format!("{name}|{}", lossy_lower(&args[1])))
 }
 
 /// `scriptCall`: the checks Redis performs before running a command from a script.

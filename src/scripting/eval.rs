@@ -11,8 +11,8 @@ use super::convert::error_reply_text;
 use super::exec::{self, Invocation};
 use super::lua::{error_text, ffi, load_text, Vm, VmKind};
 use super::{
-    arity_error, help_reply, parse_i64, unknown_subcommand, Reply, ScriptContext, ScriptFlags,
-    ScriptHost, ScriptLimits, NOSCRIPT_ERROR,
+    arity_error, ascii_lowercase, help_reply, parse_i64, unknown_subcommand, Reply, ScriptContext,
+    ScriptFlags, ScriptHost, ScriptLimits, NOSCRIPT_ERROR,
 };
 
 struct EvalScript {
@@ -158,24 +158,22 @@ impl EvalScripts {
         } else if numkeys < 0 {
             return Reply::err("ERR Number of keys can't be negative");
         }
-        let sha = if by_sha {
-            let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-            if !self.scripts.contains_key(&sha) {
-                return Reply::err(NOSCRIPT_ERROR);
-            }
-            sha
+        let mut buf = [0u8; 40];
+        let found = if by_sha {
+            // SHA1s are ASCII hex: anything else is simply not cached.
+            ascii_lowercase(&args[1], &mut buf).and_then(|sha| self.scripts.get_key_value(sha))
         } else {
             match self.create(&args[1]) {
-                Ok(sha) => sha,
+                Ok(sha) => self.scripts.get_key_value(&sha),
                 Err(reply) => return reply,
             }
         };
-        let Some(script) = self.scripts.get(&sha) else {
+        let Some((sha, script)) = found else {
             return Reply::err(NOSCRIPT_ERROR);
         };
         let split = 3 + numkeys as usize;
         let inv = Invocation {
-            name: &sha,
+            name: sha,
             command: args,
             flags: script.flags,
             read_only_cmd: read_only,

@@ -9,9 +9,7 @@ use std::ffi::c_int;
 use bytes::Bytes;
 
 use super::convert::{map_crlf, pop_reply};
-use super::lua::{
-    error_handler, ffi, install_hook, raw_get_str, remove_hook, string_or_number, RunState, Vm,
-};
+use super::lua::{ffi, install_hook, raw_get_str, remove_hook, string_or_number, RunState, Vm};
 use super::sandbox::STORAGE;
 use super::{ScriptContext, ScriptFlags, ScriptHost, ScriptLimits};
 use crate::protocol::Reply;
@@ -69,7 +67,9 @@ fn erase_host(host: &mut dyn ScriptHost) -> *mut (dyn ScriptHost + 'static) {
 }
 
 unsafe fn push_string_array(l: *mut ffi::lua_State, items: &[Bytes]) {
-    ffi::lua_newtable(l);
+    // Sized up front: the table ends up the same (all in its array part, no holes) without
+    // growing through every power of two on the way.
+    ffi::lua_createtable(l, c_int::try_from(items.len()).unwrap_or(0), 0);
     for (j, item) in items.iter().enumerate() {
         super::lua::push_bytes(l, item);
         ffi::lua_rawseti_(l, -2, c_int::try_from(j + 1).unwrap_or(c_int::MAX));
@@ -88,20 +88,16 @@ pub(crate) fn run(
         return reply;
     }
     let mut state = RunState {
-        host: erase_host(host),
-        control: &*ctx.control,
-        resp: 2,
         read_only: inv.read_only_cmd || (!inv.flags.eval_compat && inv.flags.no_writes),
         allow_oom: !inv.flags.eval_compat && inv.flags.allow_oom,
-        wrote: false,
+        ..RunState::new(erase_host(host), &ctx.control)
     };
     vm.reset_for_run();
     vm.collect_if_crowded();
     let nargs: c_int = if inv.is_function { 2 } else { 0 };
     // SAFETY: engine-side stack work on our own state, relaxed so it cannot fail.
     vm.relaxed(|l| unsafe {
-        ffi::lua_gc(l, ffi::LUA_GCRESTART, 0);
-        ffi::lua_pushcclosure(l, error_handler, 0);
+        vm.push_error_handler();
         ffi::lua_rawgeti_(l, ffi::LUA_REGISTRYINDEX, func_ref);
         if inv.is_function {
             push_string_array(l, inv.keys);
@@ -115,8 +111,7 @@ pub(crate) fn run(
             ffi::lua_pop(l, 1);
         }
     });
-    ctx.control
-        .start(inv.name.to_string(), inv.command, inv.is_function);
+    ctx.control.start(inv.name, inv.command, inv.is_function);
     let l = vm.l;
     // SAFETY: the handler and function were pushed above; the hook reads `state`
     // through the shared block only while `with_run` has it installed.
@@ -141,6 +136,9 @@ pub(crate) fn run(
     if status == ffi::LUA_ERRMEM || vm.over_limit() {
         vm.full_gc();
     } else if vm.gc_due(GC_PERIOD) {
+        // Like Redis, this periodic step is the only GC call between scripts: it also
+        // restarts a collector a script stopped with `collectgarbage('stop')`. (Restarting
+        // before every script instead forced a GC step into every call.)
         // SAFETY: a GC step cannot raise (no finalizers on our objects).
         vm.relaxed(|l| unsafe { ffi::lua_gc(l, ffi::LUA_GCSTEP, GC_PERIOD as c_int) });
     }

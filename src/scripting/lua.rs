@@ -12,6 +12,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
+use std::time::{Duration, Instant};
 
 pub(crate) use mlua::ffi;
 pub(crate) use mlua::ffi::lua_State;
@@ -30,6 +31,10 @@ extern "C" {
 /// Instructions between two calls of the count hook (kill checks, load budget,
 /// the virtual clock behind `os.clock`).
 pub(crate) const HOOK_INTERVAL: c_int = 10_000;
+
+/// Longest wait between two calls of `ScriptHost::script_runs_long` while the host has
+/// not yet done what it needed (the wait doubles up to this).
+const LONG_SCRIPT_MAX_GAP: Duration = Duration::from_millis(500);
 
 /// Which of the two VMs a state is (decides the shape of its `redis` table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +100,47 @@ pub(crate) struct RunState {
     pub allow_oom: bool,
     /// Whether a write command was already called.
     pub wrote: bool,
+    /// When the script started (decides only when the host is told it runs long).
+    pub started: Instant,
+    /// Run time after which the count hook calls `ScriptHost::script_runs_long`; None
+    /// once the host has done what it needed.
+    pub long_after: Option<Duration>,
+}
+
+impl RunState {
+    /// A run state for `host`, started now.
+    pub(crate) fn new(
+        host: *mut (dyn super::ScriptHost + 'static),
+        control: &ScriptControl,
+    ) -> Self {
+        RunState {
+            host,
+            control,
+            resp: 2,
+            read_only: false,
+            allow_oom: false,
+            wrote: false,
+            started: Instant::now(),
+            long_after: Some(super::LONG_SCRIPT),
+        }
+    }
+
+    /// From the count hook: tell the host once the script has run long (see
+    /// `ScriptHost::script_runs_long`), and again with growing delays until it is done.
+    fn check_long_run(&mut self) {
+        let Some(after) = self.long_after else {
+            return;
+        };
+        if self.started.elapsed() < after {
+            return;
+        }
+        // SAFETY: the host pointer is valid while the run state is installed, and no
+        // other reference to the host is live while Lua code runs the hook.
+        let host = unsafe { &mut *self.host };
+        // A panic must not unwind through Lua's C frames.
+        let done = catch_unwind(AssertUnwindSafe(|| host.script_runs_long())).unwrap_or(true);
+        self.long_after = (!done).then(|| after + after.min(LONG_SCRIPT_MAX_GAP));
+    }
 }
 
 /// The library being loaded by FUNCTION LOAD, reachable from `redis.register_function`.
@@ -179,6 +225,8 @@ pub(crate) struct Vm {
     /// The main thread of the state.
     pub l: *mut lua_State,
     shared: *mut VmShared,
+    /// Registry reference of [`error_handler`], made once instead of on every call.
+    error_handler: c_int,
 }
 
 // SAFETY: the Lua state is only ever touched by the thread currently holding the
@@ -205,7 +253,25 @@ impl Vm {
         if l.is_null() {
             std::process::abort();
         }
-        Vm { l, shared }
+        let mut vm = Vm {
+            l,
+            shared,
+            error_handler: ffi::LUA_NOREF,
+        };
+        // SAFETY: a fresh state, relaxed so the allocation cannot fail.
+        vm.error_handler = vm.relaxed(|l| unsafe {
+            ffi::lua_pushcclosure(l, error_handler, 0);
+            ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX)
+        });
+        vm
+    }
+
+    /// Push the error handler every script call runs under.
+    ///
+    /// # Safety
+    /// The stack must have room for one value.
+    pub(crate) unsafe fn push_error_handler(&self) {
+        ffi::lua_rawgeti_(self.l, ffi::LUA_REGISTRYINDEX, self.error_handler);
     }
 
     /// Apply `f` to the shared block.
@@ -540,7 +606,28 @@ pub(crate) unsafe fn registry_set(l: *mut lua_State, key: &str) {
 
 /// C's `printf("%.<prec>g", x)` (glibc), as Redis and Lua format numbers.
 pub(crate) fn fmt_g(x: f64, prec: usize) -> String {
-    let fmt = format!("%.{prec}g\0");
+    // Integers of at most `prec` digits print as plain digits under %g: the common case
+    // (redis.call arguments, tostring of counters), without going through printf.
+    if prec <= 17 && x == x.trunc() && x.abs() < 10f64.powi(prec as i32) {
+        if x == 0.0 && x.is_sign_negative() {
+            return "-0".to_string();
+        }
+        return itoa::Buffer::new().format(x as i64).to_string();
+    }
+    printf_g(x, prec)
+}
+
+/// `fmt_g` always through glibc's `snprintf`.
+pub(crate) fn printf_g(x: f64, prec: usize) -> String {
+    let prec = prec.min(99);
+    let fmt = [
+        b'%',
+        b'.',
+        b'0' + (prec / 10) as u8,
+        b'0' + (prec % 10) as u8,
+        b'g',
+        0,
+    ];
     let mut buf = [0u8; 64];
     // SAFETY: snprintf writes at most buf.len() bytes including the NUL.
     let n = unsafe {
@@ -643,6 +730,7 @@ pub(crate) unsafe extern "C-unwind" fn count_hook(l: *mut lua_State, _ar: *mut f
             tracing::warn!("Lua script killed by user with SCRIPT KILL.");
             b"Script killed by user with SCRIPT KILL..."
         } else {
+            run.check_long_run();
             return;
         }
     } else {

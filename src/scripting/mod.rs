@@ -71,7 +71,20 @@ pub trait ScriptHost {
     fn cluster_enabled(&self) -> bool {
         false
     }
+
+    /// Called from the script's count hook once it has run for [`LONG_SCRIPT`]: a host
+    /// that shares its thread with other clients hands that work to another thread here,
+    /// so that they can be answered `-BUSY` and send `SCRIPT KILL` while the script keeps
+    /// this thread. Returns whether that is done; if not, the engine asks again later.
+    fn script_runs_long(&mut self) -> bool {
+        true
+    }
 }
+
+/// How long a script runs before the engine calls [`ScriptHost::script_runs_long`]. Short
+/// scripts (the common case: a limiter script takes tens of microseconds) never pay for
+/// moving threads.
+pub const LONG_SCRIPT: Duration = Duration::from_millis(1);
 
 /// The command-table facts the engine checks before handing a call to the host.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -243,12 +256,19 @@ impl ScriptControl {
         ])
     }
 
-    fn start(&self, name: String, command: &[Bytes], is_function: bool) {
+    fn start(&self, name: &str, command: &[Bytes], is_function: bool) {
         self.kill_requested.store(false, Ordering::SeqCst);
         self.has_written.store(false, Ordering::SeqCst);
+        // Only FUNCTION STATS shows the name and command, and only of a function: an
+        // EVAL script (the hot path) copies neither.
+        let (name, command) = if is_function {
+            (name.to_string(), command.to_vec())
+        } else {
+            (String::new(), Vec::new())
+        };
         *self.running.lock() = Some(RunningScript {
             name,
-            command: command.to_vec(),
+            command,
             is_function,
             started: Instant::now(),
         });
@@ -386,12 +406,16 @@ impl ScriptEngine {
         let Some(name) = args.first() else {
             return Reply::err("ERR wrong number of arguments");
         };
-        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        let mut buf = [0u8; NAME_BUF];
+        let name = match ascii_lowercase(name, &mut buf) {
+            Some(n) => n,
+            None => return Reply::err(format!("ERR unknown command '{}'", lossy_lower(name))),
+        };
         self.functions.publish_counts(&ctx.control);
-        match name.as_str() {
+        match name {
             "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => {
                 if args.len() < 3 {
-                    return arity_error(&name);
+                    return arity_error(name);
                 }
                 let by_sha = name.starts_with("evalsha");
                 let read_only = name.ends_with("_ro");
@@ -399,7 +423,7 @@ impl ScriptEngine {
             }
             "fcall" | "fcall_ro" => {
                 if args.len() < 3 {
-                    return arity_error(&name);
+                    return arity_error(name);
                 }
                 self.functions.fcall(host, args, ctx, name == "fcall_ro")
             }
@@ -453,6 +477,26 @@ impl ScriptEngine {
     pub fn used_memory(&self) -> (usize, usize) {
         (self.eval.used_memory(), self.functions.used_memory())
     }
+}
+
+/// Room for the command names lower-cased on the stack by [`ascii_lowercase`].
+const NAME_BUF: usize = 32;
+
+/// `b` lower-cased into `buf` when it is ASCII and fits (command names, SHA1s): the
+/// common case needs no allocation. None otherwise.
+fn ascii_lowercase<'a, const N: usize>(b: &[u8], buf: &'a mut [u8; N]) -> Option<&'a str> {
+    if b.len() > N || !b.is_ascii() {
+        return None;
+    }
+    let out = &mut buf[..b.len()];
+    out.copy_from_slice(b);
+    out.make_ascii_lowercase();
+    std::str::from_utf8(out).ok()
+}
+
+/// `b` as lower-case text, invalid UTF-8 replaced (for error messages).
+fn lossy_lower(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_ascii_lowercase()
 }
 
 /// `ERR wrong number of arguments for '<cmd>' command`.

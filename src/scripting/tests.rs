@@ -1397,3 +1397,42 @@ fn engine_is_send() {
     assert_send::<ScriptEngine>();
     assert_send::<Arc<ScriptControl>>();
 }
+
+#[test]
+fn fmt_g_integer_shortcut_matches_printf() {
+    use super::lua::{fmt_g, printf_g};
+    let mut values = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        7.0,
+        10.0,
+        1700000000000.0,
+        -42.0,
+        0.5,
+        1e300,
+    ];
+    for p in 0..=17 {
+        let edge = 10f64.powi(p);
+        values.extend([
+            edge,
+            -edge,
+            edge - 1.0,
+            1.0 - edge,
+            edge + 1.0,
+            edge * 0.999,
+        ]);
+    }
+    values.extend([
+        99_999_999_999_999_984.0,
+        9_007_199_254_740_993.0,
+        f64::NAN,
+        f64::INFINITY,
+    ]);
+    for x in values {
+        for prec in [1, 6, 14, 17] {
+            assert_eq!(fmt_g(x, prec), printf_g(x, prec), "{x:e} at %.{prec}g");
+        }
+    }
+}
