@@ -94,35 +94,66 @@ fn decoded<S>(bytes: Option<&[u8]>, decode: fn(&[u8]) -> Option<S>) -> CmdResult
 }
 
 /// Stores an encoded state as a string value that expires once the limiter
-/// is back to its initial state (`now + ttl_ms`), rounded up to [`granule`].
+/// is back to its initial state (see [`deadline_for`]). The key is known to be
+/// absent or a string (the caller read it with [`stored`]).
+fn save(db: &mut Db, key: &[u8], state: Vec<u8>, now: u64, ttl_ms: u64) {
+    let written = update(db, key, now, |_| Ok((Some((state, ttl_ms)), ())));
+    debug_assert!(written.is_ok());
+}
+
+/// A state written with what the limiter decided: the encoded state and its TTL.
+type Write = Option<(Vec<u8>, u64)>;
+
+/// Read-modify-write of one limiter key in a single keyspace lookup: `f` gets the
+/// stored bytes (`None` when the key is absent or expired) and returns the state to
+/// write, if any, with its TTL, plus its result. Keys of other types are WRONGTYPE.
+fn update<T>(
+    db: &mut Db,
+    key: &[u8],
+    now: u64,
+    f: impl FnOnce(Option<&[u8]>) -> CmdResult<(Write, T)>,
+) -> CmdResult<T> {
+    db.modify(key, now, |entry| {
+        let mut digits = itoa::Buffer::new();
+        let (bytes, deadline) = match entry {
+            None => (None, None),
+            Some(e) => match &e.value {
+                Value::Str(StrValue::Raw(b)) => (Some(&b[..]), e.expires_at()),
+                Value::Str(StrValue::Int(n)) => {
+                    (Some(digits.format(*n).as_bytes()), e.expires_at())
+                }
+                _ => return (None, Err(wrongtype())),
+            },
+        };
+        match f(bytes) {
+            Err(e) => (None, Err(e)),
+            Ok((None, out)) => (None, Ok(out)),
+            Ok((Some((state, ttl_ms)), out)) => {
+                let value = Value::Str(StrValue::Raw(Bytes::from(state)));
+                (Some((value, deadline_for(deadline, now, ttl_ms))), Ok(out))
+            }
+        }
+    })
+}
+
+/// The deadline of a limiter key written at `now` whose state is back to its initial
+/// value after `ttl_ms`, given its current deadline: `now + ttl_ms` rounded up to
+/// [`granule`].
 ///
-/// The value is replaced in place and the deadline moves only when it must:
-/// when it is earlier than needed (the state would vanish while it still
-/// counts) or more than two granules later. Moving a deadline costs two
-/// updates of the keyspace's deadline index, which dominated the cost of a
-/// limiter call; with the rounding, successive calls on a key mostly leave it
-/// alone. A key outlives its state by less than two granules (at most an
-/// eighth of its TTL or 128 ms, whichever is larger, and under 2.1 s), and a
-/// state past its reset decides like an absent one.
-fn save(db: &mut Db, key: &Bytes, state: Vec<u8>, now: u64, ttl_ms: u64) {
-    let value = Value::Str(StrValue::Raw(Bytes::from(state)));
-    let deadline = match db.get_mut(key, now) {
-        Some(entry) => {
-            entry.value = value;
-            entry.expires_at()
-        }
-        None => {
-            db.set(key.clone(), value);
-            None
-        }
-    };
+/// The deadline moves only when it must: when it is earlier than needed (the state
+/// would vanish while it still counts) or more than two granules later. Moving a
+/// deadline costs two updates of the keyspace's deadline index, which dominated the
+/// cost of a limiter call; with the rounding, successive calls on a key mostly leave
+/// it alone. A key outlives its state by less than two granules (at most an eighth of
+/// its TTL or 128 ms, whichever is larger, and under 2.1 s), and a state past its
+/// reset decides like an absent one.
+fn deadline_for(current: Option<u64>, now: u64, ttl_ms: u64) -> Option<u64> {
     let need = now.saturating_add(ttl_ms);
     let step = granule(ttl_ms);
-    if deadline.is_some_and(|d| d >= need && d - need < 2 * step) {
-        return;
+    if current.is_some_and(|d| d >= need && d - need < 2 * step) {
+        return current;
     }
-    let rounded = need.checked_next_multiple_of(step).unwrap_or(need);
-    db.set_expiry(key, Some(rounded));
+    Some(need.checked_next_multiple_of(step).unwrap_or(need))
 }
 
 /// The rounding step of a limiter key's deadline: the largest power of two
@@ -292,16 +323,14 @@ fn limit_one(ctx: &mut Ctx, a: &[Bytes], algorithm: Algorithm, name: &str) -> Cm
     }
     let (rule, rule_cost) = parse_rule(algorithm, &a[1..=n], &a[1 + n..])?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
-    let key = &a[1];
-    let db = ctx.db();
-    let bytes = stored(db, key, now)?;
-    let applied = rule
-        .apply(bytes.as_deref(), rule_cost.unwrap_or(1), now)
-        .ok_or_else(wrongtype)?;
-    if let Some(state) = applied.write {
-        save(db, key, state, now, applied.ttl_ms);
-    }
-    Ok(decision_reply(&applied.decision, resp))
+    let decision = update(ctx.db(), &a[1], now, |bytes| {
+        let applied = rule
+            .apply(bytes, rule_cost.unwrap_or(1), now)
+            .ok_or_else(wrongtype)?;
+        let write = applied.write.map(|state| (state, applied.ttl_ms));
+        Ok((write, applied.decision))
+    })?;
+    Ok(decision_reply(&decision, resp))
 }
 
 /// LIMIT.FIXED key limit window [COST n]
@@ -459,15 +488,13 @@ pub fn limit_acquire(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 fn acquire_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let params = concurrency::Params::new(count(&a[2])?, duration(&a[3])?).map_err(limit_error)?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
-    let key = &a[1];
-    let db = ctx.db();
-    let bytes = stored(db, key, now)?;
-    let state = decoded(bytes.as_deref(), concurrency::State::decode)?;
-    let out = concurrency::acquire(state.as_ref(), &params, &a[4], now);
-    if let Some(s) = out.new_state {
-        save(db, key, s.encode(), now, out.ttl_ms);
-    }
-    Ok(decision_reply(&out.decision, resp))
+    let decision = update(ctx.db(), &a[1], now, |bytes| {
+        let state = decoded(bytes, concurrency::State::decode)?;
+        let out = concurrency::acquire(state.as_ref(), &params, &a[4], now);
+        let write = out.new_state.map(|s| (s.encode(), out.ttl_ms));
+        Ok((write, out.decision))
+    })?;
+    Ok(decision_reply(&decision, resp))
 }
 
 /// LIMIT.RELEASE key id: free `id`'s slot; 1 if it held a live lease, else 0.
@@ -557,16 +584,14 @@ fn throttle_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let parts: Vec<&[u8]> = a.iter().skip(1).map(|b| &b[..]).collect();
     let (params, quantity) = cell::Params::parse_args(&parts).map_err(limit_error)?;
     let now = ctx.now_ms;
-    let key = &a[1];
-    let db = ctx.db();
-    let bytes = stored(db, key, now)?;
-    let state = decoded(bytes.as_deref(), cell::State::decode)?;
-    let t = cell::throttle(state.as_ref(), &params, quantity, now);
-    if let Some(s) = t.outcome.new_state {
-        save(db, key, s.encode(), now, t.outcome.ttl_ms);
-    }
+    let reply = update(ctx.db(), &a[1], now, |bytes| {
+        let state = decoded(bytes, cell::State::decode)?;
+        let t = cell::throttle(state.as_ref(), &params, quantity, now);
+        let write = t.outcome.new_state.map(|s| (s.encode(), t.outcome.ttl_ms));
+        Ok((write, t.reply))
+    })?;
     Ok(Reply::Array(
-        t.reply.iter().map(|&v| Reply::Integer(v)).collect(),
+        reply.iter().map(|&v| Reply::Integer(v)).collect(),
     ))
 }
 

@@ -285,19 +285,30 @@ pub fn msetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// Add `by` to the integer at `key` (creating it at 0), keeping its TTL.
 pub fn incr_by(db: &mut Db, key: &Bytes, by: i64, now: u64) -> CmdResult<i64> {
-    let current = match get_str(db, key, now)? {
-        None => 0,
-        Some(StrValue::Int(n)) => *n,
-        Some(StrValue::Raw(b)) => args::parse_i64(b).ok_or_else(|| Reply::err(NOT_INTEGER))?,
-    };
-    let next = current
-        .checked_add(by)
-        .ok_or_else(|| Reply::err("ERR increment or decrement would overflow"))?;
-    match db.get_mut(key, now) {
-        Some(e) => e.value = Value::Str(StrValue::Int(next)),
-        None => db.set(key.clone(), Value::Str(StrValue::Int(next))),
-    }
-    Ok(next)
+    // One keyspace lookup; the key keeps its deadline.
+    db.modify(key, now, |entry| {
+        let (current, deadline) = match entry {
+            None => (0, None),
+            Some(e) => {
+                let current = match &e.value {
+                    Value::Str(StrValue::Int(n)) => *n,
+                    Value::Str(StrValue::Raw(b)) => match args::parse_i64(b) {
+                        Some(n) => n,
+                        None => return (None, Err(Reply::err(NOT_INTEGER))),
+                    },
+                    _ => return (None, Err(wrongtype())),
+                };
+                (current, e.expires_at())
+            }
+        };
+        match current.checked_add(by) {
+            Some(next) => (Some((Value::Str(StrValue::Int(next)), deadline)), Ok(next)),
+            None => (
+                None,
+                Err(Reply::err("ERR increment or decrement would overflow")),
+            ),
+        }
+    })
 }
 
 fn incr_reply(ctx: &mut Ctx, key: &Bytes, by: i64) -> Reply {

@@ -1,11 +1,9 @@
 //! The command table: every family file exports a `COMMANDS` slice of specs; this file
 //! joins them and looks names up case-insensitively.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::Handler;
-use crate::store::KeyHasher;
 
 /// Static facts about one command, as in Redis's command table.
 #[derive(Debug)]
@@ -98,14 +96,46 @@ pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
 
 /// Look up a command by name, ignoring case.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    static INDEX: OnceLock<HashMap<Vec<u8>, &'static CommandSpec, KeyHasher>> = OnceLock::new();
-    let index = INDEX.get_or_init(|| all().map(|c| (c.name.as_bytes().to_vec(), c)).collect());
-    if name.len() > 32 {
+    // Runs twice per command (connection and engine): a bucket by length and first letter,
+    // then a case-insensitive compare with the one to three names in it.
+    static INDEX: OnceLock<Vec<Vec<&'static CommandSpec>>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        let mut index = vec![Vec::new(); 32 * 32];
+        for c in all() {
+            index[bucket(c.name.as_bytes())].push(c);
+        }
+        index
+    });
+    if name.is_empty() || name.len() > 32 {
         return None;
     }
-    let mut lower = [0u8; 32];
-    let lower = &mut lower[..name.len()];
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
-    index.get(&lower[..]).copied()
+    index[bucket(name)]
+        .iter()
+        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+        .copied()
+}
+
+/// The lookup bucket of a non-empty command name (any case).
+fn bucket(name: &[u8]) -> usize {
+    (name.len() % 32) * 32 + usize::from(name[0].to_ascii_lowercase() % 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_finds_every_command_in_any_case_and_nothing_else() {
+        for c in all() {
+            assert!(std::ptr::eq(lookup(c.name.as_bytes()).unwrap(), c));
+            let upper = c.name.to_ascii_uppercase();
+            assert!(std::ptr::eq(lookup(upper.as_bytes()).unwrap(), c));
+            // `lpush` + `x` is LPUSHX: a longer name finds only its own command.
+            let longer = format!("{}x", c.name);
+            assert!(lookup(longer.as_bytes()).is_none_or(|found| found.name == longer));
+        }
+        assert!(lookup(b"").is_none());
+        assert!(lookup(&[b'g'; 40]).is_none());
+        assert!(lookup("gét".as_bytes()).is_none());
+    }
 }

@@ -195,14 +195,19 @@ pub fn parse_duration(s: &[u8]) -> Result<u64, LimitError> {
     if digits == 0 {
         return Err(LimitError::InvalidDuration);
     }
-    let unit: u64 = match s[digits..].to_ascii_lowercase().as_slice() {
-        b"" | b"ms" => 1,
-        b"s" => 1_000,
-        b"m" => 60_000,
-        b"h" => 3_600_000,
-        b"d" => 86_400_000,
-        _ => return Err(LimitError::InvalidDuration),
-    };
+    let suffix = &s[digits..];
+    let unit: u64 = [
+        (&b""[..], 1),
+        (b"ms", 1),
+        (b"s", 1_000),
+        (b"m", 60_000),
+        (b"h", 3_600_000),
+        (b"d", 86_400_000),
+    ]
+    .iter()
+    .find(|(name, _)| name.eq_ignore_ascii_case(suffix))
+    .map(|&(_, unit)| unit)
+    .ok_or(LimitError::InvalidDuration)?;
     let mut value: u64 = 0;
     for &b in &s[..digits] {
         value = value

@@ -78,6 +78,28 @@ fn parse_len(line: &[u8]) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
+/// The common header line: the tag at `pos`, then 1 to 18 digits and CRLF, all buffered.
+/// Returns the number and the position after the CRLF; `None` for anything else (a sign,
+/// more digits, a missing or partial CRLF), which the caller hands to the general path
+/// (`find_crlf` + `parse_len`) so that incomplete and malformed lines behave the same.
+#[inline]
+fn simple_header(buf: &[u8], pos: usize) -> Option<(i64, usize)> {
+    let mut v: i64 = 0;
+    let mut i = pos + 1;
+    let end = buf.len().min(pos + 20);
+    while i < end {
+        let c = buf[i];
+        if c.is_ascii_digit() {
+            v = v * 10 + i64::from(c - b'0');
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    (i > pos + 1 && buf.get(i) == Some(&b'\r') && buf.get(i + 1) == Some(&b'\n'))
+        .then_some((v, i + 2))
+}
+
 /// Longest header line (`*<count>` or `$<len>`) we wait for before calling it malformed.
 const MAX_HEADER: usize = 64;
 
@@ -85,17 +107,22 @@ fn parse_multibulk(
     buf: &mut BytesMut,
     limits: &Limits,
 ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-    let Some(eol) = find_crlf(buf, 0) else {
-        if buf.len() > MAX_HEADER {
-            return Err(ProtocolError("too big mbulk count string"));
+    let (count, mut pos) = match simple_header(buf, 0) {
+        Some(header) => header,
+        None => {
+            let Some(eol) = find_crlf(buf, 0) else {
+                if buf.len() > MAX_HEADER {
+                    return Err(ProtocolError("too big mbulk count string"));
+                }
+                return Ok(None);
+            };
+            let count = parse_len(&buf[1..eol]).ok_or(ProtocolError("invalid multibulk length"))?;
+            (count, eol + 2)
         }
-        return Ok(None);
     };
-    let count = parse_len(&buf[1..eol]).ok_or(ProtocolError("invalid multibulk length"))?;
     if count > limits.max_multibulk as i64 {
         return Err(ProtocolError("invalid multibulk length"));
     }
-    let mut pos = eol + 2;
     if count <= 0 {
         buf.advance(pos);
         return Ok(Some(Vec::new()));
@@ -112,17 +139,23 @@ fn parse_multibulk(
         if buf[pos] != b'$' {
             return Err(ProtocolError(dollar_error(buf[pos])));
         }
-        let Some(eol) = find_crlf(buf, pos) else {
-            if buf.len() - pos > MAX_HEADER {
-                return Err(ProtocolError("too big bulk count string"));
+        let (len, start) = match simple_header(buf, pos) {
+            Some(header) => header,
+            None => {
+                let Some(eol) = find_crlf(buf, pos) else {
+                    if buf.len() - pos > MAX_HEADER {
+                        return Err(ProtocolError("too big bulk count string"));
+                    }
+                    return Ok(None);
+                };
+                let len =
+                    parse_len(&buf[pos + 1..eol]).ok_or(ProtocolError("invalid bulk length"))?;
+                (len, eol + 2)
             }
-            return Ok(None);
         };
-        let len = parse_len(&buf[pos + 1..eol]).ok_or(ProtocolError("invalid bulk length"))?;
         if len < 0 || len as u64 > limits.max_bulk as u64 {
             return Err(ProtocolError("invalid bulk length"));
         }
-        let start = eol + 2;
         let end = start + len as usize;
         if buf.len() < end + 2 {
             return Ok(None);

@@ -175,7 +175,15 @@ fn line(out: &mut BytesMut, tag: u8, text: &[u8]) {
 }
 
 fn int_line(out: &mut BytesMut, tag: u8, n: i64) {
-    line(out, tag, itoa::Buffer::new().format(n).as_bytes());
+    // Integers and lengths are most of what is encoded: assemble the line on the stack
+    // and append it with one copy.
+    let mut digits = itoa::Buffer::new();
+    let text = digits.format(n).as_bytes();
+    let mut buf = [0u8; 24];
+    buf[0] = tag;
+    buf[1..=text.len()].copy_from_slice(text);
+    buf[text.len() + 1..text.len() + 3].copy_from_slice(b"\r\n");
+    out.extend_from_slice(&buf[..text.len() + 3]);
 }
 
 fn bulk(out: &mut BytesMut, b: &[u8]) {

@@ -42,6 +42,8 @@ struct Client {
     watch: Option<WatchState>,
     pending: Vec<Op>,
     out: BytesMut,
+    /// Name of the last known command received (CLIENT LIST `cmd`).
+    last_cmd: &'static str,
 }
 
 struct WatchState {
@@ -94,6 +96,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
         watch: None,
         pending: Vec::new(),
         out: BytesMut::with_capacity(16 * 1024),
+        last_cmd: "NULL",
     };
     client.run(&mut socket).await;
     client.unwatch().await;
@@ -189,10 +192,10 @@ impl Client {
             }
         };
         self.flush_pending().await;
-        self.shared
-            .stats
-            .total_commands
-            .fetch_add(count, Ordering::Relaxed);
+        if count > 0 {
+            // CLIENT LIST's `cmd`: the last command of what was read, set once per read.
+            self.handle.info.lock().last_cmd = self.last_cmd;
+        }
         flow
     }
 
@@ -228,7 +231,7 @@ impl Client {
             .fetch_add(1, Ordering::Relaxed);
         let spec = command::lookup(&args[0]);
         if let Some(spec) = spec {
-            self.handle.info.lock().last_cmd = spec.name;
+            self.last_cmd = spec.name;
         }
         if !self.authenticated && !spec.is_some_and(|s| s.has(flags::NO_AUTH)) {
             self.reject(Reply::err("NOAUTH Authentication required."))

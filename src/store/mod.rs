@@ -15,7 +15,9 @@ pub mod value;
 pub mod zset;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+
+use hashbrown::hash_map::RawEntryMut;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -47,10 +49,20 @@ impl BuildHasher for KeyHasher {
     }
 }
 
-fn shard_of(key: &[u8]) -> usize {
-    let mut h = KeyHasher.build_hasher();
-    h.write(key);
-    (h.finish() >> 54) as usize % SHARDS
+/// The hash of `key`, computed once per keyspace operation: it picks the shard and then
+/// finds the key inside it (raw-entry lookups take the hash instead of hashing again).
+/// It must equal the hash the maps compute themselves when they grow (`Bytes` hashes as
+/// its byte slice does, length prefix included), or a key would be lost after a resize.
+fn hash_key(key: &[u8]) -> u64 {
+    KeyHasher.hash_one(key)
+}
+
+/// The shard of a key hash: bits 32..42. A shard map uses the top 7 bits of the same hash
+/// as a slot's control byte and the low bits as its position; had the shard come from
+/// either end, every key of a shard would share those bits and a lookup would compare the
+/// key against each slot of a probed group.
+fn shard_index(hash: u64) -> usize {
+    (hash >> 32) as usize % SHARDS
 }
 
 /// A key's value and deadline.
@@ -83,7 +95,7 @@ impl Entry {
 /// A flag set when a watched key is modified (WATCH ... EXEC).
 pub type WatchFlag = Arc<AtomicBool>;
 
-type Shard = HashMap<Bytes, Entry, KeyHasher>;
+type Shard = hashbrown::HashMap<Bytes, Entry, KeyHasher>;
 
 /// One database.
 #[derive(Debug)]
@@ -108,9 +120,16 @@ impl Default for Db {
 impl Db {
     /// The live entry for `key`, or None if absent or expired.
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
-        self.shards[shard_of(key)]
-            .get(key)
-            .filter(|e| !e.is_expired(now_ms))
+        self.get_raw(key).filter(|e| !e.is_expired(now_ms))
+    }
+
+    /// The entry for `key`, expired or not.
+    fn get_raw(&self, key: &[u8]) -> Option<&Entry> {
+        let h = hash_key(key);
+        self.shards[shard_index(h)]
+            .raw_entry()
+            .from_key_hashed_nocheck(h, key)
+            .map(|(_, e)| e)
     }
 
     /// Whether `key` exists and is live.
@@ -121,9 +140,75 @@ impl Db {
     /// Mutable access to a live entry; an expired entry is deleted first.
     /// Marks watchers of the key dirty, since the caller may modify it.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
-        self.purge_if_expired(key, now_ms);
         self.touch(key);
-        self.shards[shard_of(key)].get_mut(key)
+        let h = hash_key(key);
+        match self.shards[shard_index(h)]
+            .raw_entry_mut()
+            .from_key_hashed_nocheck(h, key)
+        {
+            RawEntryMut::Occupied(o) if o.get().is_expired(now_ms) => {
+                // Watchers were marked above; the rest of `forget`, on disjoint fields.
+                let (k, entry) = o.remove_entry();
+                self.len -= 1;
+                if let Some(t) = entry.expires_at {
+                    self.expires.remove(t, &k);
+                }
+                None
+            }
+            RawEntryMut::Occupied(o) => Some(o.into_mut()),
+            RawEntryMut::Vacant(_) => None,
+        }
+    }
+
+    /// Read-modify-write of `key` in one lookup. `f` sees the live entry (None when the key
+    /// is absent or expired) and returns what to store: `Some((value, deadline))` replaces
+    /// the value and deadline (an expired entry's slot is reused), `None` leaves the key as
+    /// it is. Watchers of the key are marked dirty only when it is written.
+    pub fn modify<T>(
+        &mut self,
+        key: &[u8],
+        now_ms: u64,
+        f: impl FnOnce(Option<&Entry>) -> (Option<(Value, Option<u64>)>, T),
+    ) -> T {
+        let h = hash_key(key);
+        let (wrote, out) = match self.shards[shard_index(h)]
+            .raw_entry_mut()
+            .from_key_hashed_nocheck(h, key)
+        {
+            RawEntryMut::Occupied(mut o) => {
+                let live = !o.get().is_expired(now_ms);
+                let (write, out) = f(if live { Some(o.get()) } else { None });
+                let wrote = write.is_some();
+                if let Some((value, deadline)) = write {
+                    let (k, entry) = o.get_key_value_mut();
+                    entry.value = value;
+                    let old = std::mem::replace(&mut entry.expires_at, deadline);
+                    self.expires.moved(k, old, deadline);
+                }
+                (wrote, out)
+            }
+            RawEntryMut::Vacant(v) => {
+                let (write, out) = f(None);
+                let wrote = write.is_some();
+                if let Some((value, deadline)) = write {
+                    let (k, _) = v.insert_hashed_nocheck(
+                        h,
+                        Bytes::copy_from_slice(key),
+                        Entry {
+                            value,
+                            expires_at: deadline,
+                        },
+                    );
+                    self.len += 1;
+                    self.expires.moved(k, None, deadline);
+                }
+                (wrote, out)
+            }
+        };
+        if wrote {
+            self.touch(key);
+        }
+        out
     }
 
     /// Insert or replace `key` with a value and no deadline.
@@ -134,23 +219,26 @@ impl Db {
     /// Insert or replace `key` with an entry (keeping the entry's deadline).
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
         self.touch(&key);
-        let shard = &mut self.shards[shard_of(&key)];
-        // A new key gets its own exact-size allocation (the argument is a slice of the
-        // request frame); a replaced key keeps the one it has.
-        let key = match shard.get_key_value(&key) {
-            Some((k, _)) => k.clone(),
-            None => Bytes::copy_from_slice(&key),
-        };
+        let h = hash_key(&key);
         let deadline = entry.expires_at;
-        let old = shard.insert(key.clone(), entry);
-        let old_deadline = match old {
-            Some(old) => old.expires_at,
-            None => {
-                self.len += 1;
-                None
+        match self.shards[shard_index(h)]
+            .raw_entry_mut()
+            .from_key_hashed_nocheck(h, &key[..])
+        {
+            // A replaced key keeps the allocation it has.
+            RawEntryMut::Occupied(mut o) => {
+                let (k, slot) = o.get_key_value_mut();
+                let old = std::mem::replace(slot, entry).expires_at;
+                self.expires.moved(k, old, deadline);
             }
-        };
-        self.expires.moved(&key, old_deadline, deadline);
+            // A new key gets its own exact-size allocation (the argument is a slice of the
+            // request frame).
+            RawEntryMut::Vacant(v) => {
+                let (k, _) = v.insert_hashed_nocheck(h, Bytes::copy_from_slice(&key), entry);
+                self.len += 1;
+                self.expires.moved(k, None, deadline);
+            }
+        }
     }
 
     /// Remove `key`; returns the entry if it was live.
@@ -161,8 +249,8 @@ impl Db {
 
     /// Remove `key` if it holds an empty collection (Redis never keeps those).
     pub fn remove_if_empty(&mut self, key: &[u8]) {
-        let empty = self.shards[shard_of(key)]
-            .get(key)
+        let empty = self
+            .get_raw(key)
             .is_some_and(|e| e.value.is_empty_collection());
         if empty {
             self.remove_raw(key);
@@ -172,17 +260,17 @@ impl Db {
     /// Set or clear the deadline of an existing key. Returns false if the key is absent.
     pub fn set_expiry(&mut self, key: &[u8], deadline: Option<u64>) -> bool {
         self.touch(key);
-        let shard = &mut self.shards[shard_of(key)];
-        let Some(entry) = shard.get_mut(key) else {
+        let h = hash_key(key);
+        let RawEntryMut::Occupied(mut o) = self.shards[shard_index(h)]
+            .raw_entry_mut()
+            .from_key_hashed_nocheck(h, key)
+        else {
             return false;
         };
+        let (k, entry) = o.get_key_value_mut();
         let old = std::mem::replace(&mut entry.expires_at, deadline);
-        if !ExpiryIndex::same_bucket(old, deadline) {
-            // The index shares the map's key allocation.
-            if let Some((k, _)) = shard.get_key_value(key) {
-                self.expires.moved(&k.clone(), old, deadline);
-            }
-        }
+        // The index shares the map's key allocation.
+        self.expires.moved(k, old, deadline);
         true
     }
 
@@ -190,11 +278,7 @@ impl Db {
     pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
         self.expires
             .candidates(now_ms)
-            .filter(|k| {
-                self.shards[shard_of(k)]
-                    .get(&k[..])
-                    .is_some_and(|e| e.is_expired(now_ms))
-            })
+            .filter(|k| self.get_raw(k).is_some_and(|e| e.is_expired(now_ms)))
             .take(limit)
             .cloned()
             .collect()
@@ -281,22 +365,38 @@ impl Db {
     /// Delete `key` if its deadline has passed at `now_ms` (a replica applies the leader's
     /// expiry entries with this, so every node deletes exactly the keys expired at that time).
     pub fn purge_if_expired(&mut self, key: &[u8], now_ms: u64) {
-        let expired = self.shards[shard_of(key)]
-            .get(key)
-            .is_some_and(|e| e.is_expired(now_ms));
-        if expired {
-            self.remove_raw(key);
+        let h = hash_key(key);
+        if let RawEntryMut::Occupied(o) = self.shards[shard_index(h)]
+            .raw_entry_mut()
+            .from_key_hashed_nocheck(h, key)
+        {
+            if o.get().is_expired(now_ms) {
+                let (k, entry) = o.remove_entry();
+                self.forget(&k, &entry);
+            }
         }
     }
 
     fn remove_raw(&mut self, key: &[u8]) -> Option<Entry> {
-        let (k, entry) = self.shards[shard_of(key)].remove_entry(key)?;
+        let h = hash_key(key);
+        let RawEntryMut::Occupied(o) = self.shards[shard_index(h)]
+            .raw_entry_mut()
+            .from_key_hashed_nocheck(h, key)
+        else {
+            return None;
+        };
+        let (k, entry) = o.remove_entry();
+        self.forget(&k, &entry);
+        Some(entry)
+    }
+
+    /// Bookkeeping after an entry left its shard: watchers, count, deadline index.
+    fn forget(&mut self, key: &Bytes, entry: &Entry) {
         self.touch(key);
         self.len -= 1;
         if let Some(t) = entry.expires_at {
-            self.expires.remove(t, &k);
+            self.expires.remove(t, key);
         }
-        Some(entry)
     }
 }
 
@@ -356,6 +456,27 @@ mod tests {
         assert_eq!(db.len(), 5);
         assert_eq!(db.expires_count(), 5);
         assert_eq!(db.delete_expired(5_000, 100), 0);
+    }
+
+    #[test]
+    fn keys_stay_reachable_as_shards_grow_and_shrink() {
+        let mut db = Db::default();
+        for i in 0..50_000u64 {
+            db.set(key(&format!("key:{i}")), Value::string("x"));
+            if i % 3 == 0 {
+                db.set_expiry(format!("key:{i}").as_bytes(), Some(10));
+            }
+        }
+        for i in 0..50_000u64 {
+            let k = format!("key:{i}");
+            assert!(db.get(k.as_bytes(), 0).is_some(), "{k}");
+        }
+        assert_eq!(db.delete_expired(1_000, usize::MAX), 16_667);
+        for i in 0..50_000u64 {
+            let k = format!("key:{i}");
+            assert_eq!(db.remove(k.as_bytes(), 0).is_some(), i % 3 != 0, "{k}");
+        }
+        assert_eq!((db.len(), db.expires_count()), (0, 0));
     }
 
     #[test]
