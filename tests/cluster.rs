@@ -348,6 +348,15 @@ fn incr_through_every_node_is_linearizable() {
     );
     let err = c.nodes[0].q::<String>(&["SCRIPT", "KILL"]).unwrap_err();
     assert!(err.to_string().contains("cluster mode"), "{err}");
+    // Every node says it runs in cluster mode, as a Redis cluster node does.
+    let hello: Vec<redis::Value> = c.nodes[1].q(&["HELLO", "2"]).unwrap();
+    let mode = hello
+        .chunks(2)
+        .find(|kv| kv[0] == redis::Value::BulkString(b"mode".to_vec()))
+        .map(|kv| kv[1].clone());
+    assert_eq!(mode, Some(redis::Value::BulkString(b"cluster".to_vec())));
+    let server: String = c.nodes[2].q(&["INFO", "server"]).unwrap();
+    assert!(server.contains("redis_mode:cluster"), "{server}");
 }
 
 #[test]

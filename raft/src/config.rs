@@ -59,6 +59,10 @@ pub struct Config {
     /// Most commands grouped into one Raft entry.
     pub max_batch_commands: usize,
     /// Most batches proposed and not yet applied at once; later commands wait and group.
+    /// The default is 1: openraft 0.9 sends each follower one AppendEntries at a time, so a
+    /// second entry cut while the first is in flight only waits behind it, and the commands
+    /// arriving meanwhile then miss the next entry too (measured: 2 in flight commits an entry
+    /// in about two round trips instead of one, and serves fewer clients per second).
     pub max_inflight_batches: usize,
     /// Largest frame accepted or sent on the cluster link, in bytes. One proposal may carry at
     /// most a quarter of this.
@@ -91,7 +95,7 @@ impl Config {
             snapshot_every: 10_000,
             keep_logs_after_snapshot: 1_000,
             max_batch_commands: 4_096,
-            max_inflight_batches: 2,
+            max_inflight_batches: 1,
             max_frame_bytes: 64 * 1024 * 1024,
             log_compact_min_bytes: 16 * 1024 * 1024,
         }

@@ -3,11 +3,13 @@
 //! state machine says, serialized with postcard.
 //!
 //! How a write travels: [`RaftNode::propose`] on any node → (a follower forwards it to the
-//! leader over the cluster link) → the leader's write batcher groups every command that arrived
-//! while earlier entries were in flight into one [`Batch`] entry stamped with [`LeaderClock`]
-//! time → openraft appends it (one fsync for the group) and replicates it → once committed every
-//! node applies it with that time → outputs return to each proposer. Reads call
-//! [`RaftNode::read_barrier`] (batched read index) and then read the state machine directly.
+//! leader over the cluster link, in one frame with the other proposals queued there) → the
+//! leader's write batcher groups every command that arrived while the previous entry was in
+//! flight into one [`Batch`] entry stamped with [`LeaderClock`] time → openraft appends it (one
+//! fsync for the group) and replicates it → once committed every node applies it with that time
+//! → outputs return to each proposer. Reads call [`RaftNode::read_barrier`] (batched read index;
+//! a follower's waiting reads share one request to the leader) and then read the state machine
+//! directly.
 //!
 //! | file | owns |
 //! | --- | --- |
@@ -21,6 +23,7 @@
 //! | `transport.rs` | authenticated TCP frames, peer connections, backoff, fault injection |
 //! | `network.rs` | openraft's `RaftNetwork` over the transport |
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
+//! | `forwarder.rs` | follower-side batching of forwarded writes and read-index requests |
 //! | `service.rs` | what a node answers on its cluster port; membership changes |
 //! | `node.rs` | [`RaftNode`]: start, propose, read barrier, status, admin, shutdown |
 //!
@@ -36,6 +39,7 @@
 mod clock;
 mod config;
 mod error;
+mod forwarder;
 mod log_store;
 mod network;
 mod node;

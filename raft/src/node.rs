@@ -19,12 +19,13 @@ use tokio::time::Instant;
 use crate::clock::LeaderClock;
 use crate::config::Config;
 use crate::error::ClusterError;
+use crate::forwarder::{link_error, remote_error, Forwarder};
 use crate::log_store::{LogHandle, LogStore};
 use crate::network::NetworkFactory;
 use crate::proposer::{Proposer, ReadIndexer};
 use crate::service::{await_reply, run_admin, Service};
 use crate::state_machine::{StateMachine, StateMachineStore};
-use crate::transport::{AdminOp, CallError, Request, Response, Transport};
+use crate::transport::{AdminOp, Request, Response, Transport};
 use crate::types::{
     ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId, Role, TypeConfig,
 };
@@ -53,6 +54,7 @@ struct Inner<S: StateMachine> {
     transport: Arc<Transport>,
     proposer: Proposer,
     reader: ReadIndexer,
+    forwarder: Forwarder,
     log: LogHandle,
     clock: Arc<LeaderClock>,
     leadership: watch::Receiver<Leadership>,
@@ -115,6 +117,8 @@ impl<S: StateMachine> RaftNode<S> {
             config.max_inflight_batches,
         );
         let (reader, reader_task) = ReadIndexer::spawn(raft.clone(), config.client_timeout);
+        let (forwarder, forwarder_task) =
+            Forwarder::spawn(transport.clone(), config.max_entry_bytes());
         let service = Arc::new(Service {
             node_id: id,
             raft: raft.clone(),
@@ -136,11 +140,18 @@ impl<S: StateMachine> RaftNode<S> {
                 transport,
                 proposer,
                 reader,
+                forwarder,
                 log,
                 clock,
                 leadership,
                 leadership_tx,
-                tasks: Mutex::new(vec![batcher_task, reader_task, server_task, watch_task]),
+                tasks: Mutex::new(vec![
+                    batcher_task,
+                    reader_task,
+                    forwarder_task,
+                    server_task,
+                    watch_task,
+                ]),
                 stopping: AtomicBool::new(false),
             }),
         };
@@ -244,22 +255,14 @@ impl<S: StateMachine> RaftNode<S> {
         let deadline = started + self.inner.config.client_timeout;
         loop {
             let (leader, addr) = self.wait_for_leader(started, deadline).await?;
-            let attempt = if leader == self.inner.id {
-                let rx = self.inner.proposer.submit(commands.clone());
-                await_reply(rx, deadline.saturating_duration_since(Instant::now())).await
+            let rx = if leader == self.inner.id {
+                self.inner.proposer.submit(commands.clone())
             } else {
-                match self
-                    .call_leader(leader, &addr, &Request::Propose(commands.clone()), deadline)
-                    .await
-                {
-                    Ok(Response::Propose(result)) => result.map_err(|e| remote_error(leader, e)),
-                    Ok(_) => Err(ClusterError::Forward {
-                        leader,
-                        reason: "unexpected response".into(),
-                    }),
-                    Err(e) => Err(e),
-                }
+                self.inner
+                    .forwarder
+                    .propose(leader, &addr, commands.clone(), deadline)
             };
+            let attempt = await_reply(rx, deadline.saturating_duration_since(Instant::now())).await;
             match attempt {
                 Err(e) if e.is_retryable() => self.pause_before_retry(started, deadline).await?,
                 other => return other,
@@ -275,22 +278,12 @@ impl<S: StateMachine> RaftNode<S> {
         let deadline = started + self.inner.config.client_timeout;
         loop {
             let (leader, addr) = self.wait_for_leader(started, deadline).await?;
-            let attempt = if leader == self.inner.id {
-                let rx = self.inner.reader.request();
-                await_reply(rx, deadline.saturating_duration_since(Instant::now())).await
+            let rx = if leader == self.inner.id {
+                self.inner.reader.request()
             } else {
-                match self
-                    .call_leader(leader, &addr, &Request::ReadIndex, deadline)
-                    .await
-                {
-                    Ok(Response::ReadIndex(result)) => result.map_err(|e| remote_error(leader, e)),
-                    Ok(_) => Err(ClusterError::Forward {
-                        leader,
-                        reason: "unexpected response".into(),
-                    }),
-                    Err(e) => Err(e),
-                }
+                self.inner.forwarder.read_index(leader, &addr, deadline)
             };
+            let attempt = await_reply(rx, deadline.saturating_duration_since(Instant::now())).await;
             match attempt {
                 Ok(index) => return self.wait_applied(index, started, deadline).await,
                 // A read has no effect, so any failure but our own shutdown may be retried.
@@ -432,17 +425,12 @@ impl<S: StateMachine> RaftNode<S> {
         deadline: Instant,
     ) -> Result<Response, ClusterError> {
         let client = self.inner.transport.peer(leader, addr);
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        client.call(req, remaining).await.map_err(|e| match e {
-            CallError::NotSent(_) => ClusterError::Unavailable { waited_ms: 0 },
-            CallError::TimedOut => ClusterError::Timeout {
-                waited_ms: remaining.as_millis() as u64,
-            },
-            CallError::Lost(reason) => ClusterError::Forward { leader, reason },
-            CallError::TooLarge(n) => {
-                ClusterError::Codec(format!("request of {n} bytes exceeds the frame cap"))
-            }
-        })
+        let started = Instant::now();
+        let remaining = deadline.saturating_duration_since(started);
+        client
+            .call(req, remaining)
+            .await
+            .map_err(|e| link_error(leader, e, started))
     }
 
     /// The known leader and its address, waiting for one until `deadline`.
@@ -508,18 +496,6 @@ impl<S: StateMachine> RaftNode<S> {
         }
         tokio::time::sleep(RETRY_PAUSE).await;
         Ok(())
-    }
-}
-
-/// An error the leader answered with, as seen by the follower that forwarded the request: the
-/// leader shutting down is a cluster problem here, not this node's shutdown.
-fn remote_error(leader: NodeId, err: ClusterError) -> ClusterError {
-    match err {
-        ClusterError::ShuttingDown => ClusterError::Forward {
-            leader,
-            reason: "leader is shutting down".into(),
-        },
-        other => other,
     }
 }
 

@@ -44,14 +44,26 @@ impl RpcHandler for Service {
             Request::InstallSnapshot(rpc) => {
                 async move { Response::InstallSnapshot(raft.install_snapshot(rpc).await) }.boxed()
             }
-            Request::Propose(commands) => {
+            Request::Propose(units) => {
                 if let Some(err) = self.not_leader() {
-                    return futures::future::ready(Response::Propose(Err(err))).boxed();
+                    let results = vec![Err(err); units.len()];
+                    return futures::future::ready(Response::Propose(results)).boxed();
                 }
-                // Queue now, before returning, so one connection's proposals keep their order.
-                let rx = self.proposer.submit(commands);
-                let timeout = self.client_timeout;
-                async move { Response::Propose(await_reply(rx, timeout).await) }.boxed()
+                // Queue now, before returning, so forwarded proposals keep their order.
+                let waiting: Vec<_> = units
+                    .into_iter()
+                    .map(|commands| self.proposer.submit(commands))
+                    .collect();
+                let deadline = tokio::time::Instant::now() + self.client_timeout;
+                async move {
+                    let mut results = Vec::with_capacity(waiting.len());
+                    for rx in waiting {
+                        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                        results.push(await_reply(rx, left).await);
+                    }
+                    Response::Propose(results)
+                }
+                .boxed()
             }
             Request::ReadIndex => {
                 if let Some(err) = self.not_leader() {

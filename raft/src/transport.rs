@@ -3,7 +3,9 @@
 //!
 //! Each node listens on its cluster address and keeps one outgoing connection per peer for its
 //! own requests (Raft RPCs, forwarded proposals, read-index and admin requests); responses come
-//! back on the same connection, matched by request id, so many calls share one socket.
+//! back on the same connection, matched by request id, so many calls share one socket. Each
+//! side's writer lets the tasks that are ready run first and then writes every queued frame
+//! with one flush, so the responses for one committed entry leave in one send.
 //!
 //! A connection starts with a mutual challenge-response over the shared cluster secret
 //! (HMAC-SHA256 over both nonces, both node ids and the role), so neither side talks Raft to
@@ -40,7 +42,7 @@ use crate::error::ClusterError;
 use crate::types::{CommandResult, NodeId, TypeConfig};
 
 /// Bumped whenever frames change incompatibly.
-const PROTOCOL_VERSION: u32 = 1;
+const PROTOCOL_VERSION: u32 = 2;
 /// Frame cap before a peer has authenticated.
 const HANDSHAKE_FRAME_MAX: usize = 512;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -54,8 +56,9 @@ pub(crate) enum Request {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
-    /// Commands a follower forwards to the leader, applied as one unit in one entry.
-    Propose(Vec<Vec<u8>>),
+    /// Proposals a follower forwards to the leader: each is a unit of commands applied in one
+    /// entry, proposed in this order.
+    Propose(Vec<Vec<Vec<u8>>>),
     /// Ask the leader for a confirmed read index.
     ReadIndex,
     /// A membership change forwarded to the leader.
@@ -78,7 +81,8 @@ pub(crate) enum Response {
     InstallSnapshot(
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
-    Propose(Result<Vec<CommandResult>, ClusterError>),
+    /// One result per forwarded proposal, in order.
+    Propose(Vec<Result<Vec<CommandResult>, ClusterError>>),
     ReadIndex(Result<u64, ClusterError>),
     Admin(Result<(), ClusterError>),
 }
@@ -286,6 +290,18 @@ impl PeerClient {
         req: &Request,
         timeout: Duration,
     ) -> Result<Response, CallError> {
+        let deadline = Instant::now() + timeout;
+        self.send(req, deadline).await?.response().await
+    }
+
+    /// Queue `req` on the connection (connecting first if needed, until `deadline`); the
+    /// returned call waits for its response until `deadline`. Requests sent one after another
+    /// by one task reach the peer in that order.
+    pub(crate) async fn send(
+        &self,
+        req: &Request,
+        deadline: Instant,
+    ) -> Result<PendingCall, CallError> {
         if self.core.is_blocked(self.target) {
             self.disconnect();
             return Err(CallError::NotSent(format!(
@@ -296,7 +312,6 @@ impl PeerClient {
         if *self.core.shutdown.borrow() {
             return Err(CallError::NotSent("transport shut down".into()));
         }
-        let deadline = Instant::now() + timeout;
         let conn = tokio::time::timeout_at(deadline, self.connection())
             .await
             .map_err(|_| CallError::NotSent("connect timed out".into()))??;
@@ -312,17 +327,13 @@ impl PeerClient {
             conn.close();
             return Err(CallError::NotSent("connection closed".into()));
         }
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(_)) => Err(CallError::Lost(format!(
-                "connection to node {} closed",
-                self.target
-            ))),
-            Err(_) => {
-                conn.pending().remove(&id);
-                Err(CallError::TimedOut)
-            }
-        }
+        Ok(PendingCall {
+            conn,
+            id,
+            rx,
+            target: self.target,
+            deadline,
+        })
     }
 
     fn disconnect(&self) {
@@ -376,6 +387,32 @@ impl PeerClient {
                     "connect to node {} at {addr}: {e}",
                     self.target
                 )))
+            }
+        }
+    }
+}
+
+/// A request on its way: [`PendingCall::response`] waits for the answer.
+pub(crate) struct PendingCall {
+    conn: Arc<Conn>,
+    id: u64,
+    rx: oneshot::Receiver<Response>,
+    target: NodeId,
+    deadline: Instant,
+}
+
+impl PendingCall {
+    /// The peer's response, or why none came before the deadline.
+    pub(crate) async fn response(self) -> Result<Response, CallError> {
+        match tokio::time::timeout_at(self.deadline, self.rx).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => Err(CallError::Lost(format!(
+                "connection to node {} closed",
+                self.target
+            ))),
+            Err(_) => {
+                self.conn.pending().remove(&self.id);
+                Err(CallError::TimedOut)
             }
         }
     }
@@ -474,6 +511,10 @@ async fn write_loop(
         if core.is_blocked(peer) {
             break;
         }
+        // Let every task that is ready right now (the other callers woken by the same event:
+        // responses of one committed entry, proposals of one poll of the client sockets) queue
+        // its frame first, so one write carries them all.
+        tokio::task::yield_now().await;
         if writer.write_all(&first).await.is_err() {
             break;
         }

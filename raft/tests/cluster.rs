@@ -88,6 +88,47 @@ async fn three_nodes_apply_3000_increments_proposed_through_every_node() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_follower_reads_see_every_write_acknowledged_before_them() {
+    let cluster = TestCluster::start(3, |_| {}).await;
+    let leader = cluster.wait_leader(5 * SEC).await;
+    let followers: Vec<_> = cluster
+        .nodes
+        .iter()
+        .filter(|(id, _)| **id != leader)
+        .map(|(_, n)| n.clone())
+        .collect();
+    // Many concurrent readers per follower, so their read-index requests share batches; each
+    // read must reflect the write its task saw acknowledged just before.
+    let mut tasks = Vec::new();
+    for (i, follower) in followers.iter().enumerate() {
+        for t in 0..8 {
+            let writer = if (i + t) % 2 == 0 {
+                cluster.node(leader).clone()
+            } else {
+                followers[(i + 1) % followers.len()].clone()
+            };
+            let reader = follower.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..25 {
+                    let acked = writer.propose(Cmd::Incr).await.unwrap().value;
+                    reader.read_barrier().await.unwrap();
+                    let seen = reader.state_machine().value();
+                    assert!(
+                        seen >= acked,
+                        "read saw {seen} after write {acked} was acknowledged"
+                    );
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    cluster.wait_value(400, 5 * SEC).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_loss_elects_new_leader_loses_no_acknowledged_write_and_time_never_goes_back() {
     let mut cluster = TestCluster::start(3, |_| {}).await;
     let old_leader = cluster.wait_leader(5 * SEC).await;
