@@ -19,7 +19,6 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::{apply_ops, Batch, BatchResult, Op, State};
-use crate::command::{self, flags};
 use crate::scripting::ScriptsExport;
 use crate::store::snapshot;
 
@@ -45,16 +44,6 @@ impl Proposal {
             ops: batch.ops,
             watch: batch.watch.map(|w| w.digests),
         }
-    }
-
-    fn runs_script(&self) -> bool {
-        self.ops.iter().any(|op| match op {
-            Op::Command(args) => args
-                .first()
-                .and_then(|n| command::lookup(n))
-                .is_some_and(|s| s.has(flags::SCRIPT)),
-            _ => false,
-        })
     }
 }
 
@@ -104,15 +93,10 @@ impl tollgate_raft::StateMachine for ReplicatedState {
     type Output = BatchResult;
 
     fn apply(&self, cmd: &Proposal, now_ms: u64) -> BatchResult {
+        // A script that runs long hands this runtime worker to another thread from its
+        // count hook (`command::scripting`), as on a standalone server.
         let mut state = self.state.lock();
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if multi_thread && cmd.runs_script() {
-            // A script may run long: let the runtime move this worker's other tasks away.
-            tokio::task::block_in_place(|| apply_proposal(&mut state, cmd, now_ms))
-        } else {
-            apply_proposal(&mut state, cmd, now_ms)
-        }
+        apply_proposal(&mut state, cmd, now_ms)
     }
 
     fn snapshot(&self) -> Vec<u8> {
