@@ -76,6 +76,20 @@ fn decision_reply(d: &Decision, resp: u8) -> Reply {
     }
 }
 
+/// Runs `rule` with `cost` against the state stored at `key`, without copying it.
+fn evaluate_stored(db: &Db, key: &[u8], rule: &Rule, cost: u64, now: u64) -> CmdResult<Applied> {
+    let bytes = match db.get(key, now) {
+        None => None,
+        Some(Entry {
+            value: Value::Str(StrValue::Raw(b)),
+            ..
+        }) => Some(&b[..]),
+        // An integer is never a limiter state.
+        Some(_) => return Err(wrongtype()),
+    };
+    rule.apply(bytes, cost, now).ok_or_else(wrongtype)
+}
+
 /// The string bytes at `key`: `None` when absent, WRONGTYPE for other types.
 fn stored(db: &Db, key: &[u8], now: u64) -> CmdResult<Option<Bytes>> {
     match db.get(key, now) {
@@ -220,9 +234,14 @@ impl Rule {
                 sliding::State::encode,
                 |s| sliding::evaluate(s, p, cost, now),
             ),
-            Rule::Log(p) => apply(stored, log::State::decode, log::State::encode, |s| {
-                log::evaluate(s, p, cost, now)
-            }),
+            Rule::Log(p) => {
+                let out = log::evaluate_encoded(stored, p, cost, now)?;
+                Some(Applied {
+                    decision: out.decision,
+                    write: out.new_state,
+                    ttl_ms: out.ttl_ms,
+                })
+            }
             Rule::Token(p) => apply(stored, token::State::decode, token::State::encode, |s| {
                 token::evaluate(s, p, cost, now)
             }),
@@ -253,7 +272,22 @@ fn positional(algorithm: Algorithm) -> usize {
 /// A positive count (limit, capacity, rate): an integer; zero and negative
 /// values reach the algorithm as 0 and get its own error text.
 fn count(arg: &[u8]) -> CmdResult<u64> {
+    if let Some(n) = plain_u64(arg) {
+        return Ok(n);
+    }
     Ok(u64::try_from(args::int(arg)?).unwrap_or(0))
+}
+
+/// Digits without a sign or leading zero, short enough not to overflow: the
+/// usual count or cost, read without the general integer parser's checks
+/// (anything else goes through it, and gets its error text).
+fn plain_u64(arg: &[u8]) -> Option<u64> {
+    match arg {
+        [b'1'..=b'9', rest @ ..] if rest.len() < 18 && rest.iter().all(u8::is_ascii_digit) => {
+            Some(arg.iter().fold(0, |v, &b| v * 10 + u64::from(b - b'0')))
+        }
+        _ => None,
+    }
 }
 
 /// A duration: milliseconds, or digits with a unit (`ms`, `s`, `m`, `h`, `d`).
@@ -263,6 +297,9 @@ fn duration(arg: &[u8]) -> CmdResult<u64> {
 
 /// A `COST`: a non-negative integer (0 peeks).
 fn cost(arg: &[u8]) -> CmdResult<u64> {
+    if let Some(n) = plain_u64(arg) {
+        return Ok(n);
+    }
     args::non_negative(arg, COST_ERROR).map(|n| n as u64)
 }
 
@@ -387,7 +424,8 @@ fn parse_all(args: &[Bytes]) -> CmdResult<AllRules<'_>> {
         default_cost = cost(&args[1])?;
         i = 2;
     }
-    let mut rules = Vec::new();
+    // Every rule takes at least four arguments.
+    let mut rules = Vec::with_capacity(args.len() / 4);
     while i < args.len() {
         let algorithm = rule_algorithm(&args[i]).ok_or_else(|| {
             Reply::err(super::sanitize(&format!(
@@ -411,12 +449,24 @@ fn parse_all(args: &[Bytes]) -> CmdResult<AllRules<'_>> {
     if rules.is_empty() {
         return Err(syntax_error());
     }
-    let mut keys: Vec<&Bytes> = rules.iter().map(|r| r.0).collect();
-    keys.sort_unstable();
-    if keys.windows(2).any(|w| w[0] == w[1]) {
+    if !distinct_keys(&rules) {
         return Err(Reply::err("ERR LIMIT.ALL rules must use distinct keys"));
     }
     Ok(AllRules { rules })
+}
+
+/// Whether no two rules name the same key (pairwise for the usual few rules,
+/// by sorting for many).
+fn distinct_keys(rules: &[(&Bytes, Rule, u64)]) -> bool {
+    if rules.len() <= 8 {
+        return rules
+            .iter()
+            .enumerate()
+            .all(|(i, a)| rules[i + 1..].iter().all(|b| a.0 != b.0));
+    }
+    let mut keys: Vec<&Bytes> = rules.iter().map(|r| r.0).collect();
+    keys.sort_unstable();
+    !keys.windows(2).any(|w| w[0] == w[1])
 }
 
 /// The keys a `LIMIT.ALL` call touches, in rule order (empty if it does not
@@ -445,29 +495,25 @@ fn limit_all_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let (now, resp) = (ctx.now_ms, ctx.resp);
     let db = ctx.db();
     let mut runs = Vec::with_capacity(all.rules.len());
-    for &(key, rule, rule_cost) in &all.rules {
-        let bytes = stored(db, key, now)?;
-        let applied = rule
-            .apply(bytes.as_deref(), rule_cost, now)
-            .ok_or_else(wrongtype)?;
-        runs.push((bytes, applied));
+    for (key, rule, rule_cost) in &all.rules {
+        runs.push(evaluate_stored(db, key, rule, *rule_cost, now)?);
     }
-    let allowed = runs.iter().all(|(_, r)| r.decision.allowed);
+    let allowed = runs.iter().all(|r| r.decision.allowed);
     let mut lines = Vec::with_capacity(runs.len() + 1);
     lines.push(if resp >= 3 {
         Reply::Bool(allowed)
     } else {
         Reply::Integer(i64::from(allowed))
     });
-    for (&(key, rule, _), (bytes, applied)) in all.rules.iter().zip(runs) {
+    for (&(key, rule, _), applied) in all.rules.iter().zip(runs) {
         let mut decision = applied.decision;
         if allowed {
             if let Some(state) = applied.write {
                 save(db, key, state, now, applied.ttl_ms);
             }
         } else if decision.allowed {
-            // Nothing was consumed: report the rule's untouched state.
-            if let Some(peek) = rule.apply(bytes.as_deref(), 0, now) {
+            // Nothing was consumed (nor written): report the rule's untouched state.
+            if let Ok(peek) = evaluate_stored(db, key, &rule, 0, now) {
                 decision = peek.decision;
             }
         }
@@ -489,9 +535,8 @@ fn acquire_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let params = concurrency::Params::new(count(&a[2])?, duration(&a[3])?).map_err(limit_error)?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
     let decision = update(ctx.db(), &a[1], now, |bytes| {
-        let state = decoded(bytes, concurrency::State::decode)?;
-        let out = concurrency::acquire(state.as_ref(), &params, &a[4], now);
-        let write = out.new_state.map(|s| (s.encode(), out.ttl_ms));
+        let out = concurrency::acquire_encoded(bytes, &params, &a[4], now).ok_or_else(wrongtype)?;
+        let write = out.new_state.map(|s| (s, out.ttl_ms));
         Ok((write, out.decision))
     })?;
     Ok(decision_reply(&decision, resp))
@@ -581,8 +626,7 @@ pub fn cl_throttle(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn throttle_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
-    let parts: Vec<&[u8]> = a.iter().skip(1).map(|b| &b[..]).collect();
-    let (params, quantity) = cell::Params::parse_args(&parts).map_err(limit_error)?;
+    let (params, quantity) = cell::Params::parse_args(&a[1..]).map_err(limit_error)?;
     let now = ctx.now_ms;
     let reply = update(ctx.db(), &a[1], now, |bytes| {
         let state = decoded(bytes, cell::State::decode)?;

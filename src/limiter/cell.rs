@@ -76,15 +76,15 @@ impl Params {
     /// Parses the arguments after the command name (`key max_burst count
     /// period [quantity]`, the key is not looked at) into parameters and the
     /// quantity, with redis-cell's checks in redis-cell's order.
-    pub fn parse_args(args: &[&[u8]]) -> Result<(Params, u64), LimitError> {
+    pub fn parse_args<A: AsRef<[u8]>>(args: &[A]) -> Result<(Params, u64), LimitError> {
         if args.len() != 4 && args.len() != 5 {
             return Err(LimitError::CellUsage);
         }
-        let max_burst = parse_i64(args[1])?;
-        let count = parse_i64(args[2])?;
-        let period = parse_i64(args[3])?;
+        let max_burst = parse_i64(args[1].as_ref())?;
+        let count = parse_i64(args[2].as_ref())?;
+        let period = parse_i64(args[3].as_ref())?;
         let quantity = match args.get(4) {
-            Some(arg) => parse_i64(arg)?,
+            Some(arg) => parse_i64(arg.as_ref())?,
             None => 1,
         };
         let params = Params::new(max_burst, count, period)?;
@@ -106,6 +106,10 @@ impl Params {
 /// redis-cell's `parse_i64`: Rust's `i64` parser (a leading `+` or `-`,
 /// digits, nothing else) and its error text.
 fn parse_i64(arg: &[u8]) -> Result<i64, LimitError> {
+    // Plain digits that cannot overflow (the usual argument) need no `str` parse.
+    if (1..=18).contains(&arg.len()) && arg.iter().all(u8::is_ascii_digit) {
+        return Ok(arg.iter().fold(0, |v, &b| v * 10 + i64::from(b - b'0')));
+    }
     std::str::from_utf8(arg)
         .ok()
         .and_then(|s| s.parse::<i64>().ok())
@@ -212,7 +216,8 @@ impl RateLimit {
         let tat = state
             .map_or(now, |s| i128::try_from(s.tat_ns).unwrap_or(i128::MAX))
             .max(now);
-        let increment = emission.saturating_mul(i128::from(quantity));
+        // Below 2^63 · 2^64: cannot overflow.
+        let increment = emission * i128::from(quantity);
         let new_tat = tat.saturating_add(increment);
         let diff = now - (new_tat - tolerance);
         let (limited, retry_after_ns, ttl_ns) = if diff < 0 {
@@ -228,7 +233,7 @@ impl RateLimit {
         let next = tolerance - ttl_ns;
         let remaining = if next > -emission {
             // Whole microseconds, divided as floats, truncated: as redis-cell.
-            ((next / 1_000) as f64 / (emission / 1_000) as f64) as i64
+            (to_f64(div_rem(next, 1_000).0) / to_f64(div_rem(emission, 1_000).0)) as i64
         } else {
             0
         };
@@ -245,9 +250,8 @@ impl RateLimit {
 /// A duration in ns as redis-cell replies it: `as_seconds_f64() as i64`,
 /// plus one if `subsec_milliseconds() > 0`.
 fn reply_seconds(ns: i128) -> i64 {
-    let secs = ns / NANOS_PER_SEC;
-    let nanos = ns % NANOS_PER_SEC;
-    let whole = (secs as f64 + nanos as f64 / 1e9) as i64;
+    let (secs, nanos) = div_rem(ns, NANOS_PER_SEC);
+    let whole = (to_f64(secs) + to_f64(nanos) / 1e9) as i64;
     if nanos / NANOS_PER_MS > 0 {
         whole.saturating_add(1)
     } else {
@@ -256,8 +260,26 @@ fn reply_seconds(ns: i128) -> i64 {
 }
 
 fn ceil_ms(ns: i128) -> i64 {
-    let ms = ns / NANOS_PER_MS + i128::from(ns % NANOS_PER_MS > 0);
-    i64::try_from(ms).unwrap_or(i64::MAX)
+    let (ms, rest) = div_rem(ns, NANOS_PER_MS);
+    i64::try_from(ms + i128::from(rest > 0)).unwrap_or(i64::MAX)
+}
+
+/// `(a / b, a % b)` rounding toward zero as i128's operators do, through the
+/// hardware's i64 division when `a` fits (an i128 division is a library call).
+fn div_rem(a: i128, b: i128) -> (i128, i128) {
+    match (i64::try_from(a), i64::try_from(b)) {
+        (Ok(a), Ok(b)) if b > 0 => (i128::from(a / b), i128::from(a % b)),
+        _ => (a / b, a % b),
+    }
+}
+
+/// `v as f64`, through i64's conversion when `v` fits (the same rounding of
+/// the same integer, without i128's library call).
+fn to_f64(v: i128) -> f64 {
+    match i64::try_from(v) {
+        Ok(v) => v as f64,
+        Err(_) => v as f64,
+    }
 }
 
 #[cfg(test)]
@@ -366,7 +388,10 @@ mod tests {
         for bad in ["k 1 2", "k 1 2 3 4 5", "k"] {
             assert_eq!(parse(bad).unwrap_err().to_string(), usage);
         }
-        assert_eq!(Params::parse_args(&[]).unwrap_err().to_string(), usage);
+        assert_eq!(
+            Params::parse_args::<&[u8]>(&[]).unwrap_err().to_string(),
+            usage
+        );
         assert_eq!(
             parse("k abc 1 1").unwrap_err().to_string(),
             "Cell error: Couldn't parse as integer: abc"

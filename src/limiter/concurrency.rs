@@ -56,40 +56,22 @@ pub struct State {
     holders: Vec<(Vec<u8>, u64)>,
 }
 
+/// A holder as the algorithm works on it: the id borrowed from a decoded state
+/// or straight from the stored bytes, and its lease expiry.
+type Holder<'a> = (&'a [u8], u64);
+
 impl State {
     /// Compact binary form: header, clock, the number of holders as a
     /// varint, then per holder a varint id length, the id and its expiry.
     pub fn encode(&self) -> Vec<u8> {
-        let size: usize = self.holders.iter().map(|h| h.0.len() + 10).sum();
-        let mut out = encoder(Algorithm::Concurrency, 18 + size);
-        put_u64(&mut out, self.clock);
-        put_varint(&mut out, self.holders.len() as u64);
-        for (id, expires) in &self.holders {
-            put_varint(&mut out, id.len() as u64);
-            out.extend_from_slice(id);
-            put_u64(&mut out, *expires);
-        }
-        out
+        encode_holders(self.clock, &self.borrowed())
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else
     /// (including unsorted or repeated ids).
     pub fn decode(bytes: &[u8]) -> Option<State> {
-        let mut r = Reader::open(bytes, Algorithm::Concurrency)?;
-        let clock = r.u64()?;
-        let n = r.varint()?;
-        let mut holders: Vec<(Vec<u8>, u64)> = Vec::new();
-        // Each holder takes at least 9 bytes, so a bogus count stops at the end.
-        for _ in 0..n {
-            let len = usize::try_from(r.varint()?).ok()?;
-            let id = r.bytes(len)?;
-            let expires = r.u64()?;
-            if holders.last().is_some_and(|last| last.0.as_slice() >= id) {
-                return None;
-            }
-            holders.push((id.to_vec(), expires));
-        }
-        r.finish(State { clock, holders })
+        let (clock, holders) = decode_holders(bytes)?;
+        Some(State::owned(clock, &holders))
     }
 
     /// Whether no holder is stored (the key can be deleted).
@@ -111,6 +93,53 @@ impl State {
         }
         fields
     }
+
+    fn borrowed(&self) -> Vec<Holder<'_>> {
+        self.holders
+            .iter()
+            .map(|(id, t)| (id.as_slice(), *t))
+            .collect()
+    }
+
+    fn owned(clock: u64, holders: &[Holder<'_>]) -> State {
+        State {
+            clock,
+            holders: holders.iter().map(|&(id, t)| (id.to_vec(), t)).collect(),
+        }
+    }
+}
+
+fn encode_holders(clock: u64, holders: &[Holder<'_>]) -> Vec<u8> {
+    let size: usize = holders.iter().map(|h| h.0.len() + 10).sum();
+    let mut out = encoder(Algorithm::Concurrency, 18 + size);
+    put_u64(&mut out, clock);
+    put_varint(&mut out, holders.len() as u64);
+    for &(id, expires) in holders {
+        put_varint(&mut out, id.len() as u64);
+        out.extend_from_slice(id);
+        put_u64(&mut out, expires);
+    }
+    out
+}
+
+/// The clock and holders of an encoded state, ids borrowed from `bytes`.
+fn decode_holders(bytes: &[u8]) -> Option<(u64, Vec<Holder<'_>>)> {
+    let mut r = Reader::open(bytes, Algorithm::Concurrency)?;
+    let clock = r.u64()?;
+    let n = r.varint()?;
+    // Each holder takes at least 9 bytes, so a bogus count stops at the end
+    // (and cannot reserve more than the bytes could hold).
+    let mut holders: Vec<Holder<'_>> = Vec::with_capacity(n.min(bytes.len() as u64 / 9) as usize);
+    for _ in 0..n {
+        let len = usize::try_from(r.varint()?).ok()?;
+        let id = r.bytes(len)?;
+        let expires = r.u64()?;
+        if holders.last().is_some_and(|last| last.0 >= id) {
+            return None;
+        }
+        holders.push((id, expires));
+    }
+    r.finish((clock, holders))
 }
 
 /// What [`release`] did.
@@ -127,15 +156,53 @@ pub struct Released {
 
 /// Takes a slot for `id` at `now_ms`, or renews the lease `id` holds.
 pub fn acquire(state: Option<&State>, params: &Params, id: &[u8], now_ms: u64) -> Outcome<State> {
-    let (now, mut live) = live_holders(state, now_ms);
-    let mine = live.binary_search_by(|h| h.0.as_slice().cmp(id));
+    let stored = state.map(|s| (s.clock, s.borrowed()));
+    let out = acquire_live(stored, params, id, now_ms);
+    Outcome {
+        decision: out.decision,
+        new_state: out.new_state.map(|(clock, h)| State::owned(clock, &h)),
+        ttl_ms: out.ttl_ms,
+    }
+}
+
+/// [`acquire`] on an encoded state, returning the encoded state to store:
+/// the same decision without building owned holders. `None` when `bytes`
+/// are not a concurrency state.
+pub fn acquire_encoded(
+    bytes: Option<&[u8]>,
+    params: &Params,
+    id: &[u8],
+    now_ms: u64,
+) -> Option<Outcome<Vec<u8>>> {
+    let stored = match bytes {
+        Some(b) => Some(decode_holders(b)?),
+        None => None,
+    };
+    let out = acquire_live(stored, params, id, now_ms);
+    Some(Outcome {
+        decision: out.decision,
+        new_state: out.new_state.map(|(clock, h)| encode_holders(clock, &h)),
+        ttl_ms: out.ttl_ms,
+    })
+}
+
+/// The acquire algorithm on a stored clock and holders (`None` = no state);
+/// the new state is the effective clock and the live holders.
+fn acquire_live<'a>(
+    stored: Option<(u64, Vec<Holder<'a>>)>,
+    params: &Params,
+    id: &'a [u8],
+    now_ms: u64,
+) -> Outcome<(u64, Vec<Holder<'a>>)> {
+    let (now, mut live) = live_holders(stored, now_ms);
+    let mine = live.binary_search_by(|h| h.0.cmp(id));
     let others = live.len() as u64 - u64::from(mine.is_ok());
     let allowed = others < params.limit;
     if allowed {
         let expires = now.saturating_add(params.lease_ms);
         match mine {
             Ok(i) => live[i].1 = live[i].1.max(expires),
-            Err(i) => live.insert(i, (id.to_vec(), expires)),
+            Err(i) => live.insert(i, (id, expires)),
         }
     }
     let mut decision = verdict(params, &live, now_ms);
@@ -147,18 +214,15 @@ pub fn acquire(state: Option<&State>, params: &Params, id: &[u8], now_ms: u64) -
     }
     Outcome {
         decision,
-        new_state: allowed.then_some(State {
-            clock: now,
-            holders: live,
-        }),
+        new_state: allowed.then_some((now, live)),
         ttl_ms: ttl_for(decision.reset_after_ms),
     }
 }
 
 /// Frees the slot `id` holds, if its lease is live.
 pub fn release(state: Option<&State>, id: &[u8], now_ms: u64) -> Released {
-    let (now, mut live) = live_holders(state, now_ms);
-    let released = match live.binary_search_by(|h| h.0.as_slice().cmp(id)) {
+    let (now, mut live) = live_holders(state.map(|s| (s.clock, s.borrowed())), now_ms);
+    let released = match live.binary_search_by(|h| h.0.cmp(id)) {
         Ok(i) => {
             live.remove(i);
             true
@@ -169,16 +233,13 @@ pub fn release(state: Option<&State>, id: &[u8], now_ms: u64) -> Released {
     Released {
         released,
         ttl_ms: ttl_for(last_expiry.saturating_sub(now_ms)),
-        new_state: released.then_some(State {
-            clock: now,
-            holders: live,
-        }),
+        new_state: released.then(|| State::owned(now, &live)),
     }
 }
 
 /// Reports whether a new holder would be admitted at `now_ms`, without writing.
 pub fn peek(state: Option<&State>, params: &Params, now_ms: u64) -> Decision {
-    let (now, live) = live_holders(state, now_ms);
+    let (now, live) = live_holders(state.map(|s| (s.clock, s.borrowed())), now_ms);
     let mut decision = verdict(params, &live, now_ms);
     decision.allowed = (live.len() as u64) < params.limit;
     if !decision.allowed {
@@ -189,17 +250,17 @@ pub fn peek(state: Option<&State>, params: &Params, now_ms: u64) -> Decision {
 
 /// The effective time (never before the state's clock) and the holders
 /// whose lease is live then.
-fn live_holders(state: Option<&State>, now_ms: u64) -> (u64, Vec<(Vec<u8>, u64)>) {
-    let Some(s) = state else {
+fn live_holders(stored: Option<(u64, Vec<Holder<'_>>)>, now_ms: u64) -> (u64, Vec<Holder<'_>>) {
+    let Some((clock, mut holders)) = stored else {
         return (now_ms, Vec::new());
     };
-    let now = s.clock.max(now_ms);
-    let live = s.holders.iter().filter(|h| h.1 > now).cloned().collect();
-    (now, live)
+    let now = clock.max(now_ms);
+    holders.retain(|h| h.1 > now);
+    (now, holders)
 }
 
 /// The decision fields that depend only on the live holders.
-fn verdict(params: &Params, live: &[(Vec<u8>, u64)], now_ms: u64) -> Decision {
+fn verdict(params: &Params, live: &[Holder<'_>], now_ms: u64) -> Decision {
     let last_expiry = live.iter().map(|h| h.1).max();
     Decision {
         allowed: false,
@@ -214,14 +275,14 @@ fn verdict(params: &Params, live: &[(Vec<u8>, u64)], now_ms: u64) -> Decision {
 /// `limit` remain.
 fn retry_after(
     params: &Params,
-    live: &[(Vec<u8>, u64)],
+    live: &[Holder<'_>],
     id: Option<&[u8]>,
     now: u64,
     now_ms: u64,
 ) -> i64 {
     let mut expiries: Vec<u64> = live
         .iter()
-        .filter(|h| Some(h.0.as_slice()) != id)
+        .filter(|h| Some(h.0) != id)
         .map(|h| h.1)
         .collect();
     expiries.sort_unstable();
@@ -325,6 +386,30 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_encoded_path_decides_and_stores_like_the_state_path(
+            steps in proptest::collection::vec((0u8..6, 0u64..400), 1..40),
+            limit in 1u64..4,
+            lease in 1u64..1000,
+        ) {
+            let p = Params::new(limit, lease).unwrap();
+            let (mut s, mut now) = (None::<State>, 10_000u64);
+            for (id, dt) in steps {
+                now = (now + dt).saturating_sub(100);
+                let id = [b'a' + id];
+                let out = acquire(s.as_ref(), &p, &id, now);
+                let bytes = s.as_ref().map(State::encode);
+                let enc = acquire_encoded(bytes.as_deref(), &p, &id, now).unwrap();
+                prop_assert_eq!(enc.decision, out.decision);
+                prop_assert_eq!(enc.ttl_ms, out.ttl_ms);
+                prop_assert_eq!(enc.new_state, out.new_state.as_ref().map(State::encode));
+                if out.new_state.is_some() {
+                    s = out.new_state;
+                }
+            }
+            prop_assert_eq!(acquire_encoded(Some(b"TGL\x81"), &p, b"a", now), None);
+        }
+
         #[test]
         fn never_more_than_limit_live_holders(
             limit in 1u64..5,

@@ -18,7 +18,7 @@
 
 use super::meter::{decode_scaled, encode_scaled, Meter};
 use super::Outcome;
-use super::{ceil_div, info_i64, rescale, sat_i64, sat_u64, Algorithm, Decision, LimitError};
+use super::{ceil_div, div, info_i64, rescale, sat_i64, sat_u64, Algorithm, Decision, LimitError};
 
 /// A validated GCRA configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +112,7 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
     let decision = Decision {
         allowed: admitted,
         limit: burst,
-        remaining: sat_u64(tolerance.saturating_sub(backlog) / interval),
+        remaining: sat_u64(div(tolerance.saturating_sub(backlog), interval)),
         retry_after_ms,
         reset_after_ms: sat_u64(ceil_div(backlog, rate)),
     };

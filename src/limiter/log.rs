@@ -15,9 +15,8 @@
 //! clock steps back, the request is stamped with the newest timestamp in the
 //! log, keeping the log ordered.
 
-use super::{encoder, info_i64, put_u64, put_varint, Algorithm, Outcome};
+use super::{encoder, info_i64, put_u64, put_varint, Algorithm, Decision, Outcome};
 use super::{Reader, Tally, WindowParams};
-use std::collections::VecDeque;
 
 /// The largest `limit` the log accepts (its size grows with the limit).
 pub const MAX_LIMIT: u64 = 100_000;
@@ -30,7 +29,7 @@ pub type Params = WindowParams<MAX_LIMIT>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct State {
     /// `(timestamp ms, units)`, strictly increasing timestamps, units ≥ 1.
-    entries: VecDeque<(u64, u64)>,
+    entries: Vec<(u64, u64)>,
 }
 
 impl State {
@@ -38,46 +37,13 @@ impl State {
     /// (if any) the first timestamp as u64 and its units as a varint, then
     /// per further entry the timestamp delta and the units as varints.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = encoder(Algorithm::Log, 11 + self.entries.len() * 3);
-        put_varint(&mut out, self.entries.len() as u64);
-        let mut previous = None;
-        for &(at, units) in &self.entries {
-            match previous {
-                None => put_u64(&mut out, at),
-                Some(p) => put_varint(&mut out, at - p),
-            }
-            put_varint(&mut out, units);
-            previous = Some(at);
-        }
-        out
+        encode_entries(&self.entries)
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else
     /// (including unordered timestamps or zero units).
     pub fn decode(bytes: &[u8]) -> Option<State> {
-        let mut r = Reader::open(bytes, Algorithm::Log)?;
-        let n = r.varint()?;
-        if n > MAX_LIMIT {
-            return None;
-        }
-        let mut entries = VecDeque::new();
-        let mut previous: Option<u64> = None;
-        for _ in 0..n {
-            let at = match previous {
-                None => r.u64()?,
-                Some(p) => match r.varint()? {
-                    0 => return None,
-                    delta => p.checked_add(delta)?,
-                },
-            };
-            let units = r.varint()?;
-            if units == 0 {
-                return None;
-            }
-            entries.push_back((at, units));
-            previous = Some(at);
-        }
-        r.finish(State { entries })
+        decode_entries(bytes, 0).map(|entries| State { entries })
     }
 
     /// Fields for `LIMIT.INFO` (`count` includes entries that may have left
@@ -88,7 +54,7 @@ impl State {
             ("entries", info_i64(self.entries.len() as u64)),
             ("count", info_i64(total)),
         ];
-        if let (Some(oldest), Some(newest)) = (self.entries.front(), self.entries.back()) {
+        if let (Some(oldest), Some(newest)) = (self.entries.first(), self.entries.last()) {
             fields.push(("oldest_ms", info_i64(oldest.0)));
             fields.push(("newest_ms", info_i64(newest.0)));
         }
@@ -96,26 +62,116 @@ impl State {
     }
 }
 
+fn encode_entries(entries: &[(u64, u64)]) -> Vec<u8> {
+    let mut out = encoder(Algorithm::Log, 11 + entries.len() * 3);
+    put_varint(&mut out, entries.len() as u64);
+    let mut previous = None;
+    for &(at, units) in entries {
+        match previous {
+            None => put_u64(&mut out, at),
+            Some(p) => put_varint(&mut out, at - p),
+        }
+        put_varint(&mut out, units);
+        previous = Some(at);
+    }
+    out
+}
+
+/// The entries of an encoded log, with room for `spare` more.
+fn decode_entries(bytes: &[u8], spare: usize) -> Option<Vec<(u64, u64)>> {
+    let mut r = Reader::open(bytes, Algorithm::Log)?;
+    let n = r.varint()?;
+    if n > MAX_LIMIT {
+        return None;
+    }
+    // Each entry takes at least two bytes, so a bogus count reserves little.
+    let room = (n as usize).min(bytes.len() / 2) + spare;
+    let mut entries = Vec::with_capacity(room);
+    let mut previous: Option<u64> = None;
+    for _ in 0..n {
+        let at = match previous {
+            None => r.u64()?,
+            Some(p) => match r.varint()? {
+                0 => return None,
+                delta => p.checked_add(delta)?,
+            },
+        };
+        let units = r.varint()?;
+        if units == 0 {
+            return None;
+        }
+        entries.push((at, units));
+        previous = Some(at);
+    }
+    r.finish(entries)
+}
+
 /// Charges `cost` units at `now_ms` (cost 0 peeks).
 pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    let empty = VecDeque::new();
-    let entries = state.map_or(&empty, |s| &s.entries);
-    let at = entries.back().map_or(now_ms, |e| e.0.max(now_ms));
+    let entries = state.map_or(&[][..], |s| &s.entries[..]);
+    let (decision, admit) = decide(entries, params, cost, now_ms);
+    let new_state = admit.map(|(first_live, at)| {
+        let mut kept = Vec::with_capacity(entries.len() - first_live + 1);
+        kept.extend_from_slice(&entries[first_live..]);
+        record(&mut kept, at, cost);
+        State { entries: kept }
+    });
+    Outcome::new(decision, new_state)
+}
+
+/// [`evaluate`] on an encoded state, returning the encoded state to store,
+/// without building a [`State`]; `None` when `bytes` are not a log state.
+pub fn evaluate_encoded(
+    bytes: Option<&[u8]>,
+    params: &Params,
+    cost: u64,
+    now_ms: u64,
+) -> Option<Outcome<Vec<u8>>> {
+    let mut entries = match bytes {
+        Some(b) => decode_entries(b, 1)?,
+        None => Vec::new(),
+    };
+    let (decision, admit) = decide(&entries, params, cost, now_ms);
+    let new_state = admit.map(|(first_live, at)| {
+        entries.drain(..first_live);
+        record(&mut entries, at, cost);
+        encode_entries(&entries)
+    });
+    Some(Outcome::new(decision, new_state))
+}
+
+/// Adds `cost` units at `at` (not before the newest entry) to a log.
+fn record(entries: &mut Vec<(u64, u64)>, at: u64, cost: u64) {
+    match entries.last_mut() {
+        Some(last) if last.0 == at => last.1 += cost,
+        _ => entries.push((at, cost)),
+    }
+}
+
+/// The decision on a log, and if the cost is to be recorded, the index of
+/// the first entry still in the window and the request's timestamp.
+fn decide(
+    entries: &[(u64, u64)],
+    params: &Params,
+    cost: u64,
+    now_ms: u64,
+) -> (Decision, Option<(usize, u64)>) {
+    let at = entries.last().map_or(now_ms, |e| e.0.max(now_ms));
     let window = params.window_ms;
     let expires = |t: u64| t.saturating_add(window);
     let first_live = entries
         .iter()
         .position(|e| expires(e.0) > at)
         .unwrap_or(entries.len());
-    let live = entries.range(first_live..);
-    let used = live.clone().fold(0u64, |a, e| a.saturating_add(e.1));
+    let live = &entries[first_live..];
+    let used = live.iter().fold(0u64, |a, e| a.saturating_add(e.1));
     let tally = Tally::new(params.limit, used, cost);
     // A rejection waits until enough of the oldest units have left the window.
     let wait = || {
         let must_leave = used.saturating_add(cost) - params.limit;
         let mut left = 0u64;
         let leaves_at = live
-            .clone()
+            .iter()
             .find(|e| {
                 left = left.saturating_add(e.1);
                 left >= must_leave
@@ -126,19 +182,11 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
     let newest = if tally.writes() {
         Some(at)
     } else {
-        live.clone().next_back().map(|e| e.0)
+        live.last().map(|e| e.0)
     };
     let reset_after_ms = newest.map_or(0, |t| expires(t).saturating_sub(now_ms));
     let decision = tally.decision(wait, reset_after_ms);
-    let new_state = tally.writes().then(|| {
-        let mut kept: VecDeque<(u64, u64)> = live.copied().collect();
-        match kept.back_mut() {
-            Some(last) if last.0 == at => last.1 += cost,
-            _ => kept.push_back((at, cost)),
-        }
-        State { entries: kept }
-    });
-    Outcome::new(decision, new_state)
+    (decision, tally.writes().then_some((first_live, at)))
 }
 
 #[cfg(test)]
@@ -208,6 +256,29 @@ mod tests {
 
     proptest! {
         #[test]
+        fn the_encoded_path_decides_and_stores_like_the_state_path(
+            steps in proptest::collection::vec((0u64..3, 0u64..700), 1..40),
+            limit in 1u64..6,
+            window in 1u64..1500,
+        ) {
+            let p = Params::new(limit, window).unwrap();
+            let (mut s, mut now) = (None::<State>, 1_000_000u64);
+            for (cost, dt) in steps {
+                // Small steps back as well as forward.
+                now = (now + dt).saturating_sub(100);
+                let out = evaluate(s.as_ref(), &p, cost, now);
+                let bytes = s.as_ref().map(State::encode);
+                let enc = evaluate_encoded(bytes.as_deref(), &p, cost, now).unwrap();
+                prop_assert_eq!(enc.decision, out.decision);
+                prop_assert_eq!(enc.ttl_ms, out.ttl_ms);
+                prop_assert_eq!(enc.new_state, out.new_state.as_ref().map(State::encode));
+                if out.new_state.is_some() {
+                    s = out.new_state;
+                }
+            }
+        }
+
+        #[test]
         fn never_exceeds_the_limit_in_any_window(
             limit in 1u64..20,
             window in 1u64..80,
@@ -235,7 +306,7 @@ mod tests {
                 now = now.saturating_add_signed(dt);
                 let out = evaluate(state.as_ref(), &p, cost, now);
                 if let Some(s) = out.new_state {
-                    stamped.push((s.entries.back().unwrap().0, cost));
+                    stamped.push((s.entries.last().unwrap().0, cost));
                     state = Some(s);
                 }
             }
@@ -256,7 +327,7 @@ mod tests {
             let mut entries = entries;
             entries.sort();
             entries.dedup_by_key(|e| e.0);
-            let s = State { entries: entries.into() };
+            let s = State { entries };
             let _ = evaluate(Some(&s), &p, cost, now);
             let _ = evaluate(None, &p, cost, now);
         }
@@ -266,7 +337,7 @@ mod tests {
             let mut entries = entries;
             entries.sort();
             entries.dedup_by_key(|e| e.0);
-            let s = State { entries: entries.into() };
+            let s = State { entries };
             prop_assert_eq!(State::decode(&s.encode()), Some(s));
         }
 

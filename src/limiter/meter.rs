@@ -9,7 +9,7 @@
 //! bucket run it directly; GCRA keeps its own arithmetic on a theoretical
 //! arrival time but takes the same parameters and state encoding.
 
-use super::{ceil_div, encoder, put_u128, put_u64, sat_i64, sat_u64, Algorithm, Decision};
+use super::{ceil_div, div, encoder, put_u128, put_u64, sat_i64, sat_u64, Algorithm, Decision};
 use super::{LimitError, Outcome, Reader};
 
 /// A validated meter configuration. The level is kept in units of
@@ -82,7 +82,7 @@ impl Meter {
         let decision = Decision {
             allowed: admitted,
             limit: self.capacity,
-            remaining: sat_u64(cap.saturating_sub(after) / scale),
+            remaining: sat_u64(div(cap.saturating_sub(after), scale)),
             retry_after_ms,
             reset_after_ms: if after == 0 {
                 0

@@ -195,26 +195,19 @@ pub fn parse_duration(s: &[u8]) -> Result<u64, LimitError> {
     if digits == 0 {
         return Err(LimitError::InvalidDuration);
     }
-    let suffix = &s[digits..];
-    let unit: u64 = [
-        (&b""[..], 1),
-        (b"ms", 1),
-        (b"s", 1_000),
-        (b"m", 60_000),
-        (b"h", 3_600_000),
-        (b"d", 86_400_000),
-    ]
-    .iter()
-    .find(|(name, _)| name.eq_ignore_ascii_case(suffix))
-    .map(|&(_, unit)| unit)
-    .ok_or(LimitError::InvalidDuration)?;
-    let mut value: u64 = 0;
-    for &b in &s[..digits] {
-        value = value
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(b - b'0')))
-            .ok_or(LimitError::DurationOutOfRange)?;
-    }
+    let unit: u64 = match &s[digits..] {
+        [] => 1,
+        [m, s] if m.eq_ignore_ascii_case(&b'm') && s.eq_ignore_ascii_case(&b's') => 1,
+        [u] => match u.to_ascii_lowercase() {
+            b's' => 1_000,
+            b'm' => 60_000,
+            b'h' => 3_600_000,
+            b'd' => 86_400_000,
+            _ => return Err(LimitError::InvalidDuration),
+        },
+        _ => return Err(LimitError::InvalidDuration),
+    };
+    let value = parse_digits(&s[..digits]).ok_or(LimitError::DurationOutOfRange)?;
     let ms = value
         .checked_mul(unit)
         .ok_or(LimitError::DurationOutOfRange)?;
@@ -222,6 +215,18 @@ pub fn parse_duration(s: &[u8]) -> Result<u64, LimitError> {
         return Err(LimitError::ZeroDuration);
     }
     Ok(ms)
+}
+
+/// ASCII digits (at least one, leading zeros allowed) as a u64; `None` when the
+/// value does not fit. Up to 19 digits cannot overflow, so they skip the checks.
+fn parse_digits(digits: &[u8]) -> Option<u64> {
+    let digit = |b: u8| u64::from(b - b'0');
+    if digits.len() <= 19 {
+        return Some(digits.iter().fold(0u64, |v, &b| v * 10 + digit(b)));
+    }
+    digits.iter().try_fold(0u64, |v, &b| {
+        v.checked_mul(10).and_then(|v| v.checked_add(digit(b)))
+    })
 }
 
 /// Which algorithm a stored limiter state belongs to.
@@ -274,9 +279,24 @@ impl Algorithm {
 
     /// The algorithm with this name (ASCII case-insensitive).
     pub fn from_name(name: &[u8]) -> Option<Algorithm> {
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.name().as_bytes().eq_ignore_ascii_case(name))
+        // One candidate per length and first letter, then one comparison: this
+        // runs for every rule of every LIMIT.ALL call.
+        let candidate = match (name.len(), name.first()?.to_ascii_lowercase()) {
+            (3, _) => Algorithm::Log,
+            (4, b'g') => Algorithm::Gcra,
+            (4, _) => Algorithm::Cell,
+            (5, b'f') => Algorithm::Fixed,
+            (5, b't') => Algorithm::Token,
+            (5, _) => Algorithm::Leaky,
+            (7, _) => Algorithm::Sliding,
+            (11, _) => Algorithm::Concurrency,
+            _ => return None,
+        };
+        candidate
+            .name()
+            .as_bytes()
+            .eq_ignore_ascii_case(name)
+            .then_some(candidate)
     }
 
     /// The tag byte that follows the magic in encoded states.
@@ -421,10 +441,12 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Checks the magic and tag, and positions after them.
     fn open(bytes: &'a [u8], algorithm: Algorithm) -> Option<Reader<'a>> {
-        if algorithm_of(bytes)? != algorithm {
-            return None;
+        match bytes.split_first_chunk::<4>() {
+            Some((&[a, b, c, tag], rest)) if [a, b, c] == MAGIC && tag == algorithm.tag() => {
+                Some(Reader { rest })
+            }
+            _ => None,
         }
-        Some(Reader { rest: &bytes[4..] })
     }
 
     fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
@@ -471,6 +493,15 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// `a / b` for u128 operands, through the hardware's u64 division when both fit
+/// (a u128 division is a library call several times slower); same result.
+fn div(a: u128, b: u128) -> u128 {
+    match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) => u128::from(a / b),
+        _ => a / b,
+    }
+}
+
 fn sat_u64(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
@@ -488,7 +519,10 @@ fn ceil_div(a: u128, b: u128) -> u128 {
     if b == 0 {
         return 0;
     }
-    a.div_ceil(b)
+    match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) => u128::from(a.div_ceil(b)),
+        _ => a.div_ceil(b),
+    }
 }
 
 /// Re-expresses a quantity counted in units of `1/from` in units of `1/to`,
@@ -501,7 +535,7 @@ fn rescale(v: u128, from: u64, to: u64, round_up: bool) -> u128 {
     let whole = if round_up {
         ceil_div(v, u128::from(from))
     } else {
-        v / u128::from(from)
+        div(v, u128::from(from))
     };
     whole.saturating_mul(u128::from(to))
 }
