@@ -94,30 +94,70 @@ pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
     FAMILIES.iter().flat_map(|f| f.iter())
 }
 
+/// Slots of the lookup table: a power of two, over twice the number of commands.
+const SLOTS: usize = 1024;
+
 /// Look up a command by name, ignoring case.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    // Runs twice per command (connection and engine): a bucket by length and first letter,
-    // then a case-insensitive compare with the one to three names in it.
-    static INDEX: OnceLock<Vec<Vec<&'static CommandSpec>>> = OnceLock::new();
+    // Runs twice per command (connection and engine): the name is lower-cased into a stack
+    // buffer while it is hashed, then an open-addressing table compares only names with the
+    // same hash slot (the LIMIT.* names share long prefixes, which made per-byte
+    // case-insensitive compares within a length bucket add up).
+    static INDEX: OnceLock<Vec<Option<&'static CommandSpec>>> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
-        let mut index = vec![Vec::new(); 32 * 32];
+        assert!(all().count() * 2 <= SLOTS, "grow the command lookup table");
+        let mut index = vec![None; SLOTS];
         for c in all() {
-            index[bucket(c.name.as_bytes())].push(c);
+            let (lower, hash) = fold(c.name.as_bytes()).expect("command names are short");
+            let mut slot = hash % SLOTS;
+            while index[slot].is_some() {
+                slot = (slot + 1) % SLOTS;
+            }
+            debug_assert_eq!(&lower[..c.name.len()], c.name.as_bytes());
+            index[slot] = Some(c);
         }
         index
     });
+    let (lower, hash) = fold(name)?;
+    let lower = &lower[..name.len()];
+    let mut slot = hash % SLOTS;
+    while let Some(c) = index[slot] {
+        if c.name.as_bytes() == lower {
+            return Some(c);
+        }
+        slot = (slot + 1) % SLOTS;
+    }
+    None
+}
+
+/// A name of 1 to 32 bytes lower-cased (zero-padded to 32 bytes), with a hash of it.
+/// Works on 8 bytes at a time: command names are ASCII and most are 4 to 16 bytes.
+fn fold(name: &[u8]) -> Option<([u8; 32], usize)> {
     if name.is_empty() || name.len() > 32 {
         return None;
     }
-    index[bucket(name)]
-        .iter()
-        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
-        .copied()
+    let mut lower = [0u8; 32];
+    lower[..name.len()].copy_from_slice(name);
+    let mut hash: u64 = name.len() as u64;
+    for chunk in lower.chunks_exact_mut(8).take(name.len().div_ceil(8)) {
+        let word = ascii_lowercase_word(u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
+        chunk.copy_from_slice(&word.to_le_bytes());
+        hash = (hash ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    Some((lower, (hash >> 32) as usize))
 }
 
-/// The lookup bucket of a non-empty command name (any case).
-fn bucket(name: &[u8]) -> usize {
-    (name.len() % 32) * 32 + usize::from(name[0].to_ascii_lowercase() % 32)
+/// Lower-cases the ASCII letters of 8 bytes at once; every other byte is unchanged.
+fn ascii_lowercase_word(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Per byte, with the top bit cleared so the additions cannot carry across bytes:
+    // high bit of (b + 0x80 - 'A') set iff b >= 'A'; of (b + 0x80 - 'Z' - 1) iff b > 'Z'.
+    let low7 = w & !HIGH;
+    let ge_a = low7 + ONES * (0x80 - u64::from(b'A'));
+    let gt_z = low7 + ONES * (0x80 - u64::from(b'Z') - 1);
+    let upper = ge_a & !gt_z & !w & HIGH;
+    w | (upper >> 2)
 }
 
 #[cfg(test)]
@@ -135,6 +175,10 @@ mod tests {
             assert!(lookup(longer.as_bytes()).is_none_or(|found| found.name == longer));
         }
         assert!(lookup(b"").is_none());
+        for b in 0..=255u8 {
+            let word = ascii_lowercase_word(u64::from_le_bytes([b; 8]));
+            assert_eq!(word.to_le_bytes(), [b.to_ascii_lowercase(); 8], "byte {b}");
+        }
         assert!(lookup(&[b'g'; 40]).is_none());
         assert!(lookup("gét".as_bytes()).is_none());
     }
