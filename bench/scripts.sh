@@ -4,12 +4,14 @@
 # redis-benchmark EVALSHA with 50 clients, unpipelined and -P 32, keys spread over 10000
 # values with __rand_int__. Prints Tollgate's requests/s as a ratio of Redis's.
 #
-#   bench/scripts.sh [requests]      (default 100000 per row)
+#   bench/scripts.sh [requests]      (default 100000 per row and round)
+#   ROUNDS=n (default 3): each row runs n times per server, alternating; medians are printed.
 #
 # Ports 16481 (redis) and 16482 (tollgate); the script refuses to run if either is taken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
+ROUNDS=${ROUNDS:-3}
 CLIENTS=${CLIENTS:-50}
 RPORT=16481
 TPORT=16482
@@ -65,6 +67,11 @@ rps() {
     | tail -n +2 | tr -d '"' | cut -d, -f2
 }
 
+# median <numbers...> (empty if any run failed)
+median() {
+  python3 -c "import sys,statistics; v=sys.argv[1:]; print(statistics.median(map(float,v)) if v and all(v) else '')" "$@"
+}
+
 printf '%-16s %-8s %14s %14s %8s\n' script pipeline redis_rps tollgate_rps ratio
 for P in 1 32; do
   for name in token_bucket sliding_window; do
@@ -75,9 +82,14 @@ for P in 1 32; do
       # limit 100 per 60 s in 10 s buckets.
       args=(EVALSHA "$SW_SHA" 0 "api:__rand_int__" 100 60 10 1700000000)
     fi
-    # Alternate the servers so that machine noise hits both alike.
-    r=$(rps $RPORT "$P" "${args[@]}")
-    t=$(rps $TPORT "$P" "${args[@]}")
+    # Alternate the servers, ROUNDS times, so that machine noise hits both alike; each
+    # side reports its median.
+    rs=(); ts=()
+    for _ in $(seq 1 "$ROUNDS"); do
+      rs+=("$(rps $RPORT "$P" "${args[@]}")")
+      ts+=("$(rps $TPORT "$P" "${args[@]}")")
+    done
+    r=$(median "${rs[@]}"); t=$(median "${ts[@]}")
     if [ -n "$r" ] && [ -n "$t" ]; then
       ratio=$(python3 -c "print(f'{$t/$r:.2f}x')")
     else

@@ -246,11 +246,24 @@ impl Engine {
             if let Some(g) = self.state.try_lock() {
                 return Ok(g);
             }
-            if self.control.running_for().is_none() {
-                if let Some(g) = self.state.try_lock_for(Duration::from_millis(2)) {
-                    return Ok(g);
+            match self.control.running_for() {
+                // A script that has run for under LONG_SCRIPT is most likely about to
+                // finish (most take microseconds): wait for the lock briefly rather than
+                // sleep a whole timer tick. Past that, the script hands its worker off
+                // (see `command::scripting`) and waiters yield to the runtime instead.
+                Some(ran) if ran < scripting::LONG_SCRIPT => {
+                    if let Some(g) = self.state.try_lock_for(scripting::LONG_SCRIPT - ran) {
+                        return Ok(g);
+                    }
+                    continue;
                 }
-                continue;
+                None => {
+                    if let Some(g) = self.state.try_lock_for(Duration::from_millis(2)) {
+                        return Ok(g);
+                    }
+                    continue;
+                }
+                Some(_) => {}
             }
             if busy_reply {
                 if let Some(text) = scripting::busy_error(&self.control, self.busy_threshold()) {
