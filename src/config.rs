@@ -47,6 +47,9 @@ pub struct Cli {
     /// Log filter, e.g. `info` or `tollgate=debug`.
     #[arg(long, env = "TOLLGATE_LOG")]
     pub log: Option<String>,
+    /// Network worker threads (0 = one per CPU core).
+    #[arg(long, env = "TOLLGATE_THREADS")]
+    pub threads: Option<usize>,
     /// Cluster mode: this node's id (a positive integer, unique and stable).
     #[arg(long, env = "TOLLGATE_NODE_ID")]
     pub node_id: Option<u64>,
@@ -84,6 +87,7 @@ struct FileConfig {
     busy_reply_threshold: Option<u64>,
     enable_debug_command: Option<String>,
     log: Option<String>,
+    threads: Option<usize>,
     node_id: Option<u64>,
     peers: Option<String>,
     cluster_port: Option<u16>,
@@ -233,6 +237,13 @@ fn cluster_config(
     }))
 }
 
+/// Default network worker threads. Commands run one at a time under one lock of the
+/// keyspace, as in Redis; more threads overlap only parsing, encoding and socket calls, and
+/// cost lock hand-offs between threads (measured in bench/: see the README).
+pub const DEFAULT_THREADS: usize = 1;
+/// Most network worker threads accepted.
+pub const MAX_THREADS: usize = 256;
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -254,6 +265,8 @@ pub struct Config {
     pub enable_debug_command: bool,
     /// Log filter.
     pub log: String,
+    /// Network worker threads (0 = one per CPU core).
+    pub threads: usize,
     /// Cluster mode settings (None = standalone).
     pub cluster: Option<ClusterConfig>,
 }
@@ -270,6 +283,7 @@ impl Default for Config {
             busy_reply_threshold: 5000,
             enable_debug_command: false,
             log: "info".into(),
+            threads: DEFAULT_THREADS,
             cluster: None,
         }
     }
@@ -325,6 +339,10 @@ impl Config {
                 None => d.enable_debug_command,
             },
             log: cli.log.or(file.log).unwrap_or(d.log),
+            threads: match cli.threads.or(file.threads).unwrap_or(d.threads) {
+                n if n <= MAX_THREADS => n,
+                n => return Err(format!("threads must be 0 to {MAX_THREADS}, got {n}")),
+            },
             cluster,
         })
     }
@@ -353,6 +371,16 @@ mod tests {
         assert_eq!(c.maxclients, 5);
         assert!(c.enable_debug_command);
         assert_eq!(c.bind, "127.0.0.1");
+        assert_eq!(c.threads, DEFAULT_THREADS);
+        let threads = |n| {
+            Config::load(Cli {
+                threads: Some(n),
+                ..Cli::default()
+            })
+        };
+        assert_eq!(threads(4).unwrap().threads, 4);
+        assert_eq!(threads(0).unwrap().threads, 0);
+        assert!(threads(100_000).unwrap_err().contains("threads must be 0 to 256"));
     }
 
     #[test]
