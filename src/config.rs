@@ -380,7 +380,9 @@ mod tests {
         };
         assert_eq!(threads(4).unwrap().threads, 4);
         assert_eq!(threads(0).unwrap().threads, 0);
-        assert!(threads(100_000).unwrap_err().contains("threads must be 0 to 256"));
+        assert!(threads(100_000)
+            .unwrap_err()
+            .contains("threads must be 0 to 256"));
     }
 
     #[test]
