@@ -21,11 +21,7 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if config.threads > 0 {
-        builder.worker_threads(config.threads);
-    }
-    let runtime = builder.enable_all().build().expect("tokio runtime");
+    let runtime = tollgate::server::runtime(config.threads).expect("tokio runtime");
     runtime.block_on(async move {
         let server = match Server::bind(config.clone()).await {
             Ok(s) => s,

@@ -832,35 +832,17 @@ fn busy_script_and_script_kill() {
     check_busy_and_kill(&TestServer::start());
 }
 
-/// The same with a single runtime worker thread: the script starts on the only thread
-/// that serves clients, and must hand it over (the engine does so once the script has run
-/// for a while) for BUSY and SCRIPT KILL to be answered at all.
+/// The same with a single runtime worker thread (the default): the script starts on the
+/// only thread that serves clients, and must hand it over (the engine does so once the
+/// script has run for a while) for BUSY and SCRIPT KILL to be answered at all.
 #[test]
 fn busy_script_and_script_kill_with_one_worker_thread() {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let config = tollgate::config::Config {
-                port: 0,
-                ..tollgate::config::Config::default()
-            };
-            let (addr, shared) = tollgate::server::spawn(config).await.unwrap();
-            let mut stop = shared.shutdown.subscribe();
-            tx.send((addr, shared)).unwrap();
-            let _ = stop.changed().await;
-        });
-    });
-    let (addr, shared) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let s = TestServer::with(|c| c.threads = 1);
     // A worker kept by the script would leave clients unanswered (redis-rs waits without
     // a timeout while connecting): fail instead of hanging.
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
-        check_busy_and_kill(&TestServer { addr, shared });
+        check_busy_and_kill(&s);
         let _ = done_tx.send(());
     });
     match done_rx.recv_timeout(Duration::from_secs(30)) {

@@ -13,13 +13,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::ClusterError;
+use crate::proposer::{ProposeReply, ReadReply};
 use crate::transport::{CallError, Request, Response, Transport};
 use crate::types::{CommandResult, NodeId};
-
-/// Reply channel of one forwarded proposal.
-type ProposeReply = oneshot::Sender<Result<Vec<CommandResult>, ClusterError>>;
-/// Reply channel of one forwarded read.
-type ReadReply = oneshot::Sender<Result<u64, ClusterError>>;
 
 enum Work {
     Propose {

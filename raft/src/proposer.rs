@@ -17,7 +17,7 @@ use crate::error::ClusterError;
 use crate::types::{Batch, CommandResult, NodeId, TypeConfig};
 
 /// Reply channel of one proposal.
-type ProposeReply = oneshot::Sender<Result<Vec<CommandResult>, ClusterError>>;
+pub(crate) type ProposeReply = oneshot::Sender<Result<Vec<CommandResult>, ClusterError>>;
 
 struct Proposal {
     commands: Vec<Vec<u8>>,
@@ -178,7 +178,7 @@ fn fail_all(replies: Vec<(usize, ProposeReply)>, err: ClusterError) {
 }
 
 /// Reply channel of one read-index request.
-type ReadReply = oneshot::Sender<Result<u64, ClusterError>>;
+pub(crate) type ReadReply = oneshot::Sender<Result<u64, ClusterError>>;
 
 /// Handle to the read batcher task.
 #[derive(Clone)]

@@ -78,26 +78,20 @@ fn decision_reply(d: &Decision, resp: u8) -> Reply {
 
 /// Runs `rule` with `cost` against the state stored at `key`, without copying it.
 fn evaluate_stored(db: &Db, key: &[u8], rule: &Rule, cost: u64, now: u64) -> CmdResult<Applied> {
-    let bytes = match db.get(key, now) {
-        None => None,
-        Some(Entry {
-            value: Value::Str(StrValue::Raw(b)),
-            ..
-        }) => Some(&b[..]),
-        // An integer is never a limiter state.
-        Some(_) => return Err(wrongtype()),
-    };
+    let bytes = state_bytes(db.get(key, now))?;
     rule.apply(bytes, cost, now).ok_or_else(wrongtype)
 }
 
-/// The string bytes at `key`: `None` when absent, WRONGTYPE for other types.
-fn stored(db: &Db, key: &[u8], now: u64) -> CmdResult<Option<Bytes>> {
-    match db.get(key, now) {
+/// The bytes a limiter state is stored as: `None` when the key is absent, WRONGTYPE
+/// for anything but a string of raw bytes (an integer string is never a state: every
+/// encoding starts with a non-digit magic).
+fn state_bytes(entry: Option<&Entry>) -> CmdResult<Option<&[u8]>> {
+    match entry {
         None => Ok(None),
         Some(Entry {
-            value: Value::Str(s),
+            value: Value::Str(StrValue::Raw(b)),
             ..
-        }) => Ok(Some(s.to_bytes())),
+        }) => Ok(Some(&b[..])),
         Some(_) => Err(wrongtype()),
     }
 }
@@ -109,7 +103,7 @@ fn decoded<S>(bytes: Option<&[u8]>, decode: fn(&[u8]) -> Option<S>) -> CmdResult
 
 /// Stores an encoded state as a string value that expires once the limiter
 /// is back to its initial state (see [`deadline_for`]). The key is known to be
-/// absent or a string (the caller read it with [`stored`]).
+/// absent or a limiter state (the caller read it with [`state_bytes`]).
 fn save(db: &mut Db, key: &[u8], state: Vec<u8>, now: u64, ttl_ms: u64) {
     let written = update(db, key, now, |_| Ok((Some((state, ttl_ms)), ())));
     debug_assert!(written.is_ok());
@@ -128,17 +122,11 @@ fn update<T>(
     f: impl FnOnce(Option<&[u8]>) -> CmdResult<(Write, T)>,
 ) -> CmdResult<T> {
     db.modify(key, now, |entry| {
-        let mut digits = itoa::Buffer::new();
-        let (bytes, deadline) = match entry {
-            None => (None, None),
-            Some(e) => match &e.value {
-                Value::Str(StrValue::Raw(b)) => (Some(&b[..]), e.expires_at()),
-                Value::Str(StrValue::Int(n)) => {
-                    (Some(digits.format(*n).as_bytes()), e.expires_at())
-                }
-                _ => return (None, Err(wrongtype())),
-            },
+        let bytes = match state_bytes(entry) {
+            Ok(bytes) => bytes,
+            Err(e) => return (None, Err(e)),
         };
+        let deadline = entry.and_then(Entry::expires_at);
         match f(bytes) {
             Err(e) => (None, Err(e)),
             Ok((None, out)) => (None, Ok(out)),
@@ -551,8 +539,7 @@ fn release_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     let key = &a[1];
     let db = ctx.db();
-    let bytes = stored(db, key, now)?;
-    let Some(state) = decoded(bytes.as_deref(), concurrency::State::decode)? else {
+    let Some(state) = decoded(state_bytes(db.get(key, now))?, concurrency::State::decode)? else {
         return Ok(Reply::Integer(0));
     };
     let r = concurrency::release(Some(&state), &a[2], now);
@@ -574,14 +561,14 @@ pub fn limit_reset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 fn reset_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     let db = ctx.db();
-    match stored(db, &a[1], now)? {
-        None => Ok(Reply::Integer(0)),
-        Some(b) if limiter::decode_any(&b).is_some() => {
-            db.remove(&a[1], now);
-            Ok(Reply::Integer(1))
-        }
-        Some(_) => Err(wrongtype()),
+    let Some(bytes) = state_bytes(db.get(&a[1], now))? else {
+        return Ok(Reply::Integer(0));
+    };
+    if limiter::decode_any(bytes).is_none() {
+        return Err(wrongtype());
     }
+    db.remove(&a[1], now);
+    Ok(Reply::Integer(1))
 }
 
 /// LIMIT.INFO key: `algorithm`, the state's fields and the key's `ttl_ms`
@@ -593,12 +580,12 @@ pub fn limit_info(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 fn info_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     let db = ctx.db();
-    let Some(bytes) = stored(db, &a[1], now)? else {
+    let entry = db.get(&a[1], now);
+    let Some(bytes) = state_bytes(entry)? else {
         return Ok(Reply::Nil);
     };
-    let state = limiter::decode_any(&bytes).ok_or_else(wrongtype)?;
-    let ttl = db
-        .get(&a[1], now)
+    let state = limiter::decode_any(bytes).ok_or_else(wrongtype)?;
+    let ttl = entry
         .and_then(Entry::expires_at)
         .map_or(-1, |t| sat(t.saturating_sub(now)));
     let mut fields = vec![(

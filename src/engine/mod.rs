@@ -188,6 +188,15 @@ impl Engine {
         self.cluster.get()
     }
 
+    /// `cluster` or `standalone`, as HELLO's `mode` and INFO's `redis_mode` say.
+    pub fn mode_name(&self) -> &'static str {
+        if self.cluster.get().is_some() {
+            "cluster"
+        } else {
+            "standalone"
+        }
+    }
+
     /// The time local reads use: the local clock, or in cluster mode never earlier than the
     /// newest leader-stamped time applied here.
     pub fn now_ms(&self) -> u64 {
@@ -246,24 +255,19 @@ impl Engine {
             if let Some(g) = self.state.try_lock() {
                 return Ok(g);
             }
-            match self.control.running_for() {
-                // A script that has run for under LONG_SCRIPT is most likely about to
-                // finish (most take microseconds): wait for the lock briefly rather than
-                // sleep a whole timer tick. Past that, the script hands its worker off
-                // (see `command::scripting`) and waiters yield to the runtime instead.
-                Some(ran) if ran < scripting::LONG_SCRIPT => {
-                    if let Some(g) = self.state.try_lock_for(scripting::LONG_SCRIPT - ran) {
-                        return Ok(g);
-                    }
-                    continue;
+            // Without a script, or behind one that has run for under LONG_SCRIPT (most take
+            // microseconds), wait for the lock briefly rather than sleep a whole timer tick.
+            // Past that, the script hands its worker off (see `command::scripting`) and
+            // waiters yield to the runtime instead.
+            let wait = match self.control.running_for() {
+                None => Some(Duration::from_millis(2)),
+                Some(ran) => scripting::LONG_SCRIPT.checked_sub(ran),
+            };
+            if let Some(wait) = wait {
+                if let Some(g) = self.state.try_lock_for(wait) {
+                    return Ok(g);
                 }
-                None => {
-                    if let Some(g) = self.state.try_lock_for(Duration::from_millis(2)) {
-                        return Ok(g);
-                    }
-                    continue;
-                }
-                Some(_) => {}
+                continue;
             }
             if busy_reply {
                 if let Some(text) = scripting::busy_error(&self.control, self.busy_threshold()) {

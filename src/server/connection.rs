@@ -446,17 +446,15 @@ impl Client {
         self.resp = proto;
         self.sync_info();
         let id = self.id();
-        let mode = if self.shared.engine.cluster().is_some() {
-            "cluster"
-        } else {
-            "standalone"
-        };
         Reply::Map(vec![
             (Reply::bulk("server"), Reply::bulk("redis")),
             (Reply::bulk("version"), Reply::bulk(info::REDIS_VERSION)),
             (Reply::bulk("proto"), Reply::Integer(proto as i64)),
             (Reply::bulk("id"), Reply::Integer(id as i64)),
-            (Reply::bulk("mode"), Reply::bulk(mode)),
+            (
+                Reply::bulk("mode"),
+                Reply::bulk(self.shared.engine.mode_name()),
+            ),
             (Reply::bulk("role"), Reply::bulk("master")),
             (Reply::bulk("modules"), Reply::Array(vec![])),
         ])

@@ -37,11 +37,7 @@ pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
             out,
             "# Server\r\nredis_version:{REDIS_VERSION}\r\ntollgate_version:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:tollgate\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
-            if shared.engine.cluster().is_some() {
-                "cluster"
-            } else {
-                "standalone"
-            },
+            shared.engine.mode_name(),
             std::env::consts::OS,
             std::process::id(),
             shared.addr.port(),

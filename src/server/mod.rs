@@ -231,6 +231,16 @@ async fn start_raft(
         .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
+/// The runtime a server runs on: `threads` network worker threads (`--threads`; 0 = one
+/// per CPU core).
+pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if threads > 0 {
+        builder.worker_threads(threads);
+    }
+    builder.enable_all().build()
+}
+
 /// Start serving on a background task; returns the bound address and shared state.
 /// Used by tests and embedders.
 pub async fn spawn(config: Config) -> std::io::Result<(SocketAddr, Arc<Shared>)> {

@@ -65,6 +65,19 @@ fn shard_index(hash: u64) -> usize {
     (hash >> 32) as usize % SHARDS
 }
 
+/// The slot of `key` in its shard, found with one hash of the key. A free function over
+/// the shards alone, so callers keep the other fields of `Db` free to update meanwhile.
+fn slot<'a>(
+    shards: &'a mut [Shard],
+    key: &[u8],
+) -> (u64, RawEntryMut<'a, Bytes, Entry, KeyHasher>) {
+    let h = hash_key(key);
+    let entry = shards[shard_index(h)]
+        .raw_entry_mut()
+        .from_key_hashed_nocheck(h, key);
+    (h, entry)
+}
+
 /// A key's value and deadline.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -141,18 +154,11 @@ impl Db {
     /// Marks watchers of the key dirty, since the caller may modify it.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.touch(key);
-        let h = hash_key(key);
-        match self.shards[shard_index(h)]
-            .raw_entry_mut()
-            .from_key_hashed_nocheck(h, key)
-        {
+        match slot(&mut self.shards, key).1 {
             RawEntryMut::Occupied(o) if o.get().is_expired(now_ms) => {
-                // Watchers were marked above; the rest of `forget`, on disjoint fields.
+                // Watchers were marked above.
                 let (k, entry) = o.remove_entry();
-                self.len -= 1;
-                if let Some(t) = entry.expires_at {
-                    self.expires.remove(t, &k);
-                }
+                uncount(&mut self.len, &mut self.expires, &k, &entry);
                 None
             }
             RawEntryMut::Occupied(o) => Some(o.into_mut()),
@@ -170,11 +176,8 @@ impl Db {
         now_ms: u64,
         f: impl FnOnce(Option<&Entry>) -> (Option<(Value, Option<u64>)>, T),
     ) -> T {
-        let h = hash_key(key);
-        let (wrote, out) = match self.shards[shard_index(h)]
-            .raw_entry_mut()
-            .from_key_hashed_nocheck(h, key)
-        {
+        let (h, entry) = slot(&mut self.shards, key);
+        let (wrote, out) = match entry {
             RawEntryMut::Occupied(mut o) => {
                 let live = !o.get().is_expired(now_ms);
                 let (write, out) = f(if live { Some(o.get()) } else { None });
@@ -219,21 +222,17 @@ impl Db {
     /// Insert or replace `key` with an entry (keeping the entry's deadline).
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
         self.touch(&key);
-        let h = hash_key(&key);
         let deadline = entry.expires_at;
-        match self.shards[shard_index(h)]
-            .raw_entry_mut()
-            .from_key_hashed_nocheck(h, &key[..])
-        {
+        match slot(&mut self.shards, &key) {
             // A replaced key keeps the allocation it has.
-            RawEntryMut::Occupied(mut o) => {
-                let (k, slot) = o.get_key_value_mut();
-                let old = std::mem::replace(slot, entry).expires_at;
+            (_, RawEntryMut::Occupied(mut o)) => {
+                let (k, current) = o.get_key_value_mut();
+                let old = std::mem::replace(current, entry).expires_at;
                 self.expires.moved(k, old, deadline);
             }
             // A new key gets its own exact-size allocation (the argument is a slice of the
             // request frame).
-            RawEntryMut::Vacant(v) => {
+            (h, RawEntryMut::Vacant(v)) => {
                 let (k, _) = v.insert_hashed_nocheck(h, Bytes::copy_from_slice(&key), entry);
                 self.len += 1;
                 self.expires.moved(k, None, deadline);
@@ -260,11 +259,7 @@ impl Db {
     /// Set or clear the deadline of an existing key. Returns false if the key is absent.
     pub fn set_expiry(&mut self, key: &[u8], deadline: Option<u64>) -> bool {
         self.touch(key);
-        let h = hash_key(key);
-        let RawEntryMut::Occupied(mut o) = self.shards[shard_index(h)]
-            .raw_entry_mut()
-            .from_key_hashed_nocheck(h, key)
-        else {
+        let RawEntryMut::Occupied(mut o) = slot(&mut self.shards, key).1 else {
             return false;
         };
         let (k, entry) = o.get_key_value_mut();
@@ -365,11 +360,7 @@ impl Db {
     /// Delete `key` if its deadline has passed at `now_ms` (a replica applies the leader's
     /// expiry entries with this, so every node deletes exactly the keys expired at that time).
     pub fn purge_if_expired(&mut self, key: &[u8], now_ms: u64) {
-        let h = hash_key(key);
-        if let RawEntryMut::Occupied(o) = self.shards[shard_index(h)]
-            .raw_entry_mut()
-            .from_key_hashed_nocheck(h, key)
-        {
+        if let RawEntryMut::Occupied(o) = slot(&mut self.shards, key).1 {
             if o.get().is_expired(now_ms) {
                 let (k, entry) = o.remove_entry();
                 self.forget(&k, &entry);
@@ -378,11 +369,7 @@ impl Db {
     }
 
     fn remove_raw(&mut self, key: &[u8]) -> Option<Entry> {
-        let h = hash_key(key);
-        let RawEntryMut::Occupied(o) = self.shards[shard_index(h)]
-            .raw_entry_mut()
-            .from_key_hashed_nocheck(h, key)
-        else {
+        let RawEntryMut::Occupied(o) = slot(&mut self.shards, key).1 else {
             return None;
         };
         let (k, entry) = o.remove_entry();
@@ -393,10 +380,16 @@ impl Db {
     /// Bookkeeping after an entry left its shard: watchers, count, deadline index.
     fn forget(&mut self, key: &Bytes, entry: &Entry) {
         self.touch(key);
-        self.len -= 1;
-        if let Some(t) = entry.expires_at {
-            self.expires.remove(t, key);
-        }
+        uncount(&mut self.len, &mut self.expires, key, entry);
+    }
+}
+
+/// The count and deadline-index part of [`Db::forget`], on the fields alone (for callers
+/// that still hold a shard borrow).
+fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &Bytes, entry: &Entry) {
+    *len -= 1;
+    if let Some(t) = entry.expires_at {
+        expires.remove(t, key);
     }
 }
 

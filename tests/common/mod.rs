@@ -26,16 +26,14 @@ impl TestServer {
         let mut config = Config {
             port: 0,
             enable_debug_command: true,
+            // Two workers, so that tests also see commands from several threads.
+            threads: 2,
             ..Config::default()
         };
         tweak(&mut config);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
+            let rt = server::runtime(config.threads).unwrap();
             rt.block_on(async move {
                 let (addr, shared) = server::spawn(config).await.unwrap();
                 let mut stop = shared.shutdown.subscribe();
