@@ -705,3 +705,67 @@ fn membership_three_to_four_to_three_under_load() {
     assert_eq!(status.matches("voter=yes").count(), 3, "{status}");
     c.converged_digest(Duration::from_secs(10));
 }
+
+#[test]
+fn leadership_transfer_under_load_loses_nothing() {
+    let _g = serial();
+    let c = Cluster::start(3);
+    let ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let loaders: Vec<_> = (0..3)
+        .map(|t| {
+            let mut p = ports.clone();
+            p.rotate_left(t);
+            load(p, stop.clone(), true)
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    let mut moves = Vec::new();
+    for _ in 0..2 {
+        let leader = c.wait_leader(Duration::from_secs(5));
+        let target = (0..3).find(|&i| i != leader).unwrap();
+        // Ask the third node, so the request itself is forwarded to the leader.
+        let asked = (0..3).find(|&i| i != leader && i != target).unwrap();
+        let target_id = c.nodes[target].id.to_string();
+        let started = Instant::now();
+        let _: () = c.nodes[asked]
+            .q(&["RAFT.TRANSFER", &target_id])
+            .expect("transfer");
+        moves.push(started.elapsed());
+        assert_eq!(c.wait_leader(Duration::from_secs(5)), target);
+        thread::sleep(Duration::from_millis(300));
+    }
+    // Transferring to the current leader is a no-op; a non-member and a bad id are refused.
+    let leader = c.wait_leader(Duration::from_secs(5));
+    let id = c.nodes[leader].id.to_string();
+    let _: () = c.nodes[leader].q(&["RAFT.TRANSFER", &id]).unwrap();
+    let e = c.nodes[0].q::<()>(&["RAFT.TRANSFER", "9"]).unwrap_err();
+    assert!(e.to_string().contains("node 9 is not a voter"), "{e}");
+    let e = c.nodes[0].q::<()>(&["RAFT.TRANSFER", "0"]).unwrap_err();
+    assert!(e.to_string().contains("positive integer"), "{e}");
+    assert_eq!(c.wait_leader(Duration::from_secs(5)), leader);
+
+    stop.store(true, Ordering::Relaxed);
+    let seen: Vec<Seen> = loaders.into_iter().map(|h| h.join().unwrap()).collect();
+    let acked: Vec<i64> = seen.iter().flat_map(|s| s.incr.iter().copied()).collect();
+    let unique: HashSet<i64> = acked.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        acked.len(),
+        "an INCR value was returned twice"
+    );
+    let max = *acked.iter().max().expect("writes acknowledged");
+    let fin: i64 = c.nodes[leader].q(&["GET", "ctr"]).unwrap();
+    assert!(
+        fin >= max && fin >= acked.len() as i64,
+        "lost writes: {fin} < {max}"
+    );
+    let allowed: u64 = seen.iter().map(|s| s.allowed).sum();
+    assert!(allowed <= 100, "token bucket let {allowed} through");
+    c.converged_digest(Duration::from_secs(10));
+    eprintln!(
+        "transfers took {moves:?}; {} writes acknowledged, {} failed",
+        acked.len(),
+        seen.iter().map(|s| s.failed).sum::<u64>()
+    );
+}

@@ -54,6 +54,9 @@ pub enum ClusterError {
     /// A membership change was rejected.
     #[error("membership change failed: {0}")]
     Membership(String),
+    /// A leadership transfer was refused (the target is not a voter, or could not campaign).
+    #[error("leadership transfer failed: {0}")]
+    Transfer(String),
     /// Invalid configuration.
     #[error("invalid raft config: {0}")]
     Config(String),

@@ -22,8 +22,8 @@ use crate::error::ClusterError;
 use crate::forwarder::{link_error, remote_error, Forwarder};
 use crate::log_store::{LogHandle, LogStore};
 use crate::network::NetworkFactory;
-use crate::proposer::{Proposer, ReadIndexer};
-use crate::service::{await_reply, run_admin, Service};
+use crate::proposer::{Gate, Proposer, ReadIndexer};
+use crate::service::{await_reply, Service};
 use crate::state_machine::{StateMachine, StateMachineStore};
 use crate::transport::{AdminOp, Request, Response, Transport};
 use crate::types::{
@@ -55,6 +55,7 @@ struct Inner<S: StateMachine> {
     proposer: Proposer,
     reader: ReadIndexer,
     forwarder: Forwarder,
+    service: Service,
     log: LogHandle,
     clock: Arc<LeaderClock>,
     leadership: watch::Receiver<Leadership>,
@@ -109,25 +110,32 @@ impl<S: StateMachine> RaftNode<S> {
             .await
             .map_err(|e| ClusterError::Startup(e.to_string()))?;
 
+        let gate = Gate::new();
         let (proposer, batcher_task) = Proposer::spawn(
             raft.clone(),
             clock.clone(),
             config.max_batch_commands,
             config.max_entry_bytes(),
             config.max_inflight_batches,
+            gate.clone(),
         );
-        let (reader, reader_task) = ReadIndexer::spawn(raft.clone(), config.client_timeout);
+        let (reader, reader_task) =
+            ReadIndexer::spawn(raft.clone(), config.client_timeout, gate.clone());
         let (forwarder, forwarder_task) =
             Forwarder::spawn(transport.clone(), config.max_entry_bytes());
-        let service = Arc::new(Service {
+        let service = Service {
             node_id: id,
             raft: raft.clone(),
             proposer: proposer.clone(),
             reader: reader.clone(),
+            gate,
+            transport: transport.clone(),
             client_timeout: config.client_timeout,
             admin_timeout: admin_timeout(&config),
-        });
-        let server_task = transport.serve(listener, service);
+            leader_lease: Duration::from_millis(config.election_timeout_max_ms),
+            election_timeout_min: Duration::from_millis(config.election_timeout_min_ms),
+        };
+        let server_task = transport.serve(listener, Arc::new(service.clone()));
         let (leadership_tx, watch_task) = watch_leadership(id, raft.metrics());
         let leadership = leadership_tx.subscribe();
 
@@ -141,6 +149,7 @@ impl<S: StateMachine> RaftNode<S> {
                 proposer,
                 reader,
                 forwarder,
+                service,
                 log,
                 clock,
                 leadership,
@@ -342,6 +351,12 @@ impl<S: StateMachine> RaftNode<S> {
         self.admin(AdminOp::Remove { id }).await
     }
 
+    /// Hand leadership to voter `to`: the leader holds new requests, lets `to` catch up,
+    /// and has it campaign; held requests then go to `to`. Returns once the leader follows `to`.
+    pub async fn transfer_leader(&self, to: NodeId) -> Result<(), ClusterError> {
+        self.admin(AdminOp::TransferLeader { to }).await
+    }
+
     /// Build a snapshot now (and purge the log behind it), instead of waiting for the policy.
     pub async fn trigger_snapshot(&self) -> Result<(), ClusterError> {
         self.inner
@@ -395,7 +410,7 @@ impl<S: StateMachine> RaftNode<S> {
             let (leader, addr) = self.wait_for_leader(started, deadline).await?;
             let remaining = deadline.saturating_duration_since(Instant::now());
             let attempt = if leader == self.inner.id {
-                run_admin(&self.inner.raft, op.clone(), remaining).await
+                self.inner.service.run_admin(op.clone(), remaining).await
             } else {
                 match self
                     .call_leader(leader, &addr, &Request::Admin(op.clone()), deadline)

@@ -9,12 +9,55 @@ use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::Raft;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::clock::LeaderClock;
 use crate::error::ClusterError;
 use crate::types::{Batch, CommandResult, NodeId, TypeConfig};
+
+/// Holds new batches (writes and read confirmations) while a leadership transfer runs, so the
+/// leader's log stops growing and its followers' leader leases can lapse. Closing returns a
+/// guard; the gate reopens when the guard drops, whatever way the transfer ends.
+#[derive(Clone)]
+pub(crate) struct Gate {
+    closed: Arc<watch::Sender<bool>>,
+}
+
+impl Gate {
+    pub(crate) fn new() -> Gate {
+        Gate {
+            closed: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    /// Close the gate until the returned guard drops.
+    pub(crate) fn close(&self) -> GateGuard {
+        self.closed.send_replace(true);
+        GateGuard { gate: self.clone() }
+    }
+
+    /// Wait until the gate is open.
+    async fn opened(&self) {
+        if !*self.closed.borrow() {
+            return;
+        }
+        let mut rx = self.closed.subscribe();
+        // The sender lives in `self`, so `wait_for` cannot fail while we hold it.
+        let _ = rx.wait_for(|closed| !*closed).await;
+    }
+}
+
+/// Keeps a [`Gate`] closed while alive.
+pub(crate) struct GateGuard {
+    gate: Gate,
+}
+
+impl Drop for GateGuard {
+    fn drop(&mut self) {
+        self.gate.closed.send_replace(false);
+    }
+}
 
 /// Reply channel of one proposal.
 pub(crate) type ProposeReply = oneshot::Sender<Result<Vec<CommandResult>, ClusterError>>;
@@ -45,6 +88,7 @@ impl Proposer {
         max_batch: usize,
         max_bytes: usize,
         max_inflight: usize,
+        gate: Gate,
     ) -> (Proposer, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(run_write_batcher(
@@ -54,6 +98,7 @@ impl Proposer {
             max_batch,
             max_bytes,
             max_inflight,
+            gate,
         ));
         (Proposer { tx, max_bytes }, task)
     }
@@ -88,6 +133,7 @@ async fn run_write_batcher(
     max_batch: usize,
     max_bytes: usize,
     max_inflight: usize,
+    gate: Gate,
 ) {
     let inflight = Arc::new(Semaphore::new(max_inflight));
     // A proposal that did not fit the previous batch opens the next one.
@@ -100,6 +146,9 @@ async fn run_write_batcher(
                 None => break,
             },
         };
+        // Hold everything while a leadership transfer runs; after it, Raft itself refuses the
+        // batch (this node no longer leads) and the callers retry at the new leader.
+        gate.opened().await;
         // Wait for an in-flight slot first: whatever queues meanwhile joins this batch.
         let Ok(permit) = inflight.clone().acquire_owned().await else {
             break;
@@ -191,9 +240,10 @@ impl ReadIndexer {
     pub(crate) fn spawn(
         raft: Raft<TypeConfig>,
         round_timeout: Duration,
+        gate: Gate,
     ) -> (ReadIndexer, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run_read_batcher(raft, rx, round_timeout));
+        let task = tokio::spawn(run_read_batcher(raft, rx, round_timeout, gate));
         (ReadIndexer { tx }, task)
     }
 
@@ -211,8 +261,12 @@ async fn run_read_batcher(
     raft: Raft<TypeConfig>,
     mut rx: mpsc::UnboundedReceiver<ReadReply>,
     round_timeout: Duration,
+    gate: Gate,
 ) {
     while let Some(first) = rx.recv().await {
+        // A confirmation round sends heartbeats, which would renew the followers' leases
+        // that a leadership transfer waits out.
+        gate.opened().await;
         // Only waiters that arrived before the round starts may share its confirmation.
         let mut waiters = vec![first];
         while let Ok(w) = rx.try_recv() {

@@ -1,8 +1,9 @@
 //! What a node answers on its cluster port: openraft's RPCs, plus the requests followers send
-//! their leader (forwarded proposals, read-index confirmations, membership changes). Also owns
-//! executing membership changes, since they must run on the leader.
+//! their leader (forwarded proposals, read-index confirmations, membership changes, leadership
+//! transfer). Also owns executing those admin operations, since they must run on the leader.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -12,18 +13,30 @@ use openraft::{BasicNode, ChangeMembers, Raft};
 use tokio::sync::oneshot;
 
 use crate::error::ClusterError;
-use crate::proposer::{Proposer, ReadIndexer};
-use crate::transport::{AdminOp, Request, Response, RpcHandler};
+use crate::forwarder::link_error;
+use crate::proposer::{Gate, Proposer, ReadIndexer};
+use crate::transport::{AdminOp, Request, Response, RpcHandler, Transport};
 use crate::types::{NodeId, TypeConfig};
 
-/// The request handler registered with the transport.
+/// How often a leadership transfer re-reads the replication progress.
+const TRANSFER_POLL: Duration = Duration::from_millis(10);
+
+/// The request handler registered with the transport, and the executor of admin operations.
+#[derive(Clone)]
 pub(crate) struct Service {
     pub(crate) node_id: NodeId,
     pub(crate) raft: Raft<TypeConfig>,
     pub(crate) proposer: Proposer,
     pub(crate) reader: ReadIndexer,
+    /// Closed while a leadership transfer holds new batches.
+    pub(crate) gate: Gate,
+    pub(crate) transport: Arc<Transport>,
     pub(crate) client_timeout: Duration,
     pub(crate) admin_timeout: Duration,
+    /// openraft's leader lease (= the longest election timeout) and the shortest election
+    /// timeout: a transfer waits out the first and must finish well within the second.
+    pub(crate) leader_lease: Duration,
+    pub(crate) election_timeout_min: Duration,
 }
 
 impl Service {
@@ -74,8 +87,29 @@ impl RpcHandler for Service {
                 async move { Response::ReadIndex(await_reply(rx, timeout).await) }.boxed()
             }
             Request::Admin(op) => {
-                let timeout = self.admin_timeout;
-                async move { Response::Admin(run_admin(&raft, op, timeout).await) }.boxed()
+                let service = self.clone();
+                async move { Response::Admin(service.run_admin(op, service.admin_timeout).await) }
+                    .boxed()
+            }
+            Request::Elect => {
+                let me = self.node_id;
+                async move {
+                    let is_voter = raft
+                        .metrics()
+                        .borrow()
+                        .membership_config
+                        .membership()
+                        .voter_ids()
+                        .any(|v| v == me);
+                    if !is_voter {
+                        return Response::Elect(Err(ClusterError::Transfer(format!(
+                            "node {me} is not a voter"
+                        ))));
+                    }
+                    let started = raft.trigger().elect().await;
+                    Response::Elect(started.map_err(|_| ClusterError::ShuttingDown))
+                }
+                .boxed()
             }
         }
     }
@@ -95,52 +129,167 @@ pub(crate) async fn await_reply<T>(
     }
 }
 
-/// Execute a membership change on this node, which must be the leader.
-pub(crate) async fn run_admin(
-    raft: &Raft<TypeConfig>,
-    op: AdminOp,
-    timeout: Duration,
-) -> Result<(), ClusterError> {
-    let change = async {
-        match op {
-            AdminOp::AddLearner { id, addr } => raft
-                .add_learner(id, BasicNode { addr }, true)
-                .await
-                .map(|_| ()),
-            AdminOp::Promote { id } => raft
-                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
-                .await
-                .map(|_| ()),
-            AdminOp::Remove { id } => {
-                let membership = raft.metrics().borrow().membership_config.clone();
-                let is_voter = membership.membership().voter_ids().any(|v| v == id);
-                let is_member = membership.membership().get_node(&id).is_some();
-                let ids = BTreeSet::from([id]);
-                if is_voter {
-                    raft.change_membership(ChangeMembers::RemoveVoters(ids), false)
-                        .await
-                        .map(|_| ())
-                } else if is_member {
-                    raft.change_membership(ChangeMembers::RemoveNodes(ids), false)
-                        .await
-                        .map(|_| ())
-                } else {
-                    Ok(())
+impl Service {
+    /// Execute an admin operation on this node, which must be the leader.
+    pub(crate) async fn run_admin(
+        &self,
+        op: AdminOp,
+        timeout: Duration,
+    ) -> Result<(), ClusterError> {
+        let raft = &self.raft;
+        let work = async {
+            let changed = match op {
+                AdminOp::TransferLeader { to } => return self.transfer_leader(to).await,
+                AdminOp::AddLearner { id, addr } => raft
+                    .add_learner(id, BasicNode { addr }, true)
+                    .await
+                    .map(|_| ()),
+                AdminOp::Promote { id } => raft
+                    .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+                    .await
+                    .map(|_| ()),
+                AdminOp::Remove { id } => {
+                    let membership = raft.metrics().borrow().membership_config.clone();
+                    let is_voter = membership.membership().voter_ids().any(|v| v == id);
+                    let is_member = membership.membership().get_node(&id).is_some();
+                    let ids = BTreeSet::from([id]);
+                    if is_voter {
+                        raft.change_membership(ChangeMembers::RemoveVoters(ids), false)
+                            .await
+                            .map(|_| ())
+                    } else if is_member {
+                        raft.change_membership(ChangeMembers::RemoveNodes(ids), false)
+                            .await
+                            .map(|_| ())
+                    } else {
+                        Ok(())
+                    }
+                }
+            };
+            changed.map_err(|e| match e {
+                RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                    ClusterError::NotLeader {
+                        leader: f.leader_id,
+                    }
+                }
+                RaftError::APIError(e) => ClusterError::Membership(e.to_string()),
+                RaftError::Fatal(_) => ClusterError::ShuttingDown,
+            })
+        };
+        // Dropping `work` on timeout also ends a transfer's pause (its guards reopen the gate).
+        match tokio::time::timeout(timeout, work).await {
+            Ok(result) => result,
+            Err(_) => Err(ClusterError::Timeout {
+                waited_ms: timeout.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// Hand leadership to voter `to` (Raft's leadership transfer, built on openraft 0.9, which
+    /// has none): hold new writes and reads, let `to` catch up with the whole log, stop
+    /// heartbeats until every follower's leader lease has lapsed, then tell `to` to campaign.
+    /// Its log is the longest, so it wins; this node steps down when it hears the higher term,
+    /// and the held requests fail over to the new leader like any other leader change.
+    async fn transfer_leader(&self, to: NodeId) -> Result<(), ClusterError> {
+        let me = self.node_id;
+        let addr = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            if m.current_leader != Some(me) {
+                return Err(ClusterError::NotLeader {
+                    leader: m.current_leader,
+                });
+            }
+            if to == me {
+                return Ok(());
+            }
+            let membership = m.membership_config.membership();
+            if !membership.voter_ids().any(|v| v == to) {
+                return Err(ClusterError::Transfer(format!(
+                    "node {to} is not a voter of this cluster"
+                )));
+            }
+            match membership.get_node(&to) {
+                Some(node) => node.addr.clone(),
+                None => return Err(ClusterError::Transfer(format!("node {to} has no address"))),
+            }
+        };
+        let _held = self.gate.close();
+        let _quiet = HeartbeatsOff::new(&self.raft);
+        // Followers refuse votes for `leader_lease` after the last message from this leader and
+        // start their own elections `election_timeout_min` after that; campaign in between.
+        let quiet_for =
+            self.leader_lease + (self.election_timeout_min / 3).min(Duration::from_millis(50));
+        let mut last_progress = None;
+        let mut quiet_since = tokio::time::Instant::now();
+        loop {
+            {
+                let metrics = self.raft.metrics();
+                let m = metrics.borrow();
+                if m.current_leader != Some(me) {
+                    return Err(ClusterError::NotLeader {
+                        leader: m.current_leader,
+                    });
+                }
+                let progress = m.replication.clone();
+                if progress != last_progress {
+                    last_progress = progress;
+                    quiet_since = tokio::time::Instant::now();
+                }
+                let target_matched = last_progress
+                    .as_ref()
+                    .and_then(|r| r.get(&to).copied().flatten())
+                    .map(|l| l.index);
+                let caught_up = target_matched.is_some() && target_matched == m.last_log_index;
+                if caught_up && quiet_since.elapsed() >= quiet_for {
+                    break;
                 }
             }
+            tokio::time::sleep(TRANSFER_POLL).await;
         }
-    };
-    match tokio::time::timeout(timeout, change).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-            Err(ClusterError::NotLeader {
-                leader: f.leader_id,
+        let started = tokio::time::Instant::now();
+        let campaign = self.election_timeout_min + self.leader_lease;
+        match self
+            .transport
+            .peer(to, &addr)
+            .call(&Request::Elect, campaign)
+            .await
+        {
+            Ok(Response::Elect(result)) => result?,
+            Ok(_) => {
+                return Err(ClusterError::Forward {
+                    leader: to,
+                    reason: "unexpected response".into(),
+                })
+            }
+            Err(e) => return Err(link_error(to, e, started)),
+        }
+        // Done once this node follows `to` (it hears the new term from `to` itself).
+        self.raft
+            .wait(Some(campaign * 2))
+            .metrics(|m| m.current_leader == Some(to), "leadership transfer")
+            .await
+            .map(|_| ())
+            .map_err(|_| ClusterError::Timeout {
+                waited_ms: started.elapsed().as_millis() as u64,
             })
-        }
-        Ok(Err(RaftError::APIError(e))) => Err(ClusterError::Membership(e.to_string())),
-        Ok(Err(RaftError::Fatal(_))) => Err(ClusterError::ShuttingDown),
-        Err(_) => Err(ClusterError::Timeout {
-            waited_ms: timeout.as_millis() as u64,
-        }),
+    }
+}
+
+/// Stops the leader's heartbeats while alive.
+struct HeartbeatsOff<'a> {
+    raft: &'a Raft<TypeConfig>,
+}
+
+impl<'a> HeartbeatsOff<'a> {
+    fn new(raft: &'a Raft<TypeConfig>) -> Self {
+        raft.runtime_config().heartbeat(false);
+        HeartbeatsOff { raft }
+    }
+}
+
+impl Drop for HeartbeatsOff<'_> {
+    fn drop(&mut self) {
+        self.raft.runtime_config().heartbeat(true);
     }
 }

@@ -42,7 +42,7 @@ use crate::error::ClusterError;
 use crate::types::{CommandResult, NodeId, TypeConfig};
 
 /// Bumped whenever frames change incompatibly.
-const PROTOCOL_VERSION: u32 = 2;
+const PROTOCOL_VERSION: u32 = 3;
 /// Frame cap before a peer has authenticated.
 const HANDSHAKE_FRAME_MAX: usize = 512;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -61,16 +61,19 @@ pub(crate) enum Request {
     Propose(Vec<Vec<Vec<u8>>>),
     /// Ask the leader for a confirmed read index.
     ReadIndex,
-    /// A membership change forwarded to the leader.
+    /// A membership change or leadership transfer forwarded to the leader.
     Admin(AdminOp),
+    /// From a leader handing leadership over: campaign now (Raft's TimeoutNow).
+    Elect,
 }
 
-/// Membership changes, executed on the leader.
+/// Membership changes and leadership transfer, executed on the leader.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum AdminOp {
     AddLearner { id: NodeId, addr: String },
     Promote { id: NodeId },
     Remove { id: NodeId },
+    TransferLeader { to: NodeId },
 }
 
 /// The answer to a [`Request`] of the same variant.
@@ -85,6 +88,7 @@ pub(crate) enum Response {
     Propose(Vec<Result<Vec<CommandResult>, ClusterError>>),
     ReadIndex(Result<u64, ClusterError>),
     Admin(Result<(), ClusterError>),
+    Elect(Result<(), ClusterError>),
 }
 
 #[derive(Deserialize)]

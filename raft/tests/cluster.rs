@@ -567,3 +567,76 @@ async fn oversized_proposals_are_refused_and_big_entries_still_replicate() {
     cluster.wait_value(24, 5 * SEC).await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_moves_to_the_chosen_voter_and_held_proposals_follow_it() {
+    let cluster = TestCluster::start(3, |_| {}).await;
+    let leader = cluster.wait_leader(5 * SEC).await;
+    let target = cluster
+        .nodes
+        .keys()
+        .copied()
+        .find(|id| *id != leader)
+        .unwrap();
+    let third = cluster
+        .nodes
+        .keys()
+        .copied()
+        .find(|id| *id != leader && *id != target)
+        .unwrap();
+
+    // Proposals keep arriving at every node while leadership moves.
+    let mut tasks = Vec::new();
+    for node in cluster.nodes.values() {
+        for _ in 0..4 {
+            let node = node.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut outs = Vec::new();
+                for _ in 0..60 {
+                    outs.push(node.propose(Cmd::Incr).await.unwrap());
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                outs
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let term_before = cluster.node(leader).status().term;
+    // Asked on the third node, the request travels to the leader.
+    cluster.node(third).transfer_leader(target).await.unwrap();
+    for node in cluster.nodes.values() {
+        let s = node.status();
+        assert!(
+            s.leader_id == Some(target) || s.leader_id.is_none(),
+            "node {} follows {:?}",
+            s.node_id,
+            s.leader_id
+        );
+    }
+    assert_eq!(cluster.node(leader).status().leader_id, Some(target));
+    assert_eq!(cluster.node(target).status().role, Role::Leader);
+    assert!(cluster.node(target).status().term > term_before);
+
+    let mut values = HashSet::new();
+    for task in tasks {
+        let outs = task.await.unwrap();
+        // One client's writes are applied in its order, at times that never go back.
+        assert!(outs.windows(2).all(|w| w[0].value < w[1].value));
+        assert!(outs.windows(2).all(|w| w[0].now_ms <= w[1].now_ms));
+        for o in outs {
+            assert!(values.insert(o.value), "value {} returned twice", o.value);
+        }
+    }
+    assert_eq!(values.len(), 720);
+    assert_eq!(values.iter().max(), Some(&720));
+
+    // The new leader refuses a target that is not a voter; a transfer to itself is a no-op.
+    match cluster.node(leader).transfer_leader(99).await {
+        Err(ClusterError::Transfer(why)) => assert!(why.contains("not a voter"), "{why}"),
+        other => panic!("transfer to a non-member: {other:?}"),
+    }
+    cluster.node(leader).transfer_leader(target).await.unwrap();
+    assert_eq!(cluster.wait_leader(5 * SEC).await, target);
+    cluster.wait_value(720, 5 * SEC).await;
+    cluster.shutdown().await;
+}

@@ -63,6 +63,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("raft.status", 1, CONN | ADMIN, 0, 0, 0),
     crate::cmd!("raft.addnode", 3, CONN | ADMIN | NO_MULTI, 0, 0, 0),
     crate::cmd!("raft.removenode", 2, CONN | ADMIN | NO_MULTI, 0, 0, 0),
+    crate::cmd!("raft.transfer", 2, CONN | ADMIN | NO_MULTI, 0, 0, 0),
     crate::cmd!("raft.snapshot", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0),
     crate::cmd!("raft.partition", -2, CONN | ADMIN | NO_MULTI, 0, 0, 0),
     crate::cmd!("raft.heal", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0),

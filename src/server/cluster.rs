@@ -320,7 +320,8 @@ fn parse_id(arg: &[u8]) -> Result<u64, Reply> {
     }
 }
 
-/// RAFT.STATUS, RAFT.ADDNODE, RAFT.REMOVENODE, RAFT.SNAPSHOT, RAFT.PARTITION, RAFT.HEAL.
+/// RAFT.STATUS, RAFT.ADDNODE, RAFT.REMOVENODE, RAFT.TRANSFER, RAFT.SNAPSHOT, RAFT.PARTITION,
+/// RAFT.HEAL.
 pub async fn raft_command(shared: &Shared, name: &str, a: &[Bytes]) -> Reply {
     let Some(node) = node(shared) else {
         return Reply::err(NOT_RAFT);
@@ -347,6 +348,10 @@ pub async fn raft_command(shared: &Shared, name: &str, a: &[Bytes]) -> Reply {
         }
         "raft.removenode" => match parse_id(&a[1]) {
             Ok(id) => done(node.remove_node(id).await),
+            Err(e) => e,
+        },
+        "raft.transfer" => match parse_id(&a[1]) {
+            Ok(id) => done(node.transfer_leader(id).await),
             Err(e) => e,
         },
         "raft.snapshot" => done(node.trigger_snapshot().await),

@@ -340,8 +340,8 @@ impl Client {
             "memory" => info::memory(&self.shared, self.db, a).await,
             "lastsave" => Reply::Integer((self.shared.engine.clock().now_ms() / 1000) as i64),
             "cluster" => super::cluster::cluster_command(&self.shared, a),
-            "raft.status" | "raft.addnode" | "raft.removenode" | "raft.snapshot"
-            | "raft.partition" | "raft.heal" => {
+            "raft.status" | "raft.addnode" | "raft.removenode" | "raft.transfer"
+            | "raft.snapshot" | "raft.partition" | "raft.heal" => {
                 super::cluster::raft_command(&self.shared, spec.name, a).await
             }
             "shutdown" => {
