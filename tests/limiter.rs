@@ -1109,3 +1109,40 @@ fn increx_errors() {
     assert_eq!(r, (10, 10));
     assert_eq!(q::<i64>(&mut c, &["TTL", "k"]), 100);
 }
+
+#[test]
+fn limiter_replies_reach_lua_scripts_as_tables() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    // The whole reply, as a Lua array converted back: redis-cell's first example.
+    let r: Vec<i64> = q(
+        &mut c,
+        &[
+            "EVAL",
+            "return redis.call('CL.THROTTLE', KEYS[1], 15, 30, 60)",
+            "1",
+            "cell",
+        ],
+    );
+    assert_eq!(r, vec![0, 16, 15, -1, 2]);
+    // Elements are Lua numbers, indexed from 1, five of them.
+    let script = "local r = redis.call('LIMIT.TOKEN', KEYS[1], 10, 1, '1s', 'COST', 4) \
+                  return {#r, r[1], r[2], r[3], r[4], type(r[5])}";
+    let r: Vec<Value> = q(&mut c, &["EVAL", script, "1", "tb"]);
+    assert_eq!(
+        r,
+        vec![
+            Value::Int(5),
+            Value::Int(1),
+            Value::Int(10),
+            Value::Int(6),
+            Value::Int(-1),
+            Value::BulkString(b"number".to_vec())
+        ]
+    );
+    // Under RESP3 inside the script the decision is a map.
+    let script = "redis.setresp(3) local r = redis.call('LIMIT.TOKEN', KEYS[1], 10, 1, '1s') \
+                  return r.map.remaining";
+    let left: i64 = q(&mut c, &["EVAL", script, "1", "tb"]);
+    assert_eq!(left, 5);
+}

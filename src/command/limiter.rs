@@ -66,12 +66,12 @@ fn decision_reply(d: &Decision, resp: u8) -> Reply {
             ),
         ])
     } else {
-        Reply::Array(vec![
-            Reply::Integer(i64::from(d.allowed)),
-            Reply::Integer(sat(d.limit)),
-            Reply::Integer(sat(d.remaining)),
-            Reply::Integer(d.retry_after_ms),
-            Reply::Integer(sat(d.reset_after_ms)),
+        Reply::Ints5([
+            i64::from(d.allowed),
+            sat(d.limit),
+            sat(d.remaining),
+            d.retry_after_ms,
+            sat(d.reset_after_ms),
         ])
     }
 }
@@ -621,9 +621,7 @@ fn throttle_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         let write = t.outcome.new_state.map(|s| (s.encode(), t.outcome.ttl_ms));
         Ok((write, t.reply))
     })?;
-    Ok(Reply::Array(
-        reply.iter().map(|&v| Reply::Integer(v)).collect(),
-    ))
+    Ok(Reply::Ints5(reply))
 }
 
 // ---------------------------------------------------------------------------
@@ -1031,6 +1029,7 @@ mod tests {
 
     fn ints(r: &Reply) -> Vec<i64> {
         match r {
+            Reply::Ints5(items) => items.to_vec(),
             Reply::Array(items) => items
                 .iter()
                 .map(|i| match i {

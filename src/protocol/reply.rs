@@ -35,6 +35,10 @@ pub enum Reply {
     BigNumber(String),
     /// RESP3 verbatim string with a 3-letter format; a bulk string in RESP2.
     Verbatim(#[serde(with = "verbatim_format")] VerbatimFormat, Bytes),
+    /// An array of five integers held inline: the reply of every limiter decision
+    /// (`CL.THROTTLE`, `LIMIT.*`), made and encoded without allocating. Clients see exactly
+    /// what `Array` of five `Integer` would give them.
+    Ints5([i64; 5]),
 }
 
 /// The 3-letter format of a verbatim string. An alias on purpose: serde's derive would
@@ -132,6 +136,16 @@ impl Reply {
                     bulk(out, n.as_bytes())
                 }
             }
+            Reply::Ints5(items) => {
+                // `*5` and five `:n` lines assembled on the stack, appended with one copy.
+                let mut buf = [0u8; 4 + 5 * INT_LINE_MAX];
+                buf[..4].copy_from_slice(b"*5\r\n");
+                let mut at = 4;
+                for n in items {
+                    at += put_int_line(&mut buf[at..], b':', *n);
+                }
+                out.extend_from_slice(&buf[..at]);
+            }
             Reply::Verbatim(fmt, text) => {
                 if resp >= 3 {
                     int_line(out, b'=', (text.len() + 4) as i64);
@@ -174,16 +188,26 @@ fn line(out: &mut BytesMut, tag: u8, text: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
+/// The longest integer line: a tag, 20 characters of `i64::MIN`, CR LF.
+const INT_LINE_MAX: usize = 23;
+
 fn int_line(out: &mut BytesMut, tag: u8, n: i64) {
     // Integers and lengths are most of what is encoded: assemble the line on the stack
     // and append it with one copy.
+    let mut buf = [0u8; INT_LINE_MAX];
+    let len = put_int_line(&mut buf, tag, n);
+    out.extend_from_slice(&buf[..len]);
+}
+
+/// Writes `tag`, the decimal `n` and CR LF at the start of `buf` (at least
+/// [`INT_LINE_MAX`] bytes); returns the length written.
+fn put_int_line(buf: &mut [u8], tag: u8, n: i64) -> usize {
     let mut digits = itoa::Buffer::new();
     let text = digits.format(n).as_bytes();
-    let mut buf = [0u8; 24];
     buf[0] = tag;
     buf[1..=text.len()].copy_from_slice(text);
     buf[text.len() + 1..text.len() + 3].copy_from_slice(b"\r\n");
-    out.extend_from_slice(&buf[..text.len() + 3]);
+    text.len() + 3
 }
 
 fn bulk(out: &mut BytesMut, b: &[u8]) {
@@ -201,6 +225,19 @@ mod tests {
         let mut b = BytesMut::new();
         r.encode(resp, &mut b);
         String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn ints5_encodes_like_an_array_of_integers() {
+        let values = [1, 0, i64::MIN, i64::MAX, -1];
+        let array = Reply::Array(values.iter().map(|&n| Reply::Integer(n)).collect());
+        for resp in [2, 3] {
+            assert_eq!(enc(&Reply::Ints5(values), resp), enc(&array, resp));
+        }
+        assert_eq!(
+            enc(&Reply::Ints5([1, 10, 9, -1, 0]), 2),
+            "*5\r\n:1\r\n:10\r\n:9\r\n:-1\r\n:0\r\n"
+        );
     }
 
     #[test]

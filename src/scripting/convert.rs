@@ -40,6 +40,14 @@ pub(crate) unsafe fn push_reply(l: *mut lua_State, reply: &Reply, resp: u8) {
             }
         }
         Reply::Array(items) => push_array(l, items.iter(), resp),
+        Reply::Ints5(items) => {
+            ffi::lua_newtable(l);
+            for (j, n) in items.iter().enumerate() {
+                ffi::lua_pushnumber(l, (j + 1) as f64);
+                ffi::lua_pushnumber(l, *n as f64);
+                ffi::lua_rawset(l, -3);
+            }
+        }
         Reply::Map(pairs) => {
             if resp3 {
                 ffi::lua_newtable(l);
