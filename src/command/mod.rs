@@ -136,6 +136,12 @@ pub fn execute(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
     let Some(spec) = args.first().and_then(|n| lookup(n)) else {
         return unknown_command(args);
     };
+    execute_spec(ctx, spec, args)
+}
+
+/// [`execute`] for a command whose table entry the caller already looked up (`spec` must be
+/// the entry of `args[0]`).
+pub fn execute_spec(ctx: &mut Ctx, spec: &CommandSpec, args: &[Bytes]) -> Reply {
     if !arity_ok(spec, args.len()) {
         return arity_error(spec.name);
     }

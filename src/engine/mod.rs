@@ -57,8 +57,12 @@ impl Default for State {
 /// (SELECT inside MULTI).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Op {
-    /// A keyspace command with its arguments (name first).
-    Command(Vec<Bytes>),
+    /// A keyspace command with its arguments (name first), and its table entry when the
+    /// connection already looked it up (not replicated: a replica looks the name up again).
+    Command(
+        Vec<Bytes>,
+        #[serde(skip)] Option<&'static command::CommandSpec>,
+    ),
     /// Select another database for the following commands.
     Select(usize),
     /// Delete each key of `db` whose deadline has passed at the batch's `now_ms` (the cluster
@@ -103,14 +107,12 @@ impl Batch {
     pub fn read_only(&self) -> bool {
         self.watch.is_none()
             && self.ops.iter().all(|op| match op {
-                Op::Command(args) => {
-                    args.first()
-                        .and_then(|n| command::lookup(n))
-                        .is_some_and(|s| {
-                            (s.has(flags::READONLY) || matches!(s.name, "ping" | "echo"))
-                                && !s.has(flags::SCRIPT)
-                        })
-                }
+                Op::Command(args, spec) => spec
+                    .or_else(|| args.first().and_then(|n| command::lookup(n)))
+                    .is_some_and(|s| {
+                        (s.has(flags::READONLY) || matches!(s.name, "ping" | "echo"))
+                            && !s.has(flags::SCRIPT)
+                    }),
                 Op::Select(_) => true,
                 Op::PurgeExpired { .. } => false,
             })
@@ -120,7 +122,7 @@ impl Batch {
     pub fn reply_count(&self) -> usize {
         self.ops
             .iter()
-            .filter(|o| matches!(o, Op::Command(_)))
+            .filter(|o| matches!(o, Op::Command(..)))
             .count()
     }
 }
@@ -441,7 +443,7 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64
                     }
                 }
             }
-            Op::Command(args) => {
+            Op::Command(args, spec) => {
                 let mut ctx = Ctx {
                     ks: &mut state.ks,
                     db,
@@ -452,7 +454,10 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64
                         control: &state.control,
                     }),
                 };
-                replies.push(command::execute(&mut ctx, args));
+                replies.push(match spec {
+                    Some(spec) => command::execute_spec(&mut ctx, spec, args),
+                    None => command::execute(&mut ctx, args),
+                });
             }
         }
     }

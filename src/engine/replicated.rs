@@ -130,6 +130,7 @@ mod tests {
                 .iter()
                 .map(|p| Bytes::copy_from_slice(p.as_bytes()))
                 .collect(),
+            None,
         )
     }
 

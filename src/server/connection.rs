@@ -270,7 +270,7 @@ impl Client {
             return Flow::Continue;
         }
         if spec.handler.is_some() && !spec.has(flags::CONNECTION) {
-            self.pending.push(Op::Command(args));
+            self.pending.push(Op::Command(args, Some(spec)));
             return Flow::Continue;
         }
         self.flush_pending().await;
@@ -527,7 +527,7 @@ impl Client {
                     Err(e) => slots.push(Some(e)),
                 }
             } else if spec.handler.is_some() && !spec.has(flags::CONNECTION) {
-                ops.push(Op::Command(args));
+                ops.push(Op::Command(args, Some(spec)));
                 slots.push(None);
             } else {
                 slots.push(Some(Reply::err(format!(
