@@ -302,6 +302,42 @@ fn load(ports: Vec<u16>, stop: Arc<AtomicBool>, limiter: bool) -> thread::JoinHa
     })
 }
 
+/// `threads` load threads (see [`load`]) over `ports`, thread `t` starting at node `t % n`.
+fn load_all(
+    ports: &[u16],
+    threads: usize,
+    stop: &Arc<AtomicBool>,
+    limiter: bool,
+) -> Vec<thread::JoinHandle<Seen>> {
+    (0..threads)
+        .map(|t| {
+            let mut p = ports.to_vec();
+            p.rotate_left(t % ports.len());
+            load(p, stop.clone(), limiter)
+        })
+        .collect()
+}
+
+/// Every acknowledged INCR value is distinct and none was lost: `node`'s final counter is at
+/// least the highest acknowledged value and the number of acknowledgements. Returns that number.
+fn assert_incrs_exact(seen: &[Seen], node: &Node) -> usize {
+    let acked: Vec<i64> = seen.iter().flat_map(|s| s.incr.iter().copied()).collect();
+    let unique: HashSet<i64> = acked.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        acked.len(),
+        "an INCR value was returned twice"
+    );
+    let max = *acked.iter().max().expect("some INCR acknowledged");
+    let fin: i64 = node.q(&["GET", "ctr"]).unwrap();
+    assert!(
+        fin >= max && fin >= acked.len() as i64,
+        "lost writes: final {fin}, max {max}, {} acknowledged",
+        acked.len()
+    );
+    acked.len()
+}
+
 #[test]
 fn incr_through_every_node_is_linearizable() {
     let _g = serial();
@@ -366,13 +402,7 @@ fn leader_kill_failover_then_restart_catches_up_by_snapshot() {
     let old = c.wait_leader(Duration::from_secs(5));
     let ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let loaders: Vec<_> = (0..4)
-        .map(|t| {
-            let mut p = ports.clone();
-            p.rotate_left(t % 3);
-            load(p, stop.clone(), true)
-        })
-        .collect();
+    let loaders = load_all(&ports, 4, &stop, true);
     thread::sleep(Duration::from_millis(800));
     c.nodes[old].kill9();
     let killed_at = Instant::now();
@@ -382,19 +412,8 @@ fn leader_kill_failover_then_restart_catches_up_by_snapshot() {
     thread::sleep(Duration::from_millis(800));
     stop.store(true, Ordering::Relaxed);
     let seen: Vec<Seen> = loaders.into_iter().map(|h| h.join().unwrap()).collect();
-    let acked: Vec<i64> = seen.iter().flat_map(|s| s.incr.iter().copied()).collect();
-    let unique: HashSet<i64> = acked.iter().copied().collect();
-    assert_eq!(
-        unique.len(),
-        acked.len(),
-        "an INCR value was returned twice"
-    );
-    let max = *acked.iter().max().expect("some INCR acknowledged");
+    let acked = assert_incrs_exact(&seen, &c.nodes[new]);
     let fin: i64 = c.nodes[new].q(&["GET", "ctr"]).unwrap();
-    assert!(
-        fin >= max && fin >= acked.len() as i64,
-        "lost writes: final {fin}, max {max}"
-    );
     let allowed: u64 = seen.iter().map(|s| s.allowed).sum();
     assert!(
         allowed <= 100,
@@ -402,8 +421,7 @@ fn leader_kill_failover_then_restart_catches_up_by_snapshot() {
     );
     assert!(allowed > 0);
     eprintln!(
-        "failover in {failover:?}; {} INCRs acknowledged, {} failed; limiter allowed {allowed}",
-        acked.len(),
+        "failover in {failover:?}; {acked} INCRs acknowledged, {} failed; limiter allowed {allowed}",
         seen.iter().map(|s| s.failed).sum::<u64>()
     );
 
@@ -662,13 +680,7 @@ fn membership_three_to_four_to_three_under_load() {
     let mut c = Cluster::start(3);
     let ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let loaders: Vec<_> = (0..3)
-        .map(|t| {
-            let mut p = ports.clone();
-            p.rotate_left(t);
-            load(p, stop.clone(), false)
-        })
-        .collect();
+    let loaders = load_all(&ports, 3, &stop, false);
     thread::sleep(Duration::from_millis(300));
     let j = c.add_joiner(4);
     let addr = c.nodes[j].cluster_addr();
@@ -684,19 +696,7 @@ fn membership_three_to_four_to_three_under_load() {
     stop.store(true, Ordering::Relaxed);
     let seen: Vec<Seen> = loaders.into_iter().map(|h| h.join().unwrap()).collect();
     c.nodes[victim].kill9();
-    let acked: Vec<i64> = seen.iter().flat_map(|s| s.incr.iter().copied()).collect();
-    let unique: HashSet<i64> = acked.iter().copied().collect();
-    assert_eq!(
-        unique.len(),
-        acked.len(),
-        "an INCR value was returned twice"
-    );
-    let max = *acked.iter().max().expect("writes acknowledged");
-    let fin: i64 = c.nodes[j].q(&["GET", "ctr"]).unwrap();
-    assert!(
-        fin >= max && fin >= acked.len() as i64,
-        "lost writes: {fin} < {max}"
-    );
+    assert_incrs_exact(&seen, &c.nodes[j]);
     let status = c.nodes[j].q::<String>(&["RAFT.STATUS"]).unwrap();
     assert!(
         !status.contains(&format!("member_{victim_id}:")),
@@ -712,13 +712,7 @@ fn leadership_transfer_under_load_loses_nothing() {
     let c = Cluster::start(3);
     let ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let loaders: Vec<_> = (0..3)
-        .map(|t| {
-            let mut p = ports.clone();
-            p.rotate_left(t);
-            load(p, stop.clone(), true)
-        })
-        .collect();
+    let loaders = load_all(&ports, 3, &stop, true);
     thread::sleep(Duration::from_millis(300));
     let mut moves = Vec::new();
     for _ in 0..2 {
@@ -747,25 +741,12 @@ fn leadership_transfer_under_load_loses_nothing() {
 
     stop.store(true, Ordering::Relaxed);
     let seen: Vec<Seen> = loaders.into_iter().map(|h| h.join().unwrap()).collect();
-    let acked: Vec<i64> = seen.iter().flat_map(|s| s.incr.iter().copied()).collect();
-    let unique: HashSet<i64> = acked.iter().copied().collect();
-    assert_eq!(
-        unique.len(),
-        acked.len(),
-        "an INCR value was returned twice"
-    );
-    let max = *acked.iter().max().expect("writes acknowledged");
-    let fin: i64 = c.nodes[leader].q(&["GET", "ctr"]).unwrap();
-    assert!(
-        fin >= max && fin >= acked.len() as i64,
-        "lost writes: {fin} < {max}"
-    );
+    let acked = assert_incrs_exact(&seen, &c.nodes[leader]);
     let allowed: u64 = seen.iter().map(|s| s.allowed).sum();
     assert!(allowed <= 100, "token bucket let {allowed} through");
     c.converged_digest(Duration::from_secs(10));
     eprintln!(
-        "transfers took {moves:?}; {} writes acknowledged, {} failed",
-        acked.len(),
+        "transfers took {moves:?}; {acked} writes acknowledged, {} failed",
         seen.iter().map(|s| s.failed).sum::<u64>()
     );
 }
