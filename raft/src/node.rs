@@ -129,6 +129,7 @@ impl<S: StateMachine> RaftNode<S> {
             proposer: proposer.clone(),
             reader: reader.clone(),
             gate,
+            transfer_lock: Default::default(),
             transport: transport.clone(),
             client_timeout: config.client_timeout,
             admin_timeout: admin_timeout(&config),

@@ -2,24 +2,25 @@
 //! their leader (forwarded proposals, read-index confirmations, membership changes, leadership
 //! transfer). Also owns executing those admin operations, since they must run on the leader.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers, Raft};
+use openraft::{BasicNode, ChangeMembers, LogId, Raft};
 use tokio::sync::oneshot;
 
 use crate::error::ClusterError;
-use crate::forwarder::link_error;
 use crate::proposer::{Gate, Proposer, ReadIndexer};
 use crate::transport::{AdminOp, Request, Response, RpcHandler, Transport};
 use crate::types::{NodeId, TypeConfig};
 
 /// How often a leadership transfer re-reads the replication progress.
 const TRANSFER_POLL: Duration = Duration::from_millis(10);
+/// How long a transfer waits for its target to catch up (beyond the lease it waits out).
+const TRANSFER_CATCH_UP: Duration = Duration::from_secs(1);
 
 /// The request handler registered with the transport, and the executor of admin operations.
 #[derive(Clone)]
@@ -30,6 +31,8 @@ pub(crate) struct Service {
     pub(crate) reader: ReadIndexer,
     /// Closed while a leadership transfer holds new batches.
     pub(crate) gate: Gate,
+    /// One transfer at a time: each reopens the gate and restarts heartbeats when it ends.
+    pub(crate) transfer_lock: Arc<tokio::sync::Mutex<()>>,
     pub(crate) transport: Arc<Transport>,
     pub(crate) client_timeout: Duration,
     pub(crate) admin_timeout: Duration,
@@ -214,36 +217,44 @@ impl Service {
                 None => return Err(ClusterError::Transfer(format!("node {to} has no address"))),
             }
         };
+        let _one_at_a_time = self.transfer_lock.lock().await;
         let _held = self.gate.close();
+        // 1. With heartbeats still on (so no follower campaigns on its own), wait until `to`
+        //    holds the whole log. Requests wait meanwhile, so give up soon on a target that
+        //    is down or far behind.
+        let give_up = tokio::time::Instant::now() + TRANSFER_CATCH_UP;
+        loop {
+            let caught_up = self.still_leading(to)?.is_some_and(|s| s.target_caught_up);
+            if caught_up {
+                break;
+            }
+            if tokio::time::Instant::now() >= give_up {
+                return Err(ClusterError::Transfer(format!(
+                    "node {to} did not catch up with the log within {} ms",
+                    TRANSFER_CATCH_UP.as_millis()
+                )));
+            }
+            tokio::time::sleep(TRANSFER_POLL).await;
+        }
+        // 2. Stop heartbeats and wait until no follower has heard from this leader for longer
+        //    than the lease: followers refuse votes for `leader_lease` after the last message
+        //    and start their own elections `election_timeout_min` after that; `to` campaigns
+        //    in between.
         let _quiet = HeartbeatsOff::new(&self.raft);
-        // Followers refuse votes for `leader_lease` after the last message from this leader and
-        // start their own elections `election_timeout_min` after that; campaign in between.
         let quiet_for =
             self.leader_lease + (self.election_timeout_min / 3).min(Duration::from_millis(50));
         let mut last_progress = None;
         let mut quiet_since = tokio::time::Instant::now();
         loop {
-            {
-                let metrics = self.raft.metrics();
-                let m = metrics.borrow();
-                if m.current_leader != Some(me) {
-                    return Err(ClusterError::NotLeader {
-                        leader: m.current_leader,
-                    });
-                }
-                let progress = m.replication.clone();
-                if progress != last_progress {
-                    last_progress = progress;
-                    quiet_since = tokio::time::Instant::now();
-                }
-                let target_matched = last_progress
-                    .as_ref()
-                    .and_then(|r| r.get(&to).copied().flatten())
-                    .map(|l| l.index);
-                let caught_up = target_matched.is_some() && target_matched == m.last_log_index;
-                if caught_up && quiet_since.elapsed() >= quiet_for {
-                    break;
-                }
+            let Some(state) = self.still_leading(to)? else {
+                return Ok(());
+            };
+            if state.progress != last_progress {
+                last_progress = state.progress;
+                quiet_since = tokio::time::Instant::now();
+            }
+            if quiet_since.elapsed() >= quiet_for {
+                break;
             }
             tokio::time::sleep(TRANSFER_POLL).await;
         }
@@ -262,7 +273,11 @@ impl Service {
                     reason: "unexpected response".into(),
                 })
             }
-            Err(e) => return Err(link_error(to, e, started)),
+            Err(e) => {
+                return Err(ClusterError::Transfer(format!(
+                    "could not reach node {to}: {e}"
+                )))
+            }
         }
         // Done once this node follows `to` (it hears the new term from `to` itself).
         self.raft
@@ -273,6 +288,38 @@ impl Service {
             .map_err(|_| ClusterError::Timeout {
                 waited_ms: started.elapsed().as_millis() as u64,
             })
+    }
+}
+
+/// What a transfer to `to` checks on each poll (see [`Service::still_leading`]).
+struct TransferPoll {
+    progress: Option<BTreeMap<NodeId, Option<LogId<NodeId>>>>,
+    target_caught_up: bool,
+}
+
+impl Service {
+    /// During a transfer to `to`: `None` when `to` already leads (done), the replication
+    /// progress while this node still leads, and an error when some other node took over.
+    fn still_leading(&self, to: NodeId) -> Result<Option<TransferPoll>, ClusterError> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        match m.current_leader {
+            Some(l) if l == to => Ok(None),
+            Some(l) if l == self.node_id => {
+                let progress = m.replication.clone();
+                let matched = progress
+                    .as_ref()
+                    .and_then(|r| r.get(&to).copied().flatten())
+                    .map(|l| l.index);
+                Ok(Some(TransferPoll {
+                    target_caught_up: matched.is_some() && matched == m.last_log_index,
+                    progress,
+                }))
+            }
+            other => Err(ClusterError::Transfer(format!(
+                "leadership moved to {other:?} during the transfer"
+            ))),
+        }
     }
 }
 
