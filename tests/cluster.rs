@@ -746,19 +746,18 @@ fn leadership_transfer_under_load_loses_nothing() {
     assert!(allowed <= 100, "token bucket let {allowed} through");
     c.converged_digest(Duration::from_secs(10));
 
-    // A target that is down never catches up: the transfer gives up within about 1.4 s and
-    // the leader keeps serving.
+    // A target that is down never catches up: the transfer gives up and the leader keeps
+    // serving.
     let mut c = c;
     let down = (0..3).find(|&i| i != leader).unwrap();
     c.nodes[down].kill9();
     let _: i64 = c.nodes[leader].q(&["INCR", "ctr"]).unwrap();
     let down_id = c.nodes[down].id.to_string();
-    let started = Instant::now();
+    // (The admin timeout, 10 s, would give a different error: this one is the 1 s bound.)
     let e = c.nodes[leader]
         .q::<()>(&["RAFT.TRANSFER", &down_id])
         .unwrap_err();
     assert!(e.to_string().contains("did not catch up"), "{e}");
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(c.wait_leader(Duration::from_secs(5)), leader);
     let _: i64 = c.nodes[leader].q(&["INCR", "ctr"]).unwrap();
     eprintln!(

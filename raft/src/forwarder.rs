@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::ClusterError;
-use crate::proposer::{ProposeReply, ReadReply};
+use crate::proposer::{fail_all, ProposeReply, ReadReply};
 use crate::transport::{CallError, Request, Response, Transport};
 use crate::types::{CommandResult, NodeId};
 
@@ -198,13 +198,8 @@ async fn send_batch(
     }
 }
 
-fn fail_all<T>(replies: Vec<oneshot::Sender<Result<T, ClusterError>>>, err: ClusterError) {
-    for reply in replies {
-        let _ = reply.send(Err(err.clone()));
-    }
-}
-
-fn unexpected(leader: NodeId) -> ClusterError {
+/// A response of the wrong kind from `leader`.
+pub(crate) fn unexpected(leader: NodeId) -> ClusterError {
     ClusterError::Forward {
         leader,
         reason: "unexpected response".into(),

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::clock::LeaderClock;
 use crate::config::Config;
 use crate::error::ClusterError;
-use crate::forwarder::{link_error, remote_error, Forwarder};
+use crate::forwarder::{link_error, remote_error, unexpected, Forwarder};
 use crate::log_store::{LogHandle, LogStore};
 use crate::network::NetworkFactory;
 use crate::proposer::{Gate, Proposer, ReadIndexer};
@@ -418,10 +418,7 @@ impl<S: StateMachine> RaftNode<S> {
                     .await
                 {
                     Ok(Response::Admin(result)) => result.map_err(|e| remote_error(leader, e)),
-                    Ok(_) => Err(ClusterError::Forward {
-                        leader,
-                        reason: "unexpected response".into(),
-                    }),
+                    Ok(_) => Err(unexpected(leader)),
                     Err(e) => Err(e),
                 }
             };

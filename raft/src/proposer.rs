@@ -181,26 +181,26 @@ async fn run_write_batcher(
             leader_time_ms: clock.stamp(),
             commands,
         };
-        match raft.client_write_ff(batch).await {
-            Err(_fatal) => fail_all(replies, ClusterError::ShuttingDown),
-            Ok(responder) => {
-                tokio::spawn(async move {
-                    let result = responder.await;
-                    drop(permit);
-                    match result {
-                        Ok(Ok(resp)) => split_outputs(replies, resp.data.results),
-                        Ok(Err(ClientWriteError::ForwardToLeader(f))) => fail_all(
-                            replies,
-                            ClusterError::NotLeader {
-                                leader: f.leader_id,
-                            },
-                        ),
-                        Ok(Err(e)) => fail_all(replies, ClusterError::Membership(e.to_string())),
-                        Err(_) => fail_all(replies, ClusterError::ShuttingDown),
-                    }
-                });
-            }
-        }
+        let Ok(responder) = raft.client_write_ff(batch).await else {
+            fail_all(
+                replies.into_iter().map(|(_, r)| r),
+                ClusterError::ShuttingDown,
+            );
+            continue;
+        };
+        tokio::spawn(async move {
+            let result = responder.await;
+            drop(permit);
+            let err = match result {
+                Ok(Ok(resp)) => return split_outputs(replies, resp.data.results),
+                Ok(Err(ClientWriteError::ForwardToLeader(f))) => ClusterError::NotLeader {
+                    leader: f.leader_id,
+                },
+                Ok(Err(e)) => ClusterError::Membership(e.to_string()),
+                Err(_) => ClusterError::ShuttingDown,
+            };
+            fail_all(replies.into_iter().map(|(_, r)| r), err);
+        });
     }
 }
 
@@ -220,8 +220,12 @@ fn split_outputs(replies: Vec<(usize, ProposeReply)>, results: Vec<CommandResult
     }
 }
 
-fn fail_all(replies: Vec<(usize, ProposeReply)>, err: ClusterError) {
-    for (_, reply) in replies {
+/// Answer every waiting caller with `err`.
+pub(crate) fn fail_all<T>(
+    replies: impl IntoIterator<Item = oneshot::Sender<Result<T, ClusterError>>>,
+    err: ClusterError,
+) {
+    for reply in replies {
         let _ = reply.send(Err(err.clone()));
     }
 }

@@ -13,6 +13,7 @@ use openraft::{BasicNode, ChangeMembers, LogId, Raft};
 use tokio::sync::oneshot;
 
 use crate::error::ClusterError;
+use crate::forwarder::unexpected;
 use crate::proposer::{Gate, Proposer, ReadIndexer};
 use crate::transport::{AdminOp, Request, Response, RpcHandler, Transport};
 use crate::types::{NodeId, TypeConfig};
@@ -267,12 +268,7 @@ impl Service {
             .await
         {
             Ok(Response::Elect(result)) => result?,
-            Ok(_) => {
-                return Err(ClusterError::Forward {
-                    leader: to,
-                    reason: "unexpected response".into(),
-                })
-            }
+            Ok(_) => return Err(unexpected(to)),
             Err(e) => {
                 return Err(ClusterError::Transfer(format!(
                     "could not reach node {to}: {e}"
@@ -289,15 +285,7 @@ impl Service {
                 waited_ms: started.elapsed().as_millis() as u64,
             })
     }
-}
 
-/// What a transfer to `to` checks on each poll (see [`Service::still_leading`]).
-struct TransferPoll {
-    progress: Option<BTreeMap<NodeId, Option<LogId<NodeId>>>>,
-    target_caught_up: bool,
-}
-
-impl Service {
     /// During a transfer to `to`: `None` when `to` already leads (done), the replication
     /// progress while this node still leads, and an error when some other node took over.
     fn still_leading(&self, to: NodeId) -> Result<Option<TransferPoll>, ClusterError> {
@@ -316,11 +304,20 @@ impl Service {
                     progress,
                 }))
             }
-            other => Err(ClusterError::Transfer(format!(
-                "leadership moved to {other:?} during the transfer"
+            Some(other) => Err(ClusterError::Transfer(format!(
+                "leadership moved to node {other} during the transfer"
             ))),
+            None => Err(ClusterError::Transfer(
+                "the cluster lost its leader during the transfer".into(),
+            )),
         }
     }
+}
+
+/// What a transfer to `to` checks on each poll (see [`Service::still_leading`]).
+struct TransferPoll {
+    progress: Option<BTreeMap<NodeId, Option<LogId<NodeId>>>>,
+    target_caught_up: bool,
 }
 
 /// Stops the leader's heartbeats while alive.

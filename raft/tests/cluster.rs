@@ -47,12 +47,7 @@ async fn three_nodes_apply_3000_increments_proposed_through_every_node() {
     cluster.wait_value(3000, 5 * SEC).await;
 
     // propose_many is one unit: consecutive values, nothing interleaved.
-    let follower = cluster
-        .nodes
-        .keys()
-        .copied()
-        .find(|id| *id != leader)
-        .unwrap();
+    let follower = cluster.other_than(&[leader]);
     let outs = cluster
         .node(follower)
         .propose_many(vec![Cmd::Incr; 5])
@@ -228,12 +223,7 @@ async fn restarted_node_recovers_from_disk_and_lagging_node_catches_up_by_snapsh
         cluster.node(leader).propose(Cmd::Incr).await.unwrap();
     }
     cluster.wait_value(300, 5 * SEC).await;
-    let lagger = cluster
-        .nodes
-        .keys()
-        .copied()
-        .find(|id| *id != leader)
-        .unwrap();
+    let lagger = cluster.other_than(&[leader]);
     let lagger_snapshot_before = cluster.node(lagger).status().snapshot_index;
     cluster.stop_node(lagger).await;
 
@@ -484,12 +474,7 @@ async fn learner_is_added_promoted_and_removed() {
         .unwrap();
     cluster.nodes.insert(4, node4.clone());
 
-    let follower = cluster
-        .nodes
-        .keys()
-        .copied()
-        .find(|id| *id != leader && *id != 4)
-        .unwrap();
+    let follower = cluster.other_than(&[leader, 4]);
     cluster.node(follower).add_learner(4, addr).await.unwrap();
     eventually("learner replicates", 5 * SEC, || {
         node4.state_machine().value() == 20
@@ -529,12 +514,7 @@ async fn learner_is_added_promoted_and_removed() {
 async fn oversized_proposals_are_refused_and_big_entries_still_replicate() {
     let cluster = TestCluster::start(3, |c| c.max_frame_bytes = 64 * 1024).await;
     let leader = cluster.wait_leader(5 * SEC).await;
-    let follower = cluster
-        .nodes
-        .keys()
-        .copied()
-        .find(|id| *id != leader)
-        .unwrap();
+    let follower = cluster.other_than(&[leader]);
     for id in [leader, follower] {
         let err = cluster
             .node(id)
@@ -572,18 +552,8 @@ async fn oversized_proposals_are_refused_and_big_entries_still_replicate() {
 async fn leadership_moves_to_the_chosen_voter_and_held_proposals_follow_it() {
     let cluster = TestCluster::start(3, |_| {}).await;
     let leader = cluster.wait_leader(5 * SEC).await;
-    let target = cluster
-        .nodes
-        .keys()
-        .copied()
-        .find(|id| *id != leader)
-        .unwrap();
-    let third = cluster
-        .nodes
-        .keys()
-        .copied()
-        .find(|id| *id != leader && *id != target)
-        .unwrap();
+    let target = cluster.other_than(&[leader]);
+    let third = cluster.other_than(&[leader, target]);
 
     // Proposals keep arriving at every node while leadership moves.
     let mut tasks = Vec::new();
@@ -630,7 +600,8 @@ async fn leadership_moves_to_the_chosen_voter_and_held_proposals_follow_it() {
     assert_eq!(values.len(), 720);
     assert_eq!(values.iter().max(), Some(&720));
 
-    // The new leader refuses a target that is not a voter; a transfer to itself is a no-op.
+    // Asked on the old leader, the new leader refuses a target that is not a voter, and a
+    // transfer to itself is a no-op.
     match cluster.node(leader).transfer_leader(99).await {
         Err(ClusterError::Transfer(why)) => assert!(why.contains("not a voter"), "{why}"),
         other => panic!("transfer to a non-member: {other:?}"),

@@ -151,6 +151,15 @@ impl TestCluster {
         &self.nodes[&id]
     }
 
+    /// The lowest node id not in `except` (e.g. a follower: `other_than(&[leader])`).
+    pub fn other_than(&self, except: &[NodeId]) -> NodeId {
+        self.nodes
+            .keys()
+            .copied()
+            .find(|id| !except.contains(id))
+            .expect("a node outside the exclusion list")
+    }
+
     /// The leader among the running nodes once they agree on one.
     pub async fn wait_leader(&self, timeout: Duration) -> NodeId {
         let deadline = Instant::now() + timeout;
