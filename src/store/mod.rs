@@ -194,6 +194,8 @@ impl Db {
                 let (write, out) = f(None);
                 let wrote = write.is_some();
                 if let Some((value, deadline)) = write {
+                    // A new key gets its own exact-size allocation (arguments are slices of
+                    // the request frame).
                     let (k, _) = v.insert_hashed_nocheck(
                         h,
                         Bytes::copy_from_slice(key),
@@ -221,23 +223,9 @@ impl Db {
 
     /// Insert or replace `key` with an entry (keeping the entry's deadline).
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
-        self.touch(&key);
-        let deadline = entry.expires_at;
-        match slot(&mut self.shards, &key) {
-            // A replaced key keeps the allocation it has.
-            (_, RawEntryMut::Occupied(mut o)) => {
-                let (k, current) = o.get_key_value_mut();
-                let old = std::mem::replace(current, entry).expires_at;
-                self.expires.moved(k, old, deadline);
-            }
-            // A new key gets its own exact-size allocation (the argument is a slice of the
-            // request frame).
-            (h, RawEntryMut::Vacant(v)) => {
-                let (k, _) = v.insert_hashed_nocheck(h, Bytes::copy_from_slice(&key), entry);
-                self.len += 1;
-                self.expires.moved(k, None, deadline);
-            }
-        }
+        // Whatever is there, live or expired, is replaced: `modify` writes in place (a
+        // replaced key keeps its allocation) or inserts a copy of the key.
+        self.modify(&key, 0, |_| (Some((entry.value, entry.expires_at)), ()));
     }
 
     /// Remove `key`; returns the entry if it was live.
