@@ -272,7 +272,7 @@ fn count(arg: &[u8]) -> CmdResult<u64> {
 fn plain_u64(arg: &[u8]) -> Option<u64> {
     match arg {
         [b'1'..=b'9', rest @ ..] if rest.len() < 18 && rest.iter().all(u8::is_ascii_digit) => {
-            Some(arg.iter().fold(0, |v, &b| v * 10 + u64::from(b - b'0')))
+            Some(limiter::digits_value(arg))
         }
         _ => None,
     }

@@ -99,10 +99,10 @@ const SLOTS: usize = 1024;
 
 /// Look up a command by name, ignoring case.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    // Runs twice per command (connection and engine): the name is lower-cased into a stack
-    // buffer while it is hashed, then an open-addressing table compares only names with the
-    // same hash slot (the LIMIT.* names share long prefixes, which made per-byte
-    // case-insensitive compares within a length bucket add up).
+    // Runs for every command: the name is lower-cased into a stack buffer while it is
+    // hashed, then an open-addressing table compares only names with the same hash slot
+    // (the LIMIT.* names share long prefixes, which made per-byte case-insensitive
+    // compares within a length bucket add up).
     static INDEX: OnceLock<Vec<Option<&'static CommandSpec>>> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
         assert!(all().count() * 2 <= SLOTS, "grow the command lookup table");

@@ -108,7 +108,8 @@ impl Params {
 fn parse_i64(arg: &[u8]) -> Result<i64, LimitError> {
     // Plain digits that cannot overflow (the usual argument) need no `str` parse.
     if (1..=18).contains(&arg.len()) && arg.iter().all(u8::is_ascii_digit) {
-        return Ok(arg.iter().fold(0, |v, &b| v * 10 + i64::from(b - b'0')));
+        // At most 18 digits: below i64::MAX.
+        return Ok(super::digits_value(arg) as i64);
     }
     std::str::from_utf8(arg)
         .ok()

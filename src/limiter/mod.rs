@@ -220,13 +220,20 @@ pub fn parse_duration(s: &[u8]) -> Result<u64, LimitError> {
 /// ASCII digits (at least one, leading zeros allowed) as a u64; `None` when the
 /// value does not fit. Up to 19 digits cannot overflow, so they skip the checks.
 fn parse_digits(digits: &[u8]) -> Option<u64> {
-    let digit = |b: u8| u64::from(b - b'0');
     if digits.len() <= 19 {
-        return Some(digits.iter().fold(0u64, |v, &b| v * 10 + digit(b)));
+        return Some(digits_value(digits));
     }
     digits.iter().try_fold(0u64, |v, &b| {
-        v.checked_mul(10).and_then(|v| v.checked_add(digit(b)))
+        v.checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(b - b'0')))
     })
+}
+
+/// The value of at most 19 ASCII digits, unchecked: the fast path of every number
+/// parser here (each checks its own syntax first and keeps its own error texts).
+pub(crate) fn digits_value(digits: &[u8]) -> u64 {
+    debug_assert!(digits.len() <= 19 && digits.iter().all(u8::is_ascii_digit));
+    digits.iter().fold(0, |v, &b| v * 10 + u64::from(b - b'0'))
 }
 
 /// Which algorithm a stored limiter state belongs to.

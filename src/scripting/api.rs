@@ -15,7 +15,8 @@ use super::lua::{
 };
 use super::sandbox::{mark_readonly, nonexistent_global};
 use super::{
-    ascii_lowercase, lossy_lower, ScriptFlags, ScriptHost, REDIS_VERSION, REDIS_VERSION_NUM,
+    ascii_lowercase, lossy_lower, ScriptFlags, ScriptHost, NAME_BUF, REDIS_VERSION,
+    REDIS_VERSION_NUM,
 };
 
 /// Which `redis` table to build.
@@ -104,7 +105,7 @@ unsafe fn command_args(l: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
 /// Redis's `lookupCommand` through the host: container commands resolve their
 /// subcommand from the second argument.
 fn lookup(host: &dyn ScriptHost, args: &[Bytes]) -> Option<super::CommandInfo> {
-    let mut buf = [0u8; 32];
+    let mut buf = [0u8; NAME_BUF];
     let lossy;
     let name = match ascii_lowercase(&args[0], &mut buf) {
         Some(n) => n,
