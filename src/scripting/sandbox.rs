@@ -89,6 +89,9 @@ pub(crate) unsafe fn build(l: *mut lua_State) {
     raw_set_str(l, storage, "redis");
 
     set_fn(l, storage, "pcall", redis_pcall);
+    raw_get_str(l, storage, "tonumber");
+    ffi::lua_pushcclosure(l, tonumber, 1);
+    raw_set_str(l, storage, "tonumber");
     set_fn(l, storage, "load", lua_load_fn);
     set_fn(l, storage, "loadstring", lua_loadstring);
     // Builtins that must see through proxies keep the protected-table index as
@@ -155,6 +158,60 @@ pub(crate) unsafe fn build(l: *mut lua_State) {
     ffi::lua_pushvalue(l, storage);
     registry_set(l, STORAGE);
     ffi::lua_settop(l, redis - 1);
+}
+
+/// `tonumber` with a shortcut for its most common use in limiter scripts,
+/// `tonumber(ARGV[i])` on a plain decimal integer: such a string is read directly
+/// instead of through `strtod` (twice: Lua's `tonumber` checks, then converts). The
+/// value is the one `strtod` gives, since at most 15 digits are exact in a double.
+/// Everything else (bases, spaces, signs other than `-`, fractions, exponents, hex,
+/// errors) goes to Lua's own `tonumber`, the closure's upvalue, called in this frame
+/// so its error messages are unchanged.
+unsafe extern "C-unwind" fn tonumber(l: *mut lua_State) -> c_int {
+    if ffi::lua_gettop(l) == 1 {
+        match ffi::lua_type(l, 1) {
+            ffi::LUA_TNUMBER => {
+                ffi::lua_pushvalue(l, 1);
+                return 1;
+            }
+            ffi::LUA_TSTRING => {
+                let mut len = 0usize;
+                let p = ffi::lua_tolstring(l, 1, &mut len);
+                // SAFETY: Lua strings stay alive while on the stack; `len` is theirs.
+                let s = std::slice::from_raw_parts(p.cast::<u8>(), len);
+                if let Some(n) = decimal_integer(s) {
+                    ffi::lua_pushnumber(l, n);
+                    return 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    match ffi::lua_tocfunction(l, ffi::lua_upvalueindex(1)) {
+        Some(original) => original(l),
+        None => ffi::luaL_error(l, c"tonumber is unavailable".as_ptr()),
+    }
+}
+
+/// `-?[0-9]{1,15}` as the double `strtod` would give, else `None`.
+pub(crate) fn decimal_integer(s: &[u8]) -> Option<f64> {
+    let (negative, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 15 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    // Exact: below 10^15 < 2^53. "-0" gives -0.0, like strtod.
+    let v = n as f64;
+    Some(if negative { -v } else { v })
 }
 
 /// Push `f` as a closure over the protected-table index.

@@ -1436,3 +1436,69 @@ fn fmt_g_integer_shortcut_matches_printf() {
         }
     }
 }
+
+/// The `tonumber` shortcut accepts exactly the strings it can read as `strtod` does,
+/// with the same value (sign of zero included), and declines everything else.
+#[test]
+fn tonumber_shortcut_matches_strtod() {
+    use super::lua::c_strtod;
+    use super::sandbox::decimal_integer;
+    let mut inputs: Vec<String> = [
+        "0",
+        "-0",
+        "7",
+        "-7",
+        "007",
+        "-007",
+        "42",
+        "999999999999999",
+        "-999999999999999",
+        "100000000000000",
+        "1700000000000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for len in 1..=15 {
+        for _ in 0..50 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let digits: String = (0..len)
+                .map(|i| char::from(b'0' + ((x >> (i * 4)) % 10) as u8))
+                .collect();
+            inputs.push(digits.clone());
+            inputs.push(format!("-{digits}"));
+        }
+    }
+    for s in &inputs {
+        let got = decimal_integer(s.as_bytes()).unwrap_or_else(|| panic!("declined {s}"));
+        let c = format!("{s}\0");
+        // SAFETY: NUL-terminated.
+        let (want, used) = unsafe { c_strtod(c.as_ptr()) };
+        assert_eq!(used, s.len(), "{s}");
+        assert_eq!(got.to_bits(), want.to_bits(), "{s}");
+    }
+    for s in [
+        "",
+        "-",
+        "--1",
+        "+5",
+        " 5",
+        "5 ",
+        "1.5",
+        "1e3",
+        "0x1F",
+        "abc",
+        "12a",
+        "1-2",
+        "inf",
+        "nan",
+        "1234567890123456",
+        "-1234567890123456",
+        "12\u{0}3",
+    ] {
+        assert_eq!(decimal_integer(s.as_bytes()), None, "{s:?}");
+    }
+}
