@@ -191,23 +191,22 @@ pub fn hincrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// HINCRBYFLOAT key field increment
 pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    use super::float::{check, incr, Check, IncrError};
     run((|| {
-        let by = args::parse_f64(&a[3]).ok_or_else(|| Reply::err(NOT_FLOAT))?;
-        if by.is_infinite() {
-            return Err(Reply::err("ERR value is NaN or Infinity"));
+        match check(&a[3]) {
+            Check::Float => {}
+            Check::NotFloat => return Err(Reply::err(NOT_FLOAT)),
+            Check::NotFinite => return Err(Reply::err("ERR value is NaN or Infinity")),
         }
         let next = rewrite_field(ctx, &a[1], &a[2], |cur| {
-            let cur = match cur {
-                None => 0.0,
-                Some(v) => {
-                    args::parse_f64(v).ok_or_else(|| Reply::err("ERR hash value is not a float"))?
+            match incr(cur.map(|c| &c[..]), &a[3]) {
+                Ok(text) => Ok(Bytes::from(text)),
+                Err(IncrError::Current) => Err(Reply::err("ERR hash value is not a float")),
+                Err(IncrError::NotFinite) => {
+                    Err(Reply::err("ERR increment would produce NaN or Infinity"))
                 }
-            };
-            let next = cur + by;
-            if !next.is_finite() {
-                return Err(Reply::err("ERR increment would produce NaN or Infinity"));
+                Err(IncrError::Increment) => Err(Reply::err(NOT_FLOAT)),
             }
-            Ok(Bytes::from(args::human_float(next)))
         })?;
         Ok(Reply::Bulk(next))
     })())

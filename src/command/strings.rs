@@ -346,24 +346,19 @@ pub fn decrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// INCRBYFLOAT key increment
 pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
-    let by = match args::float(&a[2]) {
-        Ok(v) => v,
-        Err(e) => return e,
-    };
     let db = ctx.db();
+    // Redis's order: the type, then the stored value, then the increment.
     let current = match get_str(db, &a[1], now) {
         Err(e) => return e,
-        Ok(None) => 0.0,
-        Ok(Some(s)) => match args::parse_f64(&s.to_bytes()) {
-            Some(v) => v,
-            None => return Reply::err(NOT_FLOAT),
-        },
+        Ok(cur) => cur.map(StrValue::to_bytes),
     };
-    let next = current + by;
-    if !next.is_finite() {
-        return Reply::err("ERR increment would produce NaN or Infinity");
-    }
-    let text = Bytes::from(args::human_float(next));
+    let text = match super::float::incr(current.as_deref(), &a[2]) {
+        Ok(t) => Bytes::from(t),
+        Err(super::float::IncrError::NotFinite) => {
+            return Reply::err("ERR increment would produce NaN or Infinity")
+        }
+        Err(_) => return Reply::err(NOT_FLOAT),
+    };
     match db.get_mut(&a[1], now) {
         Some(e) => e.value = Value::string(text.clone()),
         None => db.set(a[1].clone(), Value::string(text.clone())),
