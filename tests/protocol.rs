@@ -205,4 +205,55 @@ fn info_config_command() {
     assert_eq!(info.len(), 1);
     let keys: Vec<String> = q(&mut c, &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"]);
     assert_eq!(keys, vec!["a".to_string(), "b".into()]);
+    // Limiter keys, including LIMIT.ALL's, which follow its rule grammar.
+    let keys: Vec<String> = q(
+        &mut c,
+        &["COMMAND", "GETKEYS", "CL.THROTTLE", "u", "1", "2", "3"],
+    );
+    assert_eq!(keys, vec!["u".to_string()]);
+    let all = [
+        "COMMAND",
+        "GETKEYS",
+        "LIMIT.ALL",
+        "COST",
+        "2",
+        "FIXED",
+        "a",
+        "10",
+        "1s",
+        "TOKEN",
+        "b",
+        "5",
+        "1",
+        "1s",
+        "COST",
+        "1",
+        "SLIDING",
+        "c",
+        "3",
+        "1m",
+        "PRECISION",
+        "4",
+    ];
+    let keys: Vec<String> = q(&mut c, &all);
+    assert_eq!(keys, vec!["a".to_string(), "b".into(), "c".into()]);
+    assert_eq!(
+        err(
+            &mut c,
+            &[
+                "COMMAND",
+                "GETKEYS",
+                "LIMIT.ALL",
+                "FIXED",
+                "a",
+                "10",
+                "1s",
+                "BOGUS",
+                "x"
+            ]
+        ),
+        "ERR Invalid arguments specified for command"
+    );
+    let info: Vec<Value> = q(&mut c, &["COMMAND", "INFO", "limit.all"]);
+    assert!(format!("{info:?}").contains("movablekeys"), "{info:?}");
 }

@@ -933,8 +933,8 @@ use super::flags::{DENYOOM, FAST, READONLY, WRITE};
 ///
 /// `cl.throttle` has arity -1 so that every wrong argument count gets
 /// redis-cell's own usage error rather than Redis's arity error. `limit.all`
-/// lists no key positions (its keys follow the rule grammar); see
-/// [`limit_all_keys`].
+/// lists no key positions: its keys follow the rule grammar ([`limit_all_keys`],
+/// used by `CommandSpec::keys` for COMMAND GETKEYS).
 pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!(
         "cl.throttle",

@@ -30,10 +30,45 @@ impl CommandSpec {
         self.flags & f != 0
     }
 
-    /// The key arguments of a call of this command.
-    pub fn keys<'a>(&self, args: &'a [bytes::Bytes]) -> Vec<&'a bytes::Bytes> {
+    /// Whether the key positions depend on the arguments (Redis's `movablekeys`).
+    pub fn movable_keys(&self) -> bool {
+        matches!(
+            self.name,
+            "eval"
+                | "evalsha"
+                | "eval_ro"
+                | "evalsha_ro"
+                | "fcall"
+                | "fcall_ro"
+                | "sintercard"
+                | "limit.all"
+        )
+    }
+
+    /// Whether a call may name no key at all (Redis's `no_mandatory_keys`: scripts).
+    pub fn keys_optional(&self) -> bool {
+        self.movable_keys() && !matches!(self.name, "sintercard" | "limit.all")
+    }
+
+    /// Whether the command takes keys at all.
+    pub fn has_keys(&self) -> bool {
+        self.first_key > 0 || self.movable_keys()
+    }
+
+    /// The key arguments of a call of this command (`args[0]` is the name); `None` when
+    /// the arguments do not say where the keys are (a bad `numkeys`, a malformed rule).
+    pub fn keys(&self, args: &[bytes::Bytes]) -> Option<Vec<bytes::Bytes>> {
+        if self.movable_keys() {
+            return match self.name {
+                "limit.all" => Some(super::limiter::limit_all_keys(args)).filter(|k| !k.is_empty()),
+                // numkeys key [key ...] ...
+                "sintercard" => counted_keys(args, 1),
+                // script|sha|function numkeys key [key ...] arg ...
+                _ => counted_keys(args, 2),
+            };
+        }
         if self.first_key <= 0 || args.len() <= self.first_key as usize {
-            return Vec::new();
+            return Some(Vec::new());
         }
         let last = if self.last_key < 0 {
             args.len() as i32 + self.last_key
@@ -41,11 +76,24 @@ impl CommandSpec {
             self.last_key.min(args.len() as i32 - 1)
         };
         let step = self.key_step.max(1) as usize;
-        (self.first_key as usize..=last.max(0) as usize)
-            .step_by(step)
-            .filter_map(|i| args.get(i))
-            .collect()
+        Some(
+            (self.first_key as usize..=last.max(0) as usize)
+                .step_by(step)
+                .filter_map(|i| args.get(i).cloned())
+                .collect(),
+        )
     }
+}
+
+/// `numkeys` at `args[at]`, then that many keys; `None` unless it is a positive count
+/// of arguments that are there.
+fn counted_keys(args: &[bytes::Bytes], at: usize) -> Option<Vec<bytes::Bytes>> {
+    let n = std::str::from_utf8(args.get(at)?)
+        .ok()?
+        .parse::<usize>()
+        .ok()?;
+    let keys = args.get(at + 1..at + 1 + n)?;
+    (n > 0).then(|| keys.to_vec())
 }
 
 /// Build a `CommandSpec`: `cmd!(name, arity, flags, first, last, step, handler)` or

@@ -236,11 +236,18 @@ fn flag_names(spec: &command::CommandSpec) -> Vec<Reply> {
         (flags::NO_MULTI, "no_multi"),
         (flags::NO_AUTH, "no_auth"),
     ];
-    table
+    let mut names: Vec<Reply> = table
         .iter()
         .filter(|(f, _)| spec.has(*f))
         .map(|(_, n)| Reply::Status(n.to_string()))
-        .collect()
+        .collect();
+    if spec.keys_optional() {
+        names.push(Reply::Status("no_mandatory_keys".into()));
+    }
+    if spec.movable_keys() {
+        names.push(Reply::Status("movablekeys".into()));
+    }
+    names
 }
 
 fn command_info(spec: &command::CommandSpec) -> Reply {
@@ -294,18 +301,23 @@ pub fn command(a: &[Bytes]) -> Reply {
         )
     } else if is(sub, "list") {
         Reply::Array(command::all().map(|s| Reply::bulk(s.name)).collect())
-    } else if is(sub, "getkeys") && a.len() >= 3 {
+    } else if is(sub, "getkeys") && a.len() < 4 {
+        Reply::err("ERR wrong number of arguments for 'command|getkeys' command")
+    } else if is(sub, "getkeys") {
+        // Redis's order: known command, takes keys at all, arity, then the keys.
         match command::lookup(&a[2]) {
-            Some(spec) if command::arity_ok(spec, a.len() - 2) => {
-                let keys = spec.keys(&a[2..]);
-                if keys.is_empty() {
-                    Reply::err("ERR The command has no key arguments")
-                } else {
-                    Reply::Array(keys.into_iter().map(|k| Reply::Bulk(k.clone())).collect())
-                }
-            }
-            Some(_) => Reply::err("ERR Invalid number of arguments specified for command"),
             None => Reply::err("ERR Invalid command specified"),
+            Some(spec) if !spec.has_keys() => Reply::err("ERR The command has no key arguments"),
+            Some(spec) if !command::arity_ok(spec, a.len() - 2) => {
+                Reply::err("ERR Invalid number of arguments specified for command")
+            }
+            Some(spec) => match spec.keys(&a[2..]) {
+                Some(keys) if !keys.is_empty() => {
+                    Reply::Array(keys.into_iter().map(Reply::Bulk).collect())
+                }
+                _ if spec.keys_optional() => Reply::Array(vec![]),
+                _ => Reply::err("ERR Invalid arguments specified for command"),
+            },
         }
     } else {
         Reply::err(format!(
