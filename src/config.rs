@@ -72,6 +72,13 @@ pub struct Cli {
     /// Cluster mode: how long a client waits for a quorum before -CLUSTERDOWN, in ms.
     #[arg(long, env = "TOLLGATE_CLUSTER_TIMEOUT_MS")]
     pub cluster_timeout_ms: Option<u64>,
+    /// Cluster mode: a follower that hears no leader for a random time between this and
+    /// twice this (ms) starts an election. Default 150.
+    #[arg(long, env = "TOLLGATE_ELECTION_TIMEOUT_MS")]
+    pub election_timeout_ms: Option<u64>,
+    /// Cluster mode: how often the leader sends heartbeats (ms). Default 50.
+    #[arg(long, env = "TOLLGATE_HEARTBEAT_INTERVAL_MS")]
+    pub heartbeat_interval_ms: Option<u64>,
 }
 
 /// The TOML file's shape: the same settings, with Redis-style dashed names allowed.
@@ -95,6 +102,8 @@ struct FileConfig {
     data_dir: Option<PathBuf>,
     appendfsync: Option<String>,
     cluster_timeout_ms: Option<u64>,
+    election_timeout_ms: Option<u64>,
+    heartbeat_interval_ms: Option<u64>,
 }
 
 /// How appended Raft log entries reach the disk (`appendfsync`).
@@ -125,6 +134,10 @@ pub struct ClusterConfig {
     pub fsync: AppendFsync,
     /// Longest a client request waits for a quorum before -CLUSTERDOWN.
     pub timeout: Duration,
+    /// Lower bound of the randomized election timeout (the upper bound is twice it), ms.
+    pub election_timeout_ms: u64,
+    /// Leader heartbeat interval, ms.
+    pub heartbeat_interval_ms: u64,
 }
 
 /// Parse `id@host:port,...` into `id -> host:port`.
@@ -221,6 +234,29 @@ fn cluster_config(
     if timeout_ms == 0 {
         return Err("--cluster-timeout-ms must be positive".into());
     }
+    let heartbeat_interval_ms = cli
+        .heartbeat_interval_ms
+        .or(file.heartbeat_interval_ms)
+        .unwrap_or(DEFAULT_HEARTBEAT_MS);
+    let election_timeout_ms = cli
+        .election_timeout_ms
+        .or(file.election_timeout_ms)
+        .unwrap_or(DEFAULT_ELECTION_MS);
+    if !(1..=MAX_HEARTBEAT_MS).contains(&heartbeat_interval_ms) {
+        return Err(format!(
+            "--heartbeat-interval-ms must be 1 to {MAX_HEARTBEAT_MS}, got {heartbeat_interval_ms}"
+        ));
+    }
+    if election_timeout_ms > MAX_ELECTION_MS {
+        return Err(format!(
+            "--election-timeout-ms must be at most {MAX_ELECTION_MS}, got {election_timeout_ms}"
+        ));
+    }
+    if election_timeout_ms < 3 * heartbeat_interval_ms {
+        return Err(format!(
+            "--election-timeout-ms ({election_timeout_ms}) must be at least 3 times --heartbeat-interval-ms ({heartbeat_interval_ms}), or followers would call elections between heartbeats"
+        ));
+    }
     Ok(Some(ClusterConfig {
         node_id,
         peers,
@@ -234,8 +270,20 @@ fn cluster_config(
             .unwrap_or_else(|| PathBuf::from(format!("./data/node-{node_id}"))),
         fsync,
         timeout: Duration::from_millis(timeout_ms),
+        election_timeout_ms,
+        heartbeat_interval_ms,
     }))
 }
+
+/// Default lower bound of the election timeout (ms): tolerates a few lost heartbeats on a
+/// LAN; raise it for slow or distant links.
+pub const DEFAULT_ELECTION_MS: u64 = 150;
+/// Default leader heartbeat interval (ms).
+pub const DEFAULT_HEARTBEAT_MS: u64 = 50;
+/// Largest accepted election timeout (ms).
+const MAX_ELECTION_MS: u64 = 60_000;
+/// Largest accepted heartbeat interval (ms).
+const MAX_HEARTBEAT_MS: u64 = 10_000;
 
 /// Default network worker threads. Commands run one at a time under one lock of the
 /// keyspace, as in Redis; more threads overlap only parsing, encoding and socket calls, and
@@ -401,6 +449,34 @@ mod tests {
         assert_eq!(c.peers.len(), 3);
         assert_eq!(c.fsync, AppendFsync::EverySec);
         assert_eq!(c.data_dir, PathBuf::from("./data/node-2"));
+        assert_eq!(
+            (c.election_timeout_ms, c.heartbeat_interval_ms),
+            (DEFAULT_ELECTION_MS, DEFAULT_HEARTBEAT_MS)
+        );
+        let timed = |e: Option<u64>, h: Option<u64>| {
+            Config::load(Cli {
+                election_timeout_ms: e,
+                heartbeat_interval_ms: h,
+                ..cli.clone()
+            })
+        };
+        let t = timed(Some(1000), Some(200)).unwrap().cluster.unwrap();
+        assert_eq!(
+            (t.election_timeout_ms, t.heartbeat_interval_ms),
+            (1000, 200)
+        );
+        assert!(timed(Some(100), Some(50))
+            .unwrap_err()
+            .contains("at least 3 times"));
+        assert!(timed(Some(120), None)
+            .unwrap_err()
+            .contains("at least 3 times"));
+        assert!(timed(None, Some(0))
+            .unwrap_err()
+            .contains("--heartbeat-interval-ms must be 1 to"));
+        assert!(timed(Some(600_000), None)
+            .unwrap_err()
+            .contains("--election-timeout-ms must be at most"));
         let short = Cli {
             cluster_secret: Some("short".into()),
             ..cli.clone()

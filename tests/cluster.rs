@@ -53,6 +53,8 @@ struct Node {
     port: u16,
     dir: PathBuf,
     peers: Option<String>,
+    /// Further command-line flags for this node.
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
@@ -73,6 +75,7 @@ impl Node {
         if let Some(p) = &self.peers {
             cmd.args(["--peers", p]);
         }
+        cmd.args(&self.extra);
         std::fs::create_dir_all(&self.dir).unwrap();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -155,6 +158,11 @@ struct Cluster {
 
 impl Cluster {
     fn start(n: u64) -> Cluster {
+        Cluster::start_with(n, &[])
+    }
+
+    /// `n` nodes started with `extra` flags each.
+    fn start_with(n: u64, extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let ports: Vec<u16> = (0..n).map(|_| free_port_pair()).collect();
         let peers = (1..=n)
@@ -167,6 +175,7 @@ impl Cluster {
                 port: ports[id as usize - 1],
                 dir: dir.path().join(format!("node-{id}")),
                 peers: Some(peers.clone()),
+                extra: extra.iter().map(|a| a.to_string()).collect(),
                 child: None,
             })
             .collect();
@@ -185,6 +194,7 @@ impl Cluster {
             port: free_port_pair(),
             dir: self.dir.path().join(format!("node-{id}")),
             peers: None,
+            extra: Vec::new(),
             child: None,
         };
         node.spawn();
@@ -393,6 +403,47 @@ fn incr_through_every_node_is_linearizable() {
     assert_eq!(mode, Some(redis::Value::BulkString(b"cluster".to_vec())));
     let server: String = c.nodes[2].q(&["INFO", "server"]).unwrap();
     assert!(server.contains("redis_mode:cluster"), "{server}");
+}
+
+#[test]
+fn election_timing_flags_are_used_and_validated() {
+    let _g = serial();
+    let mut c = Cluster::start_with(
+        3,
+        &[
+            "--election-timeout-ms",
+            "600",
+            "--heartbeat-interval-ms",
+            "100",
+        ],
+    );
+    for n in &c.nodes {
+        assert_eq!(n.status("election_timeout_ms").as_deref(), Some("600-1200"));
+        assert_eq!(n.status("heartbeat_interval_ms").as_deref(), Some("100"));
+    }
+    // Elections still work with the slower timers: kill the leader, another takes over.
+    let old = c.wait_leader(Duration::from_secs(10));
+    c.nodes[old].kill9();
+    let new = c.wait_leader(Duration::from_secs(15));
+    assert_ne!(new, old);
+    assert_eq!(c.nodes[new].q::<i64>(&["INCR", "after"]).unwrap(), 1);
+    // Timers that would let followers time out between heartbeats are refused at start.
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["--port", "0", "--node-id", "1", "--cluster-secret", SECRET])
+        .args([
+            "--election-timeout-ms",
+            "100",
+            "--heartbeat-interval-ms",
+            "50",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("must be at least 3 times --heartbeat-interval-ms"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -326,7 +326,11 @@ impl<S: StateMachine> RaftNode<S> {
     pub fn status(&self) -> ClusterStatus {
         let metrics = self.inner.raft.metrics();
         let m = metrics.borrow().clone();
-        status_from_metrics(&m, self.inner.log.committed_index())
+        let mut status = status_from_metrics(&m, self.inner.log.committed_index());
+        let config = self.inner.raft.config();
+        status.election_timeout_ms = (config.election_timeout_min, config.election_timeout_max);
+        status.heartbeat_interval_ms = config.heartbeat_interval;
+        status
     }
 
     /// Add node `id` at `addr` as a learner (waits until it has caught up, bounded).
@@ -619,5 +623,7 @@ fn status_from_metrics(m: &RaftMetrics<NodeId, BasicNode>, committed: u64) -> Cl
         snapshot_index: m.snapshot.map(|l| l.index),
         members,
         replication,
+        election_timeout_ms: (0, 0),
+        heartbeat_interval_ms: 0,
     }
 }

@@ -148,4 +148,8 @@ pub struct ClusterStatus {
     pub members: Vec<Member>,
     /// Per-follower progress; empty unless this node leads.
     pub replication: Vec<FollowerProgress>,
+    /// The election timeout range this node's Raft runs with, in ms.
+    pub election_timeout_ms: (u64, u64),
+    /// The heartbeat interval this node's Raft runs with, in ms.
+    pub heartbeat_interval_ms: u64,
 }

@@ -243,6 +243,11 @@ fn raft_status(s: &ClusterStatus) -> String {
         s.last_log_index,
         opt(s.snapshot_index),
     );
+    let _ = write!(
+        out,
+        "election_timeout_ms:{}-{}\r\nheartbeat_interval_ms:{}\r\n",
+        s.election_timeout_ms.0, s.election_timeout_ms.1, s.heartbeat_interval_ms
+    );
     for m in &s.members {
         let _ = write!(
             out,

@@ -222,6 +222,9 @@ async fn start_raft(
     );
     rc.bind_addr = Some(c.cluster_bind.clone());
     rc.client_timeout = c.timeout;
+    rc.election_timeout_min_ms = c.election_timeout_ms;
+    rc.election_timeout_max_ms = 2 * c.election_timeout_ms;
+    rc.heartbeat_interval_ms = c.heartbeat_interval_ms;
     rc.fsync = match c.fsync {
         AppendFsync::Always => tollgate_raft::FsyncPolicy::Always,
         AppendFsync::EverySec => tollgate_raft::FsyncPolicy::EverySec,
