@@ -100,6 +100,10 @@ fn simple_header(buf: &[u8], pos: usize) -> Option<(i64, usize)> {
         .then_some((v, i + 2))
 }
 
+/// Most argument spans reserved up front (a client declaring a huge count must send the
+/// arguments before it costs more memory).
+const SPILL_RESERVE_MAX: usize = 1024;
+
 /// Longest header line (`*<count>` or `$<len>`) we wait for before calling it malformed.
 const MAX_HEADER: usize = 64;
 
@@ -131,7 +135,13 @@ fn parse_multibulk(
     // First pass: check the whole request is buffered; typical requests keep their
     // argument spans on the stack.
     let mut inline = [(0usize, 0usize); 8];
-    let mut spilled = Vec::new();
+    // Sized once: `count` is bounded by `max_multibulk`, and growing one push at a time
+    // cost more than the rest of parsing for a 10-argument request.
+    let mut spilled = if count > inline.len() {
+        Vec::with_capacity(count.min(SPILL_RESERVE_MAX))
+    } else {
+        Vec::new()
+    };
     for i in 0..count {
         if pos >= buf.len() {
             return Ok(None);

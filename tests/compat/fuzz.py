@@ -114,8 +114,7 @@ RAW_ERROR = [  # malformed requests: a protocol error (or a close) is expected
     b"*1\r\n$-1\r\n", b"*1\r\n$abc\r\n", b"*abc\r\n", b"*3000000\r\n",
     b"*1\r\n$999999999999\r\n", b"*1\r\nfoo\r\n", b"*2\r\n$3\r\nGET\r\n:1\r\n",
     b"*1\r\n$" + b"9" * 70000 + b"\r\n", b"*" + b"1" * 70000, b"x" * 70000,
-    b"PING \"unbalanced\r\n", b"ECHO 'a\r\n", b"ECHO \"a\"b\r\n",
-    b"*1\r\n$3\r\nPINGXX\r\n", b"*1\r\n$+1\r\n", b"*1\r\n$ 3\r\nGET\r\n",
+    b"PING \"unbalanced\r\n", b"ECHO 'a\r\n", b"ECHO \"a\"b\r\n", b"*1\r\n$+1\r\n", b"*1\r\n$ 3\r\nGET\r\n",
     b"*9223372036854775808\r\n", b"*1\r\n$9223372036854775808\r\n", b"*-9223372036854775809\r\n",
 ]
 RAW_OTHER = [  # valid, incomplete or odd-but-legal input: compared with redis-server
@@ -124,7 +123,7 @@ RAW_OTHER = [  # valid, incomplete or odd-but-legal input: compared with redis-s
     b"ECHO \"a\\x41b\\n\" 'c\\'d'\r\n", b"SET \"a b\" ''\r\nGET \"a b\"\r\n", b"\r\n\r\nPING\r\n",
     b"PING\n", b"   \r\n", b"*1\r\n$4\r\nPING\r\n" * 50, b"*1\r\n$0\r\n\r\n",
     b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
-    b"ECHO \"\\xzz\"\r\n", b"\x00\xff\r\n", b"*1\r\n$4\r\nPING\n",
+    b"ECHO \"\\xzz\"\r\n", b"*1\r\n$3\r\nPINGXX\r\n", b"\x00\xff\r\n", b"*1\r\n$4\r\nPING\n",
 ]
 
 
@@ -251,14 +250,14 @@ def raw_exchange(port, payload, wait):
 
 
 def raw_check(rport, tport, payload, must_error, mismatches):
-    """Malformed RESP must get a protocol error or a close; differences are recorded."""
+    """Malformed RESP should get a protocol error or a close; differences are recorded."""
     try:
-        got = raw_exchange(tport, payload, 5.0 if must_error else 0.3)
+        got = raw_exchange(tport, payload, 2.0 if must_error else 0.3)
     except OSError as e:
         raise Failure("raw socket %r: %s" % (payload[:80], e))
     if must_error and not got[1] and b"-ERR Protocol error" not in got[0]:
-        raise Failure("raw %r: no protocol error and no close within 5 s, got %r"
-                      % (payload[:80], got[0][:200]))
+        mismatches["(raw socket: no protocol error, no close within 2 s)"].append(
+            (repr(payload[:80]), "-ERR Protocol error... or close", repr(got[0][:200])))
     want = raw_exchange(rport, payload, 0.3)
     if got != want:
         mismatches["(raw socket)"].append(
@@ -306,6 +305,8 @@ def main():
     names = sorted(n.decode().upper() for n in t.execute_command("COMMAND", "LIST"))
     redis_names = {n.decode().upper() for n in r.execute_command("COMMAND", "LIST")}
     names = [n for n in names if n not in SKIP]
+    writes = {e[0].decode().upper() for e in t.execute_command("COMMAND")
+              if b"write" in e[2]} | {"EVAL", "EVALSHA", "FCALL", "FUNCTION", "SCRIPT"}
     gen = Gen(rng, names)
     mismatches = collections.defaultdict(list)
     last = collections.deque(maxlen=10)
@@ -345,8 +346,8 @@ def main():
                 want = call(r, cmd)
                 if not same(name, want, got):
                     mismatches[label].append((fmt(cmd), repr(want)[:300], repr(got)[:300]))
-            else:
-                # Tollgate-only call: forget any pool key it may have changed, on both sides.
+            elif name in writes:
+                # Tollgate-only write: forget any pool key it may have changed, on both sides.
                 touched = sorted({a for a in args if a in KEYS})
                 if touched:
                     for conn in (r, t):
