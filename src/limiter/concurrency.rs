@@ -128,8 +128,10 @@ fn decode_holders(bytes: &[u8]) -> Option<(u64, Vec<Holder<'_>>)> {
     let clock = r.u64()?;
     let n = r.varint()?;
     // Each holder takes at least 9 bytes, so a bogus count stops at the end
-    // (and cannot reserve more than the bytes could hold).
-    let mut holders: Vec<Holder<'_>> = Vec::with_capacity(n.min(bytes.len() as u64 / 9) as usize);
+    // (and cannot reserve more than the bytes could hold). One spare slot: an
+    // acquire inserts its holder without reallocating.
+    let mut holders: Vec<Holder<'_>> =
+        Vec::with_capacity(n.min(bytes.len() as u64 / 9) as usize + 1);
     for _ in 0..n {
         let len = usize::try_from(r.varint()?).ok()?;
         let id = r.bytes(len)?;
@@ -252,7 +254,7 @@ pub fn peek(state: Option<&State>, params: &Params, now_ms: u64) -> Decision {
 /// whose lease is live then.
 fn live_holders(stored: Option<(u64, Vec<Holder<'_>>)>, now_ms: u64) -> (u64, Vec<Holder<'_>>) {
     let Some((clock, mut holders)) = stored else {
-        return (now_ms, Vec::new());
+        return (now_ms, Vec::with_capacity(1));
     };
     let now = clock.max(now_ms);
     holders.retain(|h| h.1 > now);
