@@ -76,6 +76,39 @@ fn malformed_input_gets_protocol_error_and_close() {
     // Other clients are not disturbed.
     let mut c = s.conn();
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    // Counts too long for an i64 are refused, not wrapped into an empty request.
+    let (out, closed) = s.closes_after(b"*9223372036854775808\r\n");
+    assert_eq!(out, "-ERR Protocol error: invalid multibulk length\r\n");
+    assert!(closed);
+}
+
+#[test]
+fn nul_bytes_and_line_breaks_cannot_break_the_server_or_the_stream() {
+    let s = TestServer::start();
+    // Like Redis (C strings), a NUL ends an inline line: nothing to run, no reply; the
+    // connection goes on. (This used to spin the server until it ran out of memory.)
+    assert_eq!(s.raw(b"\x00\r\nPING\r\n"), "+PONG\r\n");
+    assert_eq!(
+        s.raw(b"ECHO a\x00b\r\nECHO \x00\r\nPING\r\n"),
+        "$1\r\na\r\n-ERR wrong number of arguments for 'echo' command\r\n+PONG\r\n"
+    );
+    // An error quoting user input with CR/LF stays one line.
+    let mut c = s.conn();
+    let e = err(&mut c, &["FUNCTION", "LOAD", "a\nb", "x"]);
+    assert!(e.starts_with("ERR ") && !e.contains('\n'), "{e:?}");
+    let e = err(&mut c, &["EXPIRE", "k", "10", "a\r\nb"]);
+    assert_eq!(e, "ERR Unsupported option a  b");
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    // Floats stop at nothing: a NUL inside is not a number.
+    q::<()>(&mut c, &["SET", "f", "1\u{0}"]);
+    assert_eq!(
+        err(&mut c, &["INCRBYFLOAT", "f", "1"]),
+        "ERR value is not a valid float"
+    );
+    assert_eq!(
+        err(&mut c, &["INCRBYFLOAT", "g", "1\u{0}2"]),
+        "ERR value is not a valid float"
+    );
 }
 
 #[test]

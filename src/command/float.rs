@@ -127,5 +127,11 @@ mod tests {
         assert_eq!(check(b"-inf"), Check::NotFinite);
         assert_eq!(check(b"x"), Check::NotFloat);
         assert_eq!(check(b""), Check::NotFloat);
+        // A NUL byte ends the C string strtold reads; the whole argument must be the number.
+        assert_eq!(add(Some("\0"), "1"), Err(IncrError::Current));
+        assert_eq!(add(Some("1\0"), "1"), Err(IncrError::Current));
+        assert_eq!(add(Some("1"), "1\0"), Err(IncrError::Increment));
+        assert_eq!(add(Some("1"), "1\u{0}2"), Err(IncrError::Increment));
+        assert_eq!(check(b"1\x002"), Check::NotFloat);
     }
 }

@@ -86,7 +86,9 @@ fn parse_len(line: &[u8]) -> Option<i64> {
 fn simple_header(buf: &[u8], pos: usize) -> Option<(i64, usize)> {
     let mut v: i64 = 0;
     let mut i = pos + 1;
-    let end = buf.len().min(pos + 20);
+    // At most 18 digits (the tag is at `pos`), so `v` cannot overflow; longer numbers take
+    // the checked general path.
+    let end = buf.len().min(pos + 19);
     while i < end {
         let c = buf[i];
         if c.is_ascii_digit() {
@@ -227,92 +229,87 @@ fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>
     Ok(Some(args))
 }
 
-/// Split an inline command line like Redis's `sdssplitargs`: spaces separate arguments,
-/// "double quotes" allow escapes (\n \r \t \b \a \\ \" \xHH), 'single quotes' allow \'.
-/// Returns None on unbalanced quotes or a closing quote not followed by a space.
+/// Split an inline command line like Redis's `sdssplitargs`.
 pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
-    let mut args = Vec::new();
-    let mut i = 0;
-    let n = line.len();
+    sds_split_args(line).map(|args| args.into_iter().map(Bytes::from).collect())
+}
+
+/// Redis's `sdssplitargs` on a C string: a NUL byte ends the line; space-separated
+/// arguments with `"..."` (C escapes, `\xHH`) and `'...'` quoting; None on unbalanced
+/// quotes or a closing quote followed by something other than a space.
+pub fn sds_split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let at = |i: usize| line.get(i).copied().unwrap_or(0);
+    let is_space = |c: u8| matches!(c, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
+    let mut out = Vec::new();
+    let mut p = 0usize;
     loop {
-        while i < n && line[i].is_ascii_whitespace() {
-            i += 1;
+        while at(p) != 0 && is_space(at(p)) {
+            p += 1;
         }
-        if i >= n {
-            return Some(args);
+        if at(p) == 0 {
+            return Some(out);
         }
+        let (mut inq, mut insq) = (false, false);
         let mut cur = Vec::new();
-        let mut in_dq = false;
-        let mut in_sq = false;
         loop {
-            if in_dq {
-                if i >= n {
-                    return None;
-                }
-                let c = line[i];
+            let c = at(p);
+            if inq {
                 if c == b'\\'
-                    && i + 3 < n
-                    && line[i + 1] == b'x'
-                    && hex(line[i + 2]).is_some()
-                    && hex(line[i + 3]).is_some()
+                    && at(p + 1) == b'x'
+                    && at(p + 2).is_ascii_hexdigit()
+                    && at(p + 3).is_ascii_hexdigit()
                 {
-                    cur.push(hex(line[i + 2])? * 16 + hex(line[i + 3])?);
-                    i += 3;
-                } else if c == b'\\' && i + 1 < n {
-                    i += 1;
-                    cur.push(match line[i] {
+                    let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+                    cur.push(hex(at(p + 2)) * 16 + hex(at(p + 3)));
+                    p += 3;
+                } else if c == b'\\' && at(p + 1) != 0 {
+                    p += 1;
+                    cur.push(match at(p) {
                         b'n' => b'\n',
                         b'r' => b'\r',
                         b't' => b'\t',
-                        b'b' => 8,
-                        b'a' => 7,
+                        b'b' => 0x08,
+                        b'a' => 0x07,
                         other => other,
                     });
                 } else if c == b'"' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
                         return None;
                     }
-                    i += 1;
+                    p += 1;
                     break;
+                } else if c == 0 {
+                    return None;
                 } else {
                     cur.push(c);
                 }
-            } else if in_sq {
-                if i >= n {
-                    return None;
-                }
-                let c = line[i];
-                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
-                    i += 1;
+            } else if insq {
+                if c == b'\\' && at(p + 1) == b'\'' {
+                    p += 1;
                     cur.push(b'\'');
                 } else if c == b'\'' {
-                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
                         return None;
                     }
-                    i += 1;
+                    p += 1;
                     break;
+                } else if c == 0 {
+                    return None;
                 } else {
                     cur.push(c);
                 }
             } else {
-                if i >= n {
-                    break;
-                }
-                match line[i] {
+                match c {
                     b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
-                    b'"' => in_dq = true,
-                    b'\'' => in_sq = true,
-                    c => cur.push(c),
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    other => cur.push(other),
                 }
             }
-            i += 1;
+            p += 1;
         }
-        args.push(Bytes::from(cur));
+        out.push(cur);
     }
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
 }
 
 #[cfg(test)]
@@ -327,6 +324,34 @@ mod tests {
 
     fn parse(s: &[u8]) -> Result<Option<Vec<Bytes>>, ProtocolError> {
         parse_request(&mut BytesMut::from(s), &L)
+    }
+
+    #[test]
+    fn nul_ends_an_inline_line_and_vertical_tab_separates() {
+        let args = |s: &[u8]| parse(s).unwrap().unwrap();
+        assert!(args(b"\x00\r\n").is_empty());
+        assert!(args(b"\x00\n").is_empty());
+        assert_eq!(args(b"a\x00b\r\n"), vec![Bytes::from("a")]);
+        assert_eq!(args(b"ECHO \x00\r\n"), vec![Bytes::from("ECHO")]);
+        assert_eq!(
+            args(b"ECHO \"a\"\x0bb\r\n"),
+            vec![Bytes::from("ECHO"), Bytes::from("a"), Bytes::from("b")]
+        );
+        assert!(parse(b"ECHO \"a\x00\"\r\n").is_err());
+    }
+
+    #[test]
+    fn counts_of_19_digits_and_more_are_refused_not_wrapped() {
+        for req in [
+            &b"*9223372036854775808\r\n"[..],
+            b"*18446744073709551617\r\n",
+            b"*1\r\n$9223372036854775808\r\n",
+            b"*9999999999999999999\r\n",
+        ] {
+            assert!(parse(req).is_err(), "{}", String::from_utf8_lossy(req));
+        }
+        // 18 digits still take the fast path (and are refused by the limits).
+        assert!(parse(b"*999999999999999999\r\n").is_err());
     }
 
     #[test]

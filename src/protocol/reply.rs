@@ -77,8 +77,8 @@ impl Reply {
     /// Encode this reply for protocol version `resp` (2 or 3) onto `out`.
     pub fn encode(&self, resp: u8, out: &mut BytesMut) {
         match self {
-            Reply::Status(s) => line(out, b'+', s.as_bytes()),
-            Reply::Error(e) => line(out, b'-', e.as_bytes()),
+            Reply::Status(s) => simple_line(out, b'+', s.as_bytes()),
+            Reply::Error(e) => simple_line(out, b'-', e.as_bytes()),
             Reply::Integer(n) => int_line(out, b':', *n),
             Reply::Bulk(b) => bulk(out, b),
             Reply::Nil => {
@@ -181,6 +181,20 @@ mod verbatim_format {
     }
 }
 
+/// A status or error line. CR and LF inside would end the line early and desync the
+/// client, so they go out as spaces (Redis does the same to the error texts it builds
+/// from user input).
+fn simple_line(out: &mut BytesMut, tag: u8, text: &[u8]) {
+    let at = out.len();
+    line(out, tag, text);
+    let end = out.len() - 2;
+    for c in &mut out[at + 1..end] {
+        if *c == b'\r' || *c == b'\n' {
+            *c = b' ';
+        }
+    }
+}
+
 fn line(out: &mut BytesMut, tag: u8, text: &[u8]) {
     out.reserve(text.len() + 3);
     out.put_u8(tag);
@@ -225,6 +239,15 @@ mod tests {
         let mut b = BytesMut::new();
         r.encode(resp, &mut b);
         String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn line_breaks_in_status_and_error_lines_become_spaces() {
+        assert_eq!(
+            enc(&Reply::Error("ERR Unsupported option a\r\nb".into()), 2),
+            "-ERR Unsupported option a  b\r\n"
+        );
+        assert_eq!(enc(&Reply::Status("a\nb".into()), 3), "+a b\r\n");
     }
 
     #[test]

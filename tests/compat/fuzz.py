@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """Bounded random-command robustness checker: Tollgate against redis-server.
 
-Usage:
     fuzz.py REDIS_PORT TOLLGATE_PORT [--seed S] [--count N] [--seconds T] [--resp 2|3]
+            [--skip LABEL]... [--raw-skip HEX] [--history]
 
-Sends random commands (names from Tollgate's COMMAND LIST, arguments drawn from a pool
-of edge values: colliding key names, integer/float/duration extremes, option keywords,
-empty/long/binary strings, small Lua scripts) to Tollgate, and also some malformed RESP
-on separate raw sockets. Stops after N calls or T seconds, whichever comes first
-(defaults: 20000 calls, 60 s; the seed defaults to the time and is printed).
+Sends random calls (Tollgate's COMMAND LIST minus connection-level, blocking and
+destructive commands; arguments from a pool of edge values: colliding keys, number and
+duration extremes, option keywords, empty/long/binary strings, Lua scripts) to Tollgate,
+and malformed RESP on separate raw sockets, until N calls or T seconds (defaults 20000,
+60 s; the seed defaults to the clock and is printed).
 
-FAILURE (exit status 1): Tollgate does not answer within 5 s, drops the main connection,
-sends a reply redis-py cannot parse, or answers PING/ECHO wrongly (protocol desync).
-Deterministic commands known to both servers also run on redis-server, whose keyspace
-is kept in step (every call that may write goes to both; FLUSHALL on both every 200
-calls); reply differences (value or error text) are reported as mismatches, which are
-not fatal (exit status 0).
+FAILURE (exit status 1, with the last calls printed): no reply within 5 s, a dropped main
+connection, a reply redis-py cannot parse, or a wrong PING/ECHO answer (desync), also
+right after a raw payload.
+
+Mismatches (reported, exit status 0): deterministic calls known to both servers also run
+on redis-server, kept in step (a Tollgate-only write has its keys deleted on both; both
+are reset every 200 calls), and replies, including error texts and raw-socket bytes, are
+compared. A mismatch on a key with a TTL under 2 s is tagged "timing?".
+--skip LABEL (a command or "COMMAND SUB") and --raw-skip HEX (bytes) get past a known bug;
+--history shows each example's earlier successful calls on its keys.
 """
 import argparse
 import collections
@@ -111,11 +115,12 @@ TEMPLATES = {
 LIMITER_ALGOS = [b"FIXED", b"SLIDING", b"LOG", b"TOKEN", b"LEAKY", b"GCRA", b"NOSUCH"]
 
 RAW_ERROR = [  # malformed requests: a protocol error (or a close) is expected
-    b"*1\r\n$-1\r\n", b"*1\r\n$abc\r\n", b"*abc\r\n", b"*3000000\r\n",
+    b"*1\r\n$-1\r\n", b"*1\r\n$abc\r\n", b"*abc\r\n", b"*3000000\r\n", b"*1\r\n$+1\r\n",
     b"*1\r\n$999999999999\r\n", b"*1\r\nfoo\r\n", b"*2\r\n$3\r\nGET\r\n:1\r\n",
     b"*1\r\n$" + b"9" * 70000 + b"\r\n", b"*" + b"1" * 70000, b"x" * 70000,
-    b"PING \"unbalanced\r\n", b"ECHO 'a\r\n", b"ECHO \"a\"b\r\n", b"*1\r\n$+1\r\n", b"*1\r\n$ 3\r\nGET\r\n",
-    b"*9223372036854775808\r\n", b"*1\r\n$9223372036854775808\r\n", b"*-9223372036854775809\r\n",
+    b"PING \"unbalanced\r\n", b"ECHO 'a\r\n", b"ECHO \"a\"b\r\n", b"*1\r\n$ 3\r\nGET\r\n",
+    b"*9223372036854775808\r\n", b"*1\r\n$9223372036854775808\r\n", b"*1\r\n\r\n",
+    b"*-9223372036854775809\r\n", b"*2\r\n$1\r\na\r\n*\r\n",
 ]
 RAW_OTHER = [  # valid, incomplete or odd-but-legal input: compared with redis-server
     b"*-1\r\n*1\r\n$4\r\nPING\r\n", b"*0\r\n*-5\r\nPING\r\n", b"*1\r\n$4\r\nPING",
@@ -124,7 +129,12 @@ RAW_OTHER = [  # valid, incomplete or odd-but-legal input: compared with redis-s
     b"PING\n", b"   \r\n", b"*1\r\n$4\r\nPING\r\n" * 50, b"*1\r\n$0\r\n\r\n",
     b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
     b"ECHO \"\\xzz\"\r\n", b"*1\r\n$3\r\nPINGXX\r\n", b"\x00\xff\r\n", b"*1\r\n$4\r\nPING\n",
+    b"ECHO \"a\"\x0bb\r\n", b"\xff\r\n",
+    # Errors that quote an argument holding CR/LF must not break the reply stream.
+    b"*2\r\n$6\r\nCLIENT\r\n$4\r\nx\r\ny\r\nPING\r\n",
+    b"*4\r\n$8\r\nFUNCTION\r\n$4\r\nLOAD\r\n$3\r\na\nb\r\n$1\r\nx\r\nPING\r\n",
 ]
+RAW_WAIT = 0.15  # seconds of silence after which a raw exchange is considered finished
 
 
 class Failure(Exception):
@@ -145,7 +155,8 @@ def call(conn, args):
     except redis.exceptions.ResponseError as e:
         return e
     except Exception as e:  # connection error, timeout, unparsable reply
-        raise Failure("%s: %s" % (type(e).__name__, e))
+        port = conn.connection_pool.connection_kwargs["port"]
+        raise Failure("port %d: %s: %s" % (port, type(e).__name__, e))
 
 
 def norm(v):
@@ -169,16 +180,18 @@ def same(name, a, b):
     if name in UNORDERED and isinstance(a, list) and isinstance(b, list):
         return sorted(map(repr, a)) == sorted(map(repr, b))
     if name in PAIRS and isinstance(a, list) and isinstance(b, list):
-        pairs = lambda x: sorted(repr(x[i:i + 2]) for i in range(0, len(x), 2))
-        return pairs(a) == pairs(b)
+        pairs = [sorted(map(repr, zip(x[::2], x[1::2]))) for x in (a, b)]
+        return pairs[0] == pairs[1]
     if name in TTL_TOLERANCE and isinstance(a, int) and isinstance(b, int):
         return min(a, b) >= 0 and abs(a - b) <= TTL_TOLERANCE[name]
     return False
 
 
 class Gen:
-    def __init__(self, rng, names):
-        self.rng, self.names = rng, names
+    """Random calls: a command name and a list of byte-string arguments."""
+
+    def __init__(self, rng, names, arity):
+        self.rng, self.names, self.arity = rng, names, arity
 
     def value(self, kind="a"):
         r = self.rng
@@ -220,83 +233,180 @@ class Gen:
                     args.insert(len(args) - 1, self.value("i"))
         elif name in TEMPLATES and r.random() < 0.7:
             args = [self.value(k) for k in TEMPLATES[name]]
+        elif r.random() < 0.4 and name in self.arity:
+            # A plausible call: a key, then the arity's worth of members and small numbers.
+            arity = self.arity[name]
+            n = arity - 2 if arity > 0 else -arity - 2 + r.randint(0, 3)
+            return name, [r.choice(KEYS)] + [r.choice(MEMBERS + SMALL_INTS) for _ in range(n)]
         elif r.random() < 0.75:
             args.append(r.choice(KEYS))
         n = r.randint(0, 8 - min(len(args), 8)) if r.random() < 0.5 else r.randint(0, 2)
-        args += [self.value() for _ in range(n)]
-        return name, args
+        return name, args + [self.value() for _ in range(n)]
 
 
 def raw_exchange(port, payload, wait):
     """Send payload on a fresh socket; return (bytes received, closed by server)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    data, closed = b"", False
-    try:
-        s.sendall(payload)
-        s.settimeout(wait)
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                closed = True
-                break
-            data += chunk
-    except (socket.timeout, TimeoutError):
-        pass
-    except (ConnectionResetError, BrokenPipeError):
-        closed = True
-    finally:
-        s.close()
-    return data, closed
-
-
-def raw_check(rport, tport, payload, must_error, mismatches, main_conn, skip):
-    """Malformed RESP should get a protocol error or a close, and must not disturb the
-    main connection; differences from redis-server are recorded."""
-    if skip and skip in payload:
-        return
-    try:
-        got = raw_exchange(tport, payload, 2.0 if must_error else 0.3)
-    except OSError as e:
-        raise Failure("raw socket %r: %s" % (payload[:80], e))
-    if must_error and not got[1] and b"-ERR Protocol error" not in got[0]:
-        mismatches["(raw socket: no protocol error, no close within 2 s)"].append(
-            (repr(payload[:80]), "-ERR Protocol error... or close", repr(got[0][:200])))
-    try:
-        pong = call(main_conn, ["PING"])
-    except Failure as e:
-        pong = e
-    if pong not in (b"PONG", "PONG"):
-        raise Failure("main connection PING got %r after raw payload %r" % (pong, payload[:80]))
-    want = raw_exchange(rport, payload, 0.3)
-    if got != want:
-        mismatches["(raw socket)"].append(
-            (repr(payload[:80]), repr((want[0][:200], "closed" if want[1] else "open")),
-             repr((got[0][:200], "closed" if got[1] else "open"))))
-
-
-def mutate(rng, payload):
-    p = bytearray(payload)
-    how = rng.randrange(3)
-    if how == 0:
-        return bytes(p[:rng.randrange(len(p))])
-    if how == 1:
-        p[rng.randrange(len(p))] = rng.choice(b"*$:+-\r\n0-9x\x00")
-    else:
-        i = rng.randrange(len(p))
-        p[i:i] = rng.choice([b"\r\n", b"-", b"99999", b"*", b"$"])
-    return bytes(p)
+    data, chunk = b"", None
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        try:
+            s.sendall(payload)
+            s.settimeout(wait)
+            while chunk != b"":
+                chunk = s.recv(65536)
+                data += chunk
+        except (socket.timeout, TimeoutError):
+            pass
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+    return data, chunk == b""
 
 
 def encode(args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else a.encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 
 
 def fmt(cmd):
     return " ".join(repr(a if len(a) <= 60 else a[:60] + b"...") for a in cmd)
+
+
+class Fuzzer:
+    def __init__(self, opt):
+        self.opt = opt
+        self.r, self.t = connect(opt.redis_port, opt.resp), connect(opt.tollgate_port, opt.resp)
+        names = sorted(n.decode().upper() for n in self.t.execute_command("COMMAND", "LIST"))
+        self.redis_names = {n.decode().upper() for n in self.r.execute_command("COMMAND", "LIST")}
+        info = self.t.execute_command("COMMAND")
+        self.writes = {e[0].decode().upper() for e in info if b"write" in e[2]}
+        self.writes |= {"EVAL", "EVALSHA", "FCALL", "FUNCTION", "SCRIPT"}
+        arity = {e[0].decode().upper(): e[1] for e in info if e[3] == 1}
+        self.rng = random.Random(opt.seed)
+        self.gen = Gen(self.rng, [n for n in names if n not in SKIP], arity)
+        self.mismatches = collections.defaultdict(list)
+        self.raw_kinds = set()
+        self.last = collections.deque(maxlen=10)
+        self.calls = self.compared = self.errors = 0
+        self.history, self.volatile = [], set()
+
+    def ping(self, after):
+        try:
+            pong = call(self.t, ["PING"])
+        except Failure as e:
+            pong = e
+        if pong not in (b"PONG", "PONG"):
+            raise Failure("PING answered %r %s" % (pong, after))
+
+    def raw(self, payload, must_error):
+        """Malformed RESP should get a protocol error or a close, and must not disturb the
+        main connection; differences from redis-server are recorded."""
+        if self.opt.raw_skip and self.opt.raw_skip in payload:
+            return
+        try:
+            got = raw_exchange(self.opt.tollgate_port, payload, 2.0 if must_error else RAW_WAIT)
+        except OSError as e:
+            raise Failure("raw socket %r: %s" % (payload[:80], e))
+        shown = repr(payload[:80])
+        no_error = self.mismatches["(raw socket: no protocol error, no close within 2 s)"]
+        if must_error and not got[1] and b"-ERR Protocol error" not in got[0] and \
+                shown not in [m[0] for m in no_error]:
+            no_error.append((shown, "-ERR Protocol error... or close", repr(got[0])))
+        self.ping("after raw payload %r" % payload[:80])
+        want = raw_exchange(self.opt.redis_port, payload, RAW_WAIT)
+        kind = (want[0][:40], got[0][:40], want[1], got[1])  # one example per kind
+        if got != want and kind not in self.raw_kinds:
+            self.raw_kinds.add(kind)
+            show = lambda x: repr((x[0][:200], "closed" if x[1] else "open"))
+            self.mismatches["(raw socket)"].append((shown, show(want), show(got)))
+
+    def reset(self):
+        # First a malformed copy of a random call: the servers may parse it differently.
+        name, args = self.gen.command()
+        request = encode([name.encode()] + args)
+        i = self.rng.randrange(len(request))
+        how = self.rng.randrange(3)
+        if how == 0:
+            request = request[:i]
+        else:
+            junk = self.rng.choice([b"\r\n", b"-", b"99999", b"*", b"$", b"\x00", b"x", b"\r"])
+            request = request[:i] + junk + request[i + (how == 1):]
+        self.raw(request, False)
+        for conn in (self.r, self.t):
+            for reset in (["FLUSHALL"], ["SCRIPT", "FLUSH"], ["FUNCTION", "FLUSH"]):
+                call(conn, reset)
+        self.history = []  # (keys, command, redis reply, tollgate reply) since the reset
+        self.volatile = set()  # keys given a TTL under 2 s: replies may race the expiry
+
+    def step(self):
+        while True:  # a call that --skip does not exclude
+            name, args = self.gen.command()
+            label = name + (" " + args[0].decode() if name in SUBCOMMANDS else "")
+            if name not in self.opt.skip and label not in self.opt.skip:
+                break
+        cmd = [name.encode()] + args
+        self.last.append(cmd)
+        self.calls += 1
+        got = call(self.t, cmd)
+        self.errors += isinstance(got, Exception)
+        keys = set(args) & set(KEYS)
+        want = "(not sent)"
+        if (name in self.redis_names and name not in NO_COMPARE and label not in NO_COMPARE
+                and not name.startswith(NO_COMPARE_PREFIXES)):
+            self.compared += 1
+            want = call(self.r, cmd)
+            racy = keys & self.volatile and not all(
+                isinstance(x, Exception) and "WRONGTYPE" not in str(x) for x in (want, got))
+            tag = label + (" [short TTL: timing?]" if racy else "")
+            if not same(name, want, got) and len(self.mismatches[tag]) < 100:
+                before = [h[1:] for h in self.history if keys & h[0] and "'error'" not in h[2]]
+                self.mismatches[tag].append(
+                    (fmt(cmd), repr(norm(want))[:300], repr(norm(got))[:300], before[-8:]))
+        elif name in self.writes:
+            # A Tollgate-only write: forget any key it may have changed, on both servers.
+            touched = sorted({a for a in args if len(a) < 100})
+            for conn in (self.r, self.t):
+                if touched:
+                    call(conn, [b"DEL"] + touched)
+        self.history.append((keys, fmt(cmd), repr(norm(want))[:100], repr(norm(got))[:100]))
+        if name in self.writes:
+            for k in keys:
+                ttl = call(self.t, [b"PTTL", k])
+                if isinstance(ttl, int) and (0 <= ttl < 2000 or ttl == -2 and "EX" in name):
+                    self.volatile.add(k)
+
+    def run(self):
+        start = time.time()
+        for payload in RAW_ERROR:
+            self.raw(payload, True)
+        for payload in RAW_OTHER:
+            self.raw(payload, False)
+        while self.calls < self.opt.count and time.time() - start < self.opt.seconds:
+            if self.calls % 200 == 0:
+                self.reset()
+            if self.calls % 500 == 0:
+                self.ping("after %d calls" % self.calls)
+            if self.calls % 50 == 0:
+                nonce = b"nonce-%d" % self.calls
+                got = call(self.t, ["ECHO", nonce])
+                if got != nonce:
+                    raise Failure("protocol desync: ECHO %r answered %r" % (nonce, got))
+            self.step()
+        self.ping("at the end")
+        for payload in RAW_ERROR:
+            self.raw(payload, True)
+        return time.time() - start
+
+    def report(self, seconds):
+        print("calls: %d (error replies: %d, compared with redis: %d) in %.1f s, failures: 0, "
+              "mismatching commands: %d" % (self.calls, self.errors, self.compared, seconds,
+                                            len(self.mismatches)))
+        for label in sorted(self.mismatches):
+            examples = self.mismatches[label]
+            print("MISMATCH %s (%d)" % (label, len(examples)))
+            for cmd, want, got, *before in examples[:30 if label.startswith("(raw") else 3]:
+                if self.opt.history and before and before[0]:
+                    print("  after (same keys, since the last reset):")
+                    for h in before[0]:
+                        print("    %s  -> redis %s, tollgate %s" % h)
+                print("  %s\n    redis:    %s\n    tollgate: %s" % (cmd, want, got))
 
 
 def main():
@@ -307,86 +417,24 @@ def main():
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--resp", type=int, choices=(2, 3), default=2)
-    ap.add_argument("--raw-skip", type=bytes.fromhex, default=b"", metavar="HEX",
-                    help="skip raw payloads containing these bytes (a known bug)")
+    ap.add_argument("--skip", action="append", default=[], metavar="LABEL")
+    ap.add_argument("--raw-skip", type=bytes.fromhex, default=b"", metavar="HEX")
+    ap.add_argument("--history", action="store_true")
     opt = ap.parse_args()
     print("seed %d (rerun with --seed %d)" % (opt.seed, opt.seed), flush=True)
-    rng = random.Random(opt.seed)
-    r, t = connect(opt.redis_port, opt.resp), connect(opt.tollgate_port, opt.resp)
-    names = sorted(n.decode().upper() for n in t.execute_command("COMMAND", "LIST"))
-    redis_names = {n.decode().upper() for n in r.execute_command("COMMAND", "LIST")}
-    names = [n for n in names if n not in SKIP]
-    writes = {e[0].decode().upper() for e in t.execute_command("COMMAND")
-              if b"write" in e[2]} | {"EVAL", "EVALSHA", "FCALL", "FUNCTION", "SCRIPT"}
-    gen = Gen(rng, names)
-    mismatches = collections.defaultdict(list)
-    last = collections.deque(maxlen=10)
-    calls, compared, start = 0, 0, time.time()
-
-    def raw(payload, must_error):
-        raw_check(opt.redis_port, opt.tollgate_port, payload, must_error, mismatches, t,
-                  opt.raw_skip)
-
     try:
-        for payload in RAW_ERROR:
-            raw(payload, True)
-        for payload in RAW_OTHER:
-            raw(payload, False)
-        for conn in (r, t):
-            call(conn, ["FLUSHALL"])
-        while calls < opt.count and time.time() - start < opt.seconds:
-            if calls % 200 == 0:
-                for conn in (r, t):
-                    call(conn, ["FLUSHALL"])
-            if calls % 500 == 0 and call(t, ["PING"]) not in (b"PONG", "PONG"):
-                raise Failure("PING did not answer PONG")
-            if calls % 50 == 0:
-                nonce = b"nonce-%d" % calls
-                got = call(t, ["ECHO", nonce])
-                if got != nonce:
-                    raise Failure("protocol desync: ECHO %r answered %r" % (nonce, got))
-            if calls % 250 == 0:
-                _, sample = gen.command()
-                raw(mutate(rng, encode([rng.choice(names)] + sample)), False)
-            name, args = gen.command()
-            cmd = [name.encode()] + args
-            last.append(cmd)
-            calls += 1
-            got = call(t, cmd)
-            label = name + (" " + args[0].decode() if name in SUBCOMMANDS else "")
-            comparable = (name in redis_names and name not in NO_COMPARE and
-                          label not in NO_COMPARE and not name.startswith(NO_COMPARE_PREFIXES))
-            if comparable:
-                compared += 1
-                want = call(r, cmd)
-                if not same(name, want, got):
-                    mismatches[label].append((fmt(cmd), repr(want)[:300], repr(got)[:300]))
-            elif name in writes:
-                # Tollgate-only write: forget any pool key it may have changed, on both sides.
-                touched = sorted({a for a in args if a in KEYS})
-                if touched:
-                    for conn in (r, t):
-                        call(conn, [b"DEL"] + touched)
-        if call(t, ["PING"]) not in (b"PONG", "PONG"):
-            raise Failure("PING did not answer PONG at the end")
-        for payload in RAW_ERROR:
-            raw(payload, True)
-        if call(t, ["PING"]) not in (b"PONG", "PONG"):
-            raise Failure("PING did not answer PONG after the raw payloads")
+        fuzzer = Fuzzer(opt)
+    except redis.exceptions.RedisError as e:
+        sys.exit("FAILURE: cannot read the command lists: %s" % e)
+    try:
+        seconds = fuzzer.run()
     except Failure as e:
-        print("FAILURE after %d calls (seed %d): %s" % (calls, opt.seed, e))
+        print("FAILURE after %d calls (seed %d): %s" % (fuzzer.calls, opt.seed, e))
         print("last commands (most recent last):")
-        for c in last:
+        for c in fuzzer.last:
             print("  " + fmt(c))
         sys.exit(1)
-    print("calls: %d (compared with redis: %d) in %.1f s, failures: 0, mismatching "
-          "commands: %d" % (calls, compared, time.time() - start, len(mismatches)))
-    for label in sorted(mismatches):
-        examples = mismatches[label]
-        print("MISMATCH %s (%d)" % (label, len(examples)))
-        for cmd, want, got in examples[:3]:
-            print("  %s\n    redis:    %s\n    tollgate: %s" % (cmd, want, got))
-    sys.exit(0)
+    fuzzer.report(seconds)
 
 
 if __name__ == "__main__":

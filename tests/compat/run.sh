@@ -17,3 +17,12 @@ for port in "$RPORT" "$TPORT"; do
   done
 done
 python3 tests/compat/diff.py "$RPORT" "$TPORT" tests/compat/*.txt
+# Random calls and malformed input (fixed seeds, bounded): the server must never crash,
+# hang or corrupt the reply stream. Reply differences from Redis are printed, not fatal.
+fuzz() {
+  local out
+  out=$(python3 tests/compat/fuzz.py "$RPORT" "$TPORT" "$@") || { echo "$out"; return 1; }
+  echo "$out" | grep '^calls:'
+}
+fuzz --seed 1 --count 5000 --seconds 60
+fuzz --seed 11 --count 5000 --seconds 60 --resp 3
