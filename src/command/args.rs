@@ -43,6 +43,21 @@ pub fn int(arg: &[u8]) -> CmdResult<i64> {
     parse_i64(arg).ok_or_else(|| Reply::err(NOT_INTEGER))
 }
 
+/// A database number (SELECT, MOVE, COPY ... DB) checked as Redis does: an integer, then
+/// within 32 bits, then below the number of databases.
+pub fn db_index(arg: &[u8]) -> CmdResult<usize> {
+    let n = int(arg)?;
+    if i32::try_from(n).is_err() {
+        return Err(Reply::err(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n < crate::store::DATABASES)
+        .ok_or_else(|| Reply::err("ERR DB index is out of range"))
+}
+
 /// Parse a non-negative integer argument with a custom error text.
 pub fn non_negative(arg: &[u8], err: &str) -> CmdResult<i64> {
     match parse_i64(arg) {

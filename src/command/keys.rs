@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::args::{int, is, syntax_error, CmdResult};
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::store::{Db, DATABASES, SHARDS};
+use crate::store::{Db, SHARDS};
 
 /// `ERR invalid expire time in '<cmd>' command`.
 pub fn expire_time_error(name: &str) -> Reply {
@@ -61,7 +61,7 @@ fn expire_generic(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> Reply {
 
 fn expire_inner(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> CmdResult<Reply> {
     let now = ctx.now_ms;
-    let mut when = int(&a[2])?;
+    // Redis's order: the options (and their conflicts) first, then the time.
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for opt in &a[3..] {
         match opt.to_ascii_lowercase().as_slice() {
@@ -87,6 +87,7 @@ fn expire_inner(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> CmdResult<Reply
             "ERR GT and LT options at the same time are not compatible",
         ));
     }
+    let mut when = int(&a[2])?;
     if spec.seconds {
         when = when
             .checked_mul(1000)
@@ -405,18 +406,10 @@ pub fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::ok()
 }
 
-fn db_index(arg: &[u8]) -> CmdResult<usize> {
-    let n = int(arg)?;
-    if n < 0 || n as usize >= DATABASES {
-        return Err(Reply::err("ERR DB index is out of range"));
-    }
-    Ok(n as usize)
-}
-
 /// MOVE key db
 pub fn move_(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
-    let dst = match db_index(&a[2]) {
+    let dst = match super::args::db_index(&a[2]) {
         Ok(d) => d,
         Err(e) => return e,
     };
@@ -446,7 +439,7 @@ pub fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if is(&a[i], "replace") {
             replace = true;
         } else if is(&a[i], "db") && i + 1 < a.len() {
-            match db_index(&a[i + 1]) {
+            match super::args::db_index(&a[i + 1]) {
                 Ok(d) => dst_db = d,
                 Err(e) => return e,
             }

@@ -9,8 +9,7 @@
 use bytes::Bytes;
 
 use super::flags::{CONNECTION, DENYOOM, NOSCRIPT, SCRIPT, WRITE};
-use super::{Ctx, DATABASES};
-use crate::command::args::int;
+use super::Ctx;
 use crate::protocol::Reply;
 use crate::scripting::{CommandInfo, ScriptContext, ScriptHost};
 use crate::store::Keyspace;
@@ -42,12 +41,12 @@ impl ScriptHost for Host<'_> {
             .first()
             .is_some_and(|n| n.eq_ignore_ascii_case(b"select"))
         {
-            return match args.get(1).map(|a| int(a)) {
-                Some(Ok(n)) if (0..DATABASES as i64).contains(&n) && args.len() == 2 => {
-                    self.db = n as usize;
+            return match args.get(1).map(|a| super::args::db_index(a)) {
+                Some(Ok(n)) if args.len() == 2 => {
+                    self.db = n;
                     Reply::ok()
                 }
-                Some(Ok(_)) => Reply::err("ERR DB index is out of range"),
+                Some(Ok(_)) => super::arity_error("select"),
                 Some(Err(e)) => e,
                 None => super::arity_error("select"),
             };

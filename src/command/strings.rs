@@ -75,28 +75,31 @@ fn set_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     }
     let (mut nx, mut xx, mut get) = (false, false, false);
     let mut ttl = Ttl::Unchanged;
+    // Redis's order: the whole syntax first, then the expire time's value.
+    let mut expire = None;
     let mut i = 3;
     while i < a.len() {
         let opt = &a[i];
         let has_next = i + 1 < a.len();
+        let unset = ttl == Ttl::Unchanged && expire.is_none();
         if is(opt, "nx") && !xx {
             nx = true;
         } else if is(opt, "xx") && !nx {
             xx = true;
         } else if is(opt, "get") {
             get = true;
-        } else if is(opt, "keepttl") && ttl == Ttl::Unchanged {
+        } else if is(opt, "keepttl") && unset {
             ttl = Ttl::Keep;
-        } else if ["ex", "px", "exat", "pxat"].iter().any(|k| is(opt, k))
-            && ttl == Ttl::Unchanged
-            && has_next
-        {
-            ttl = Ttl::At(parse_ttl_option("set", opt, &a[i + 1], now)?);
+        } else if ["ex", "px", "exat", "pxat"].iter().any(|k| is(opt, k)) && unset && has_next {
+            expire = Some((opt, &a[i + 1]));
             i += 1;
         } else {
             return Err(syntax_error());
         }
         i += 1;
+    }
+    if let Some((opt, arg)) = expire {
+        ttl = Ttl::At(parse_ttl_option("set", opt, arg, now)?);
     }
     let key = &a[1];
     let db = ctx.db();
@@ -203,19 +206,20 @@ pub fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
     let mut ttl = Ttl::Unchanged;
+    // Redis's order: the syntax, then the key (a missing key answers nil whatever the
+    // time says), then the expire time's value.
+    let mut expire = None;
     let mut i = 2;
     while i < a.len() {
         let opt = &a[i];
-        if is(opt, "persist") && ttl == Ttl::Unchanged {
+        let unset = ttl == Ttl::Unchanged && expire.is_none();
+        if is(opt, "persist") && unset {
             ttl = Ttl::Persist;
         } else if ["ex", "px", "exat", "pxat"].iter().any(|k| is(opt, k))
-            && ttl == Ttl::Unchanged
+            && unset
             && i + 1 < a.len()
         {
-            match parse_ttl_option("getex", opt, &a[i + 1], now) {
-                Ok(t) => ttl = Ttl::At(t),
-                Err(e) => return e,
-            }
+            expire = Some((opt, &a[i + 1]));
             i += 1;
         } else {
             return syntax_error();
@@ -228,6 +232,12 @@ pub fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Ok(v) => str_reply(v),
         Err(e) => return e,
     };
+    if let Some((opt, arg)) = expire {
+        match parse_ttl_option("getex", opt, arg, now) {
+            Ok(t) => ttl = Ttl::At(t),
+            Err(e) => return e,
+        }
+    }
     match ttl {
         Ttl::At(t) if t <= now => {
             db.remove(&a[1], now);

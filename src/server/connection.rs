@@ -21,7 +21,7 @@ use crate::command::{self, flags, CommandSpec};
 use crate::engine::{Batch, Op, WatchGuard};
 use crate::protocol::parser::{parse_request, Limits};
 use crate::protocol::Reply;
-use crate::store::{WatchFlag, DATABASES};
+use crate::store::WatchFlag;
 
 /// What to do after handling a request.
 #[derive(PartialEq)]
@@ -362,13 +362,12 @@ impl Client {
     }
 
     fn select(&mut self, arg: &[u8]) -> Reply {
-        match int(arg) {
-            Ok(n) if (0..DATABASES as i64).contains(&n) => {
-                self.db = n as usize;
+        match crate::command::args::db_index(arg) {
+            Ok(n) => {
+                self.db = n;
                 self.sync_info();
                 Reply::ok()
             }
-            Ok(_) => Reply::err("ERR DB index is out of range"),
             Err(e) => e,
         }
     }
@@ -518,12 +517,11 @@ impl Client {
         for args in queued {
             let spec = command::lookup(&args[0]).expect("queued commands were looked up");
             if spec.name == "select" {
-                match int(&args[1]) {
-                    Ok(n) if (0..DATABASES as i64).contains(&n) => {
-                        ops.push(Op::Select(n as usize));
+                match crate::command::args::db_index(&args[1]) {
+                    Ok(n) => {
+                        ops.push(Op::Select(n));
                         slots.push(Some(Reply::ok()));
                     }
-                    Ok(_) => slots.push(Some(Reply::err("ERR DB index is out of range"))),
                     Err(e) => slots.push(Some(e)),
                 }
             } else if spec.handler.is_some() && !spec.has(flags::CONNECTION) {
