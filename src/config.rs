@@ -237,11 +237,11 @@ fn cluster_config(
     let heartbeat_interval_ms = cli
         .heartbeat_interval_ms
         .or(file.heartbeat_interval_ms)
-        .unwrap_or(DEFAULT_HEARTBEAT_MS);
+        .unwrap_or(tollgate_raft::DEFAULT_HEARTBEAT_INTERVAL_MS);
     let election_timeout_ms = cli
         .election_timeout_ms
         .or(file.election_timeout_ms)
-        .unwrap_or(DEFAULT_ELECTION_MS);
+        .unwrap_or(tollgate_raft::DEFAULT_ELECTION_TIMEOUT_MS);
     if !(1..=MAX_HEARTBEAT_MS).contains(&heartbeat_interval_ms) {
         return Err(format!(
             "--heartbeat-interval-ms must be 1 to {MAX_HEARTBEAT_MS}, got {heartbeat_interval_ms}"
@@ -275,11 +275,6 @@ fn cluster_config(
     }))
 }
 
-/// Default lower bound of the election timeout (ms): tolerates a few lost heartbeats on a
-/// LAN; raise it for slow or distant links.
-pub const DEFAULT_ELECTION_MS: u64 = 150;
-/// Default leader heartbeat interval (ms).
-pub const DEFAULT_HEARTBEAT_MS: u64 = 50;
 /// Largest accepted election timeout (ms).
 const MAX_ELECTION_MS: u64 = 60_000;
 /// Largest accepted heartbeat interval (ms).
@@ -451,7 +446,10 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("./data/node-2"));
         assert_eq!(
             (c.election_timeout_ms, c.heartbeat_interval_ms),
-            (DEFAULT_ELECTION_MS, DEFAULT_HEARTBEAT_MS)
+            (
+                tollgate_raft::DEFAULT_ELECTION_TIMEOUT_MS,
+                tollgate_raft::DEFAULT_HEARTBEAT_INTERVAL_MS
+            )
         );
         let timed = |e: Option<u64>, h: Option<u64>| {
             Config::load(Cli {

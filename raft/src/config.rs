@@ -71,6 +71,12 @@ pub struct Config {
     pub log_compact_min_bytes: u64,
 }
 
+/// Default lower bound of the election timeout (ms; the upper bound is twice it): tolerates a
+/// few lost heartbeats on a LAN.
+pub const DEFAULT_ELECTION_TIMEOUT_MS: u64 = 150;
+/// Default leader heartbeat interval (ms).
+pub const DEFAULT_HEARTBEAT_INTERVAL_MS: u64 = 50;
+
 impl Config {
     /// A configuration with the defaults below for everything but identity, peers and storage.
     pub fn new(
@@ -88,9 +94,9 @@ impl Config {
             data_dir: data_dir.into(),
             secret: secret.into(),
             fsync: FsyncPolicy::Always,
-            election_timeout_min_ms: 150,
-            election_timeout_max_ms: 300,
-            heartbeat_interval_ms: 50,
+            election_timeout_min_ms: DEFAULT_ELECTION_TIMEOUT_MS,
+            election_timeout_max_ms: 2 * DEFAULT_ELECTION_TIMEOUT_MS,
+            heartbeat_interval_ms: DEFAULT_HEARTBEAT_INTERVAL_MS,
             client_timeout: Duration::from_secs(2),
             snapshot_every: 10_000,
             keep_logs_after_snapshot: 1_000,

@@ -51,7 +51,7 @@ mod transport;
 mod types;
 
 pub use clock::LeaderClock;
-pub use config::{Config, FsyncPolicy};
+pub use config::{Config, FsyncPolicy, DEFAULT_ELECTION_TIMEOUT_MS, DEFAULT_HEARTBEAT_INTERVAL_MS};
 pub use error::ClusterError;
 pub use node::RaftNode;
 pub use state_machine::StateMachine;

@@ -326,11 +326,11 @@ impl<S: StateMachine> RaftNode<S> {
     pub fn status(&self) -> ClusterStatus {
         let metrics = self.inner.raft.metrics();
         let m = metrics.borrow().clone();
-        let mut status = status_from_metrics(&m, self.inner.log.committed_index());
-        let config = self.inner.raft.config();
-        status.election_timeout_ms = (config.election_timeout_min, config.election_timeout_max);
-        status.heartbeat_interval_ms = config.heartbeat_interval;
-        status
+        status_from_metrics(
+            &m,
+            self.inner.raft.config(),
+            self.inner.log.committed_index(),
+        )
     }
 
     /// Add node `id` at `addr` as a learner (waits until it has caught up, bounded).
@@ -577,7 +577,11 @@ fn watch_leadership(
     (tx, task)
 }
 
-fn status_from_metrics(m: &RaftMetrics<NodeId, BasicNode>, committed: u64) -> ClusterStatus {
+fn status_from_metrics(
+    m: &RaftMetrics<NodeId, BasicNode>,
+    config: &openraft::Config,
+    committed: u64,
+) -> ClusterStatus {
     let membership = m.membership_config.membership();
     let voters: HashSet<NodeId> = membership.voter_ids().collect();
     let members = membership
@@ -623,7 +627,7 @@ fn status_from_metrics(m: &RaftMetrics<NodeId, BasicNode>, committed: u64) -> Cl
         snapshot_index: m.snapshot.map(|l| l.index),
         members,
         replication,
-        election_timeout_ms: (0, 0),
-        heartbeat_interval_ms: 0,
+        election_timeout_ms: (config.election_timeout_min, config.election_timeout_max),
+        heartbeat_interval_ms: config.heartbeat_interval,
     }
 }

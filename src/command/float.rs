@@ -55,7 +55,7 @@ pub fn check(s: &[u8]) -> Check {
 
 /// `current` (`None` reads as 0) plus `by`, printed as Redis prints the result.
 pub fn incr(current: Option<&[u8]>, by: &[u8]) -> Result<Vec<u8>, IncrError> {
-    let mut out = vec![0u8; LD_CHARS];
+    let mut out = [0u8; LD_CHARS];
     let (cur_ptr, cur_len) = match current {
         Some(c) => (c.as_ptr().cast::<c_char>(), c.len()),
         None => (std::ptr::null(), 0),
@@ -77,10 +77,7 @@ pub fn incr(current: Option<&[u8]>, by: &[u8]) -> Result<Vec<u8>, IncrError> {
         -2 => Err(IncrError::Increment),
         // -4 (no room) cannot happen: a finite long double prints in under 5000 bytes.
         n if n < 0 => Err(IncrError::NotFinite),
-        n => {
-            out.truncate(usize::try_from(n).unwrap_or(0));
-            Ok(out)
-        }
+        n => Ok(out[..usize::try_from(n).unwrap_or(0)].to_vec()),
     }
 }
 

@@ -267,7 +267,7 @@ pub(crate) fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String>
     let Some(nl) = body.iter().position(|&b| b == b'\n') else {
         return Err("ERR Invalid script shebang".into());
     };
-    let parts = match split_args(&body[..nl]) {
+    let parts = match crate::protocol::parser::sds_split_args(&body[..nl]) {
         Some(p) if !p.is_empty() => p,
         _ => return Err("ERR Invalid engine in script shebang".into()),
     };
@@ -296,9 +296,4 @@ pub(crate) fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String>
         }
     }
     Ok((flags, nl))
-}
-
-/// Redis's `sdssplitargs` (shared with inline requests).
-pub(crate) fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
-    crate::protocol::parser::sds_split_args(line)
 }

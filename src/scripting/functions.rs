@@ -138,7 +138,7 @@ fn extract_metadata(code: &[u8]) -> Result<Metadata, String> {
     let Some(nl) = code.iter().position(|&b| b == b'\n') else {
         return Err("ERR Invalid library metadata".into());
     };
-    let parts = match super::eval::split_args(&code[..nl]) {
+    let parts = match crate::protocol::parser::sds_split_args(&code[..nl]) {
         Some(p) if !p.is_empty() => p,
         _ => return Err("ERR Invalid library metadata".into()),
     };
