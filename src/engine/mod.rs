@@ -429,8 +429,42 @@ pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64) -> BatchResult
     apply_ops(state, batch.db, batch.resp, &batch.ops, now_ms)
 }
 
+/// Bring the keys of a batch's commands into the cache before running any of them (see
+/// [`crate::store::Db::warm`]): the first key of each command, or every key of a command
+/// whose keys depend on its arguments (LIMIT.ALL's rules).
+fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::Select(d) => db = *d,
+            Op::PurgeExpired { .. } => {}
+            Op::Command(args, Some(spec)) => {
+                let Some(target) = state.ks.dbs.get(db) else {
+                    continue;
+                };
+                if spec.movable_keys() {
+                    if spec.name == "limit.all" {
+                        for key in spec.keys(args).unwrap_or_default() {
+                            target.warm(&key);
+                        }
+                    }
+                } else if let Some(key) = usize::try_from(spec.first_key)
+                    .ok()
+                    .filter(|&i| i > 0)
+                    .and_then(|i| args.get(i))
+                {
+                    target.warm(key);
+                }
+            }
+            Op::Command(_, None) => {}
+        }
+    }
+}
+
 /// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`.
 pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64) -> BatchResult {
+    if ops.len() > 1 {
+        warm_keys(state, db, ops);
+    }
     let mut db = db;
     let mut replies = Vec::with_capacity(ops.len());
     for op in ops {
