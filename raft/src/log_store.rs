@@ -10,12 +10,21 @@
 //! fsync ran is written and made durable by a single fsync, and only then does openraft hear that
 //! the entries are stored. On open, a torn or corrupt tail (short record, CRC mismatch,
 //! undecodable payload) is cut off with a warning and never replayed.
+//!
+//! The file is allocated ahead of its records (`fallocate`, [`PREALLOCATE_BYTES`] at a time), and
+//! records are written into that space. Appending at the end of the file would change its size
+//! with every group, and then each fsync also commits a filesystem journal transaction for the
+//! size: on ext4 here that made an fsync take about 160-200 µs instead of 115-130 µs, and cost
+//! a third more CPU. The allocated space reads as zeros, which the record scanner takes as the
+//! end of the data. On open, whatever follows the last intact record, zeros or a torn write, is
+//! cut off before new records are written, so nothing stale can ever follow a new record.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::ops::RangeBounds;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -33,6 +42,8 @@ use crate::record::{encode_record, scan_records, sync_parent, write_atomic};
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
 
 const LOG_FILE: &str = "raft.log";
+/// How far ahead of its records the log file is allocated.
+const PREALLOCATE_BYTES: u64 = 8 << 20;
 const VOTE_FILE: &str = "vote";
 
 /// One record of `raft.log`, as read back.
@@ -118,16 +129,19 @@ impl LogStore {
         let _ = fs::remove_file(log_path.with_extension("tmp"));
         let mut mem = replay(&log_path, &clock)?;
         mem.vote = vote;
+        // `replay` cut the file right after its last intact record.
+        let data_end = mem.file_bytes;
         let file = OpenOptions::new()
             .create(true)
-            .append(true)
+            .write(true)
+            .truncate(false)
             .open(&log_path)?;
         sync_parent(&log_path)?;
         let committed_index = AtomicU64::new(mem.committed.map(|c| c.index).unwrap_or(0));
         let (tx, rx) = mpsc::channel();
         thread::Builder::new()
             .name("raft-log-writer".into())
-            .spawn(move || Writer::new(file, log_path, policy).run(rx))?;
+            .spawn(move || Writer::new(file, data_end, log_path, policy).run(rx))?;
         Ok(LogStore {
             shared: Arc::new(Shared {
                 mem: RwLock::new(mem),
@@ -393,8 +407,13 @@ fn replay(path: &Path, clock: &LeaderClock) -> io::Result<LogMem> {
             reason = why,
             "raft log has a torn or corrupt tail; truncating it"
         );
+    }
+    if bytes.len() > good_end {
+        // Allocated space (zeros) or a torn tail. A crash can leave a write's later pages on
+        // disk and not its first ones, so even behind zeros there may be stale records that
+        // were never acknowledged: they must not surface after the records written next.
         let file = OpenOptions::new().write(true).open(path)?;
-        file.set_len(offset as u64)?;
+        file.set_len(good_end as u64)?;
         file.sync_all()?;
     }
     Ok(mem)
@@ -459,6 +478,12 @@ enum WriteOp {
 /// The group-commit writer: owns the log file.
 struct Writer {
     file: File,
+    /// Where the next record goes: the end of the data.
+    pos: u64,
+    /// The file's length, including the space allocated ahead of `pos`.
+    allocated: u64,
+    /// False once `fallocate` failed (a filesystem without it): then writes extend the file.
+    preallocate: bool,
     path: PathBuf,
     policy: FsyncPolicy,
     /// Callbacks waiting for the next fsync.
@@ -471,9 +496,12 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(file: File, path: PathBuf, policy: FsyncPolicy) -> Self {
+    fn new(file: File, data_end: u64, path: PathBuf, policy: FsyncPolicy) -> Self {
         Writer {
             file,
+            pos: data_end,
+            allocated: data_end,
+            preallocate: true,
             path,
             policy,
             waiting: Vec::new(),
@@ -528,9 +556,33 @@ impl Writer {
         if self.broken.is_some() || bytes.is_empty() {
             return;
         }
-        match self.file.write_all(bytes) {
-            Ok(()) => self.dirty = true,
+        let end = self.pos + bytes.len() as u64;
+        if end > self.allocated && self.preallocate {
+            self.allocate(end + PREALLOCATE_BYTES);
+        }
+        match self.file.write_all_at(bytes, self.pos) {
+            Ok(()) => {
+                self.dirty = true;
+                self.pos = end;
+                self.allocated = self.allocated.max(end);
+            }
             Err(e) => self.broken = Some(format!("write {}: {e}", self.path.display())),
+        }
+    }
+
+    /// Extend the file to `len` bytes of allocated, zero-reading space. The new length is
+    /// made durable by the group's fsync, together with the records written into it.
+    fn allocate(&mut self, len: u64) {
+        match allocate(&self.file, self.allocated, len - self.allocated) {
+            Ok(()) => self.allocated = len,
+            Err(e) => {
+                tracing::info!(
+                    file = %self.path.display(),
+                    error = %e,
+                    "cannot allocate the raft log ahead of its records; appending instead"
+                );
+                self.preallocate = false;
+            }
         }
     }
 
@@ -564,14 +616,134 @@ impl Writer {
             return;
         }
         let result = write_atomic(&self.path, bytes)
-            .and_then(|_| OpenOptions::new().append(true).open(&self.path));
+            .and_then(|_| OpenOptions::new().write(true).open(&self.path));
         match result {
             Ok(file) => {
                 self.file = file;
+                self.pos = bytes.len() as u64;
+                self.allocated = self.pos;
                 self.dirty = false;
                 tracing::debug!(file = %self.path.display(), bytes = bytes.len(), "raft log compacted");
             }
             Err(e) => self.broken = Some(format!("compact {}: {e}", self.path.display())),
         }
+    }
+}
+
+/// Allocate `len` bytes of `file` from `offset` (extending its length), so later writes there
+/// change no file size.
+#[cfg(target_os = "linux")]
+fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let too_big = |_| io::Error::other("offset out of range");
+    let offset = libc::off_t::try_from(offset).map_err(too_big)?;
+    let len = libc::off_t::try_from(len).map_err(too_big)?;
+    // SAFETY: fallocate only reads its integer arguments; the descriptor is open and owned
+    // by `file` for the whole call.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Without `fallocate`, records are appended (the file grows with each write).
+#[cfg(not(target_os = "linux"))]
+fn allocate(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "fallocate is Linux-only",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn entry(index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    fn record(index: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_record(
+            &encode(&LogRecordRef::Entry(&entry(index))).unwrap(),
+            &mut out,
+        );
+        out
+    }
+
+    fn indexes(mem: &LogMem) -> Vec<u64> {
+        mem.entries.keys().copied().collect()
+    }
+
+    #[test]
+    fn writer_allocates_ahead_and_replay_stops_at_the_allocated_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOG_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        let mut writer = Writer::new(file, 0, path.clone(), FsyncPolicy::Always);
+        let mut written = 0;
+        for i in 1..=3 {
+            let bytes = record(i);
+            writer.write(&bytes);
+            written += bytes.len() as u64;
+        }
+        // The first write allocated the space the next two went into.
+        let first = record(1).len() as u64;
+        writer.finish_group(true);
+        assert!(writer.broken.is_none(), "{:?}", writer.broken);
+        assert_eq!(writer.pos, written);
+        let len = fs::metadata(&path).unwrap().len();
+        if writer.preallocate {
+            assert_eq!(len, first + PREALLOCATE_BYTES);
+        } else {
+            assert_eq!(len, written);
+        }
+        drop(writer);
+
+        let mem = replay(&path, &LeaderClock::new()).unwrap();
+        assert_eq!(indexes(&mem), vec![1, 2, 3]);
+        assert_eq!(mem.file_bytes, written);
+        // The allocated tail is cut on open; the writer allocates again from the data's end.
+        assert_eq!(fs::metadata(&path).unwrap().len(), written);
+    }
+
+    #[test]
+    fn stale_records_behind_zeros_are_cut_on_open() {
+        // A crash mid-group can leave a later page of a write on disk without an earlier
+        // one. The record behind the zeros was never acknowledged; it must be dropped, or a
+        // record written after restart could be followed by it on the next replay.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOG_FILE);
+        let mut bytes = record(1);
+        let good = bytes.len() as u64;
+        bytes.extend_from_slice(&[0; 64]);
+        bytes.extend_from_slice(&record(3));
+        bytes.extend_from_slice(&[0; 100]);
+        fs::write(&path, &bytes).unwrap();
+
+        let mem = replay(&path, &LeaderClock::new()).unwrap();
+        assert_eq!(indexes(&mem), vec![1]);
+        assert_eq!(fs::metadata(&path).unwrap().len(), good);
+
+        // A record written next lands right after the first one, with nothing stale after it.
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        let mut writer = Writer::new(file, good, path.clone(), FsyncPolicy::Always);
+        writer.write(&record(2));
+        writer.finish_group(true);
+        drop(writer);
+        let mem = replay(&path, &LeaderClock::new()).unwrap();
+        assert_eq!(indexes(&mem), vec![1, 2]);
     }
 }

@@ -1,8 +1,10 @@
 //! On-disk record framing shared by the log, the vote file and snapshot files: each record is
 //! `[len: u32 LE][crc32 of payload: u32 LE][payload]`. A reader stops at the first record that
 //! is short (torn write) or whose CRC does not match, so a crash mid-write is detected, never
-//! applied. Also owns the write-to-temp, fsync, rename, fsync-directory sequence that makes
-//! whole-file replacement atomic.
+//! applied. Zero bytes where a header would start end the data without error: the log file is
+//! allocated ahead of its records (see `log_store`), and no record has an empty payload, so a
+//! real header is never all zeros. Also owns the write-to-temp, fsync, rename,
+//! fsync-directory sequence that makes whole-file replacement atomic.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -26,7 +28,8 @@ pub(crate) fn encode_record(payload: &[u8], out: &mut Vec<u8>) {
 pub(crate) struct Scan<'a> {
     /// Each intact record's payload with the offset just past it.
     pub records: Vec<(&'a [u8], usize)>,
-    /// Where intact data ends, and why the rest was rejected, if anything follows.
+    /// Where intact data ends, and why the rest was rejected, if something other than
+    /// zeros follows.
     pub bad_tail: Option<(usize, &'static str)>,
 }
 
@@ -36,6 +39,10 @@ pub(crate) fn scan_records(buf: &[u8]) -> Scan<'_> {
     let mut pos = 0usize;
     while pos < buf.len() {
         let rest = &buf[pos..];
+        if rest.iter().take(HEADER_LEN).all(|&b| b == 0) {
+            // Allocated space after the last record.
+            break;
+        }
         if rest.len() < HEADER_LEN {
             return Scan {
                 records,

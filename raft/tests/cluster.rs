@@ -253,13 +253,14 @@ async fn restarted_node_recovers_from_disk_and_lagging_node_catches_up_by_snapsh
     })
     .await;
 
-    // Purged records were compacted away: the file holds little more than the live tail.
+    // Purged records were compacted away: the file holds little more than the live tail
+    // (and the space allocated ahead of it).
     let log = cluster
         .dir
         .path()
         .join(format!("node{leader}/log/raft.log"));
-    let log_bytes = std::fs::metadata(&log).unwrap().len();
-    eprintln!("leader log file: {log_bytes} bytes");
+    let (log_bytes, _) = log_data_end(&std::fs::read(&log).unwrap());
+    eprintln!("leader log records: {log_bytes} bytes");
     assert!(
         log_bytes < 16 * 1024,
         "log not compacted: {log_bytes} bytes"
@@ -297,6 +298,40 @@ async fn restarted_node_recovers_from_disk_and_lagging_node_catches_up_by_snapsh
     cluster.shutdown().await;
 }
 
+/// Walk the log's `[len][crc32][payload]` records: the offset where they end, and whether
+/// only zeros (space allocated ahead of the records) or nothing follows.
+fn log_data_end(bytes: &[u8]) -> (usize, bool) {
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        if rest.iter().take(8).all(|&b| b == 0) {
+            break;
+        }
+        let Some(header) = rest.get(..8) else {
+            return (pos, false);
+        };
+        let len = u32::from_le_bytes(header[..4].try_into().unwrap()) as usize;
+        let crc = u32::from_le_bytes(header[4..].try_into().unwrap());
+        match rest.get(8..8 + len) {
+            Some(payload) if crc32fast::hash(payload) == crc => pos += 8 + len,
+            _ => return (pos, false),
+        }
+    }
+    let clean = bytes[pos..].iter().all(|&b| b == 0);
+    (pos, clean)
+}
+
+/// Write `junk` where the log's records end, as a crash in the middle of a write would.
+fn damage_log_tail(log: &std::path::Path, junk: &[u8]) -> usize {
+    let mut bytes = std::fs::read(log).unwrap();
+    let (end, clean) = log_data_end(&bytes);
+    assert!(clean, "log already damaged at {end}");
+    bytes.truncate(end);
+    bytes.extend_from_slice(junk);
+    std::fs::write(log, &bytes).unwrap();
+    end
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_log_tail_is_truncated_on_restart() {
     let mut cluster = TestCluster::start(1, |_| {}).await;
@@ -306,34 +341,36 @@ async fn corrupt_log_tail_is_truncated_on_restart() {
     }
     cluster.stop_node(1).await;
     let log = cluster.dir.path().join("node1/log/raft.log");
-    let good_len = std::fs::metadata(&log).unwrap().len();
 
     // A torn record: header promises 1000 bytes, only 10 made it.
-    let mut bytes = std::fs::read(&log).unwrap();
-    bytes.extend_from_slice(&1000u32.to_le_bytes());
-    bytes.extend_from_slice(&[0xAB; 14]);
-    std::fs::write(&log, &bytes).unwrap();
+    let mut torn = 1000u32.to_le_bytes().to_vec();
+    torn.extend_from_slice(&[0xAB; 14]);
+    let good = damage_log_tail(&log, &torn);
     cluster.start_node(1).await;
     cluster.wait_value(100, 5 * SEC).await;
     cluster.stop_node(1).await;
-    let len_after_torn = std::fs::metadata(&log).unwrap().len();
-    assert!(len_after_torn >= good_len && len_after_torn < bytes.len() as u64);
+    let (end, clean) = log_data_end(&std::fs::read(&log).unwrap());
+    assert!(
+        clean && end >= good,
+        "torn tail survived: end {end}, clean {clean}"
+    );
 
     // A whole record whose checksum does not match, followed by more bytes.
-    let mut bytes = std::fs::read(&log).unwrap();
-    let cut = bytes.len() as u64;
     let payload = b"definitely not a raft record";
-    bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    bytes.extend_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
-    bytes.extend_from_slice(payload);
-    bytes.extend_from_slice(&[7; 32]);
-    std::fs::write(&log, &bytes).unwrap();
+    let mut bad = (payload.len() as u32).to_le_bytes().to_vec();
+    bad.extend_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
+    bad.extend_from_slice(payload);
+    bad.extend_from_slice(&[7; 32]);
+    let good = damage_log_tail(&log, &bad);
     cluster.start_node(1).await;
     cluster.wait_value(100, 5 * SEC).await;
-    assert!(std::fs::metadata(&log).unwrap().len() < bytes.len() as u64);
-    assert!(std::fs::metadata(&log).unwrap().len() >= cut);
     assert_eq!(cluster.node(1).propose(Cmd::Incr).await.unwrap().value, 101);
     cluster.stop_node(1).await;
+    let (end, clean) = log_data_end(&std::fs::read(&log).unwrap());
+    assert!(
+        clean && end > good,
+        "corrupt record survived: end {end}, clean {clean}"
+    );
     cluster.start_node(1).await;
     cluster.wait_value(101, 5 * SEC).await;
     cluster.shutdown().await;
