@@ -74,8 +74,13 @@ struct LogMem {
     vote: Option<Vote<NodeId>>,
     /// Bytes of live entry records.
     live_bytes: u64,
-    /// Bytes in the file (live + dead).
+    /// Bytes in the file (live + dead), counting `lazy` as written.
     file_bytes: u64,
+    /// Records that need no fsync of their own (the commit index, truncations, purge
+    /// marks), framed and waiting to go out in front of the next append. Handing each to
+    /// the writer at once cost a thread wake-up per commit-index change, that is, per entry
+    /// on every node.
+    lazy: Vec<u8>,
 }
 
 struct Shared {
@@ -106,10 +111,18 @@ impl LogHandle {
         self.shared.committed_index.load(Ordering::Acquire)
     }
 
-    /// Flush and fsync everything written so far and stop the writer thread.
+    /// Write and fsync everything so far and stop the writer thread.
     pub(crate) async fn close(&self) {
+        let lazy = {
+            let mut mem = self.shared.mem.write().unwrap_or_else(|e| e.into_inner());
+            std::mem::take(&mut mem.lazy)
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.shared.send(WriteOp::Close { done: tx }).is_ok() {
+        let lazy = WriteOp::Append {
+            bytes: lazy,
+            flushed: None,
+        };
+        if self.shared.send(lazy).is_ok() && self.shared.send(WriteOp::Close { done: tx }).is_ok() {
             let _ = tokio::time::timeout(Duration::from_secs(5), rx).await;
         }
     }
@@ -169,16 +182,16 @@ impl LogStore {
         self.shared.mem.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queue a record that needs no fsync of its own (it rides on the next group fsync).
-    fn write_lazy(&self, record: &LogRecordRef<'_>) -> io::Result<u64> {
-        let mut bytes = Vec::new();
-        encode_record(&encode(record)?, &mut bytes);
-        let len = bytes.len() as u64;
-        self.shared.send(WriteOp::Append {
-            bytes,
-            flushed: None,
-        })?;
-        Ok(len)
+    /// Queue a record that needs no fsync of its own: it is written in front of the next
+    /// append and made durable by that group's fsync. Until then a crash loses it, which
+    /// is the same as a crash just before the call (a commit index is learned again, and
+    /// truncated or purged entries are truncated or purged again), and nothing that
+    /// depends on it can become durable first.
+    fn write_lazy(mem: &mut LogMem, record: &LogRecordRef<'_>) -> io::Result<()> {
+        let before = mem.lazy.len();
+        encode_record(&encode(record)?, &mut mem.lazy);
+        mem.file_bytes += (mem.lazy.len() - before) as u64;
+        Ok(())
     }
 
     /// Rewrite the file with only live records when dead bytes dominate.
@@ -197,6 +210,8 @@ impl LogStore {
         for (entry, _) in mem.entries.values() {
             encode_record(&encode(&LogRecordRef::Entry(entry))?, &mut bytes);
         }
+        // The new file holds the whole state, the queued records' effects included.
+        mem.lazy.clear();
         mem.file_bytes = bytes.len() as u64;
         self.shared.send(WriteOp::Rewrite { bytes })
     }
@@ -275,12 +290,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         let Some(c) = committed else { return Ok(()) };
-        let len = self
-            .write_lazy(&LogRecordRef::Committed(&c))
-            .map_err(write_error)?;
         let mut mem = self.mem_write();
+        Self::write_lazy(&mut mem, &LogRecordRef::Committed(&c)).map_err(write_error)?;
         mem.committed = Some(c);
-        mem.file_bytes += len;
+        drop(mem);
         self.shared
             .committed_index
             .fetch_max(c.index, Ordering::AcqRel);
@@ -300,8 +313,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut bytes = Vec::new();
         let mut mem = self.mem_write();
+        // Queued lazy records go first, in the order they were made.
+        let mut bytes = std::mem::take(&mut mem.lazy);
+        let lazy_len = bytes.len() as u64;
         for entry in entries {
             if let EntryPayload::Normal(batch) = &entry.payload {
                 self.shared.clock.observe(batch.leader_time_ms);
@@ -317,7 +332,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 mem.live_bytes = mem.live_bytes.saturating_sub(old);
             }
         }
-        mem.file_bytes += bytes.len() as u64;
+        mem.file_bytes += bytes.len() as u64 - lazy_len;
         drop(mem);
         self.shared
             .send(WriteOp::Append {
@@ -328,29 +343,27 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let len = self
-            .write_lazy(&LogRecordRef::Truncate {
-                since: log_id.index,
-            })
-            .map_err(write_error)?;
         let mut mem = self.mem_write();
+        Self::write_lazy(
+            &mut mem,
+            &LogRecordRef::Truncate {
+                since: log_id.index,
+            },
+        )
+        .map_err(write_error)?;
         let removed = mem.entries.split_off(&log_id.index);
         let removed_bytes: u64 = removed.values().map(|(_, s)| *s).sum();
         mem.live_bytes = mem.live_bytes.saturating_sub(removed_bytes);
-        mem.file_bytes += len;
         Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let len = self
-            .write_lazy(&LogRecordRef::Purged(&log_id))
-            .map_err(write_error)?;
         let mut mem = self.mem_write();
+        Self::write_lazy(&mut mem, &LogRecordRef::Purged(&log_id)).map_err(write_error)?;
         let keep = mem.entries.split_off(&log_id.index.saturating_add(1));
         let removed = std::mem::replace(&mut mem.entries, keep);
         let removed_bytes: u64 = removed.values().map(|(_, s)| *s).sum();
         mem.live_bytes = mem.live_bytes.saturating_sub(removed_bytes);
-        mem.file_bytes += len;
         mem.last_purged = Some(log_id);
         self.maybe_compact(&mut mem).map_err(write_error)
     }
@@ -717,6 +730,23 @@ mod tests {
         assert_eq!(mem.file_bytes, written);
         // The allocated tail is cut on open; the writer allocates again from the data's end.
         assert_eq!(fs::metadata(&path).unwrap().len(), written);
+    }
+
+    #[tokio::test]
+    async fn lazy_records_wait_for_the_next_write_and_are_written_on_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(LeaderClock::new());
+        let mut store =
+            LogStore::open(dir.path(), FsyncPolicy::Always, 1 << 20, clock.clone()).unwrap();
+        let committed = LogId::new(CommittedLeaderId::new(1, 1), 5);
+        store.save_committed(Some(committed)).await.unwrap();
+        assert_eq!(store.read_committed().await.unwrap(), Some(committed));
+        // Nothing went to the writer thread yet: no wake-up, no write.
+        assert!(!store.mem_read().lazy.is_empty());
+        store.handle().close().await;
+        let mem = replay(&dir.path().join(LOG_FILE), &clock).unwrap();
+        assert_eq!(mem.committed, Some(committed));
+        assert!(mem.lazy.is_empty());
     }
 
     #[test]
