@@ -279,7 +279,7 @@ pub fn command(a: &[Bytes]) -> Reply {
         Reply::Array(
             a[2..]
                 .iter()
-                .map(|n| command::lookup(n).map_or(Reply::NilArray, command_info))
+                .map(|n| command::lookup(n).map_or(Reply::Nil, command_info))
                 .collect(),
         )
     } else if is(sub, "docs") {
