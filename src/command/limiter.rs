@@ -271,9 +271,7 @@ fn count(arg: &[u8]) -> CmdResult<u64> {
 /// (anything else goes through it, and gets its error text).
 fn plain_u64(arg: &[u8]) -> Option<u64> {
     match arg {
-        [b'1'..=b'9', rest @ ..] if rest.len() < 18 && rest.iter().all(u8::is_ascii_digit) => {
-            Some(limiter::digits_value(arg))
-        }
+        [b'1'..=b'9', ..] => limiter::short_decimal(arg),
         _ => None,
     }
 }

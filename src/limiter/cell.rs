@@ -107,10 +107,18 @@ impl Params {
 /// digits, nothing else) and its error text.
 fn parse_i64(arg: &[u8]) -> Result<i64, LimitError> {
     // Plain digits that cannot overflow (the usual argument) need no `str` parse.
-    if (1..=18).contains(&arg.len()) && arg.iter().all(u8::is_ascii_digit) {
+    match super::short_decimal(arg) {
         // At most 18 digits: below i64::MAX.
-        return Ok(super::digits_value(arg) as i64);
+        Some(v) => Ok(v as i64),
+        None => parse_i64_general(arg),
     }
+}
+
+/// [`parse_i64`] past its fast path, out of line so that the fast path (three
+/// times per `CL.THROTTLE`) does not pay for this one's stack frame.
+#[cold]
+#[inline(never)]
+fn parse_i64_general(arg: &[u8]) -> Result<i64, LimitError> {
     std::str::from_utf8(arg)
         .ok()
         .and_then(|s| s.parse::<i64>().ok())
@@ -279,8 +287,17 @@ fn div_rem(a: i128, b: i128) -> (i128, i128) {
 fn to_f64(v: i128) -> f64 {
     match i64::try_from(v) {
         Ok(v) => v as f64,
-        Err(_) => v as f64,
+        Err(_) => wide_to_f64(v),
     }
+}
+
+/// i128's conversion, out of line: inlined, the optimizer sees that both arms of
+/// [`to_f64`] compute `v as f64` and keeps only the library call (`__floattidf`,
+/// some 45 instructions, three times per `CL.THROTTLE`).
+#[cold]
+#[inline(never)]
+fn wide_to_f64(v: i128) -> f64 {
+    v as f64
 }
 
 #[cfg(test)]
