@@ -5,6 +5,7 @@
 //! The binary installs it as the global allocator; the library only reads the counter.
 
 use std::alloc::{GlobalAlloc, Layout};
+use std::ffi::c_void;
 
 use mimalloc::MiMalloc as System;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,9 +20,24 @@ pub fn allocated() -> usize {
 /// The system allocator, counting live bytes.
 pub struct CountingAlloc;
 
+/// Whether plain `mi_malloc` satisfies `align` for `size` bytes: mimalloc's blocks are
+/// whole machine words, so every block is 8-aligned. The `mimalloc` crate always calls
+/// `mi_malloc_aligned`, whose fast path needs a free block that happens to be aligned and
+/// otherwise over-allocates; for the common non-power-of-two sizes (a request's argument
+/// list, say) that slow path ran on most calls: about 155 instructions instead of 40.
+/// This is the same rule std's own `System` allocator applies to `malloc`, with
+/// mimalloc's word alignment in place of `max_align_t`.
+fn plain(align: usize, size: usize) -> bool {
+    align <= 8 && align <= size
+}
+
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc(layout);
+        let p = if plain(layout.align(), layout.size()) {
+            libmimalloc_sys::mi_malloc(layout.size()).cast()
+        } else {
+            System.alloc(layout)
+        };
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -34,7 +50,11 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
+        let p = if plain(layout.align(), layout.size()) {
+            libmimalloc_sys::mi_zalloc(layout.size()).cast()
+        } else {
+            System.alloc_zeroed(layout)
+        };
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -42,7 +62,11 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = System.realloc(ptr, layout, new_size);
+        let p = if plain(layout.align(), new_size) {
+            libmimalloc_sys::mi_realloc(ptr.cast::<c_void>(), new_size).cast()
+        } else {
+            System.realloc(ptr, layout, new_size)
+        };
         if !p.is_null() {
             ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
             ALLOCATED.fetch_add(new_size, Ordering::Relaxed);
