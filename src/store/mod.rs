@@ -157,7 +157,7 @@ impl Db {
             ..
         }) = self.get_raw(key)
         {
-            std::hint::black_box(b.first());
+            std::hint::black_box(b.first().copied());
         }
     }
 
