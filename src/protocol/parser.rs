@@ -4,6 +4,8 @@
 //! is complete, so pipelined requests are taken out one after another. Every length read
 //! from the wire is checked against a limit before anything is allocated for it.
 
+use std::borrow::Cow;
+
 use bytes::{Buf, Bytes, BytesMut};
 
 /// Size limits applied while parsing; tighter ones apply before AUTH.
@@ -29,7 +31,13 @@ impl Limits {
 /// A malformed request; the connection replies `-ERR Protocol error: ...` and closes.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("ERR Protocol error: {0}")]
-pub struct ProtocolError(pub &'static str);
+pub struct ProtocolError(pub Cow<'static, str>);
+
+impl From<&'static str> for ProtocolError {
+    fn from(text: &'static str) -> ProtocolError {
+        ProtocolError(Cow::Borrowed(text))
+    }
+}
 
 /// Parse one complete request from the front of `buf`.
 ///
@@ -118,16 +126,17 @@ fn parse_multibulk(
         None => {
             let Some(eol) = find_crlf(buf, 0) else {
                 if buf.len() > MAX_HEADER {
-                    return Err(ProtocolError("too big mbulk count string"));
+                    return Err(ProtocolError::from("too big mbulk count string"));
                 }
                 return Ok(None);
             };
-            let count = parse_len(&buf[1..eol]).ok_or(ProtocolError("invalid multibulk length"))?;
+            let count =
+                parse_len(&buf[1..eol]).ok_or(ProtocolError::from("invalid multibulk length"))?;
             (count, eol + 2)
         }
     };
     if count > limits.max_multibulk as i64 {
-        return Err(ProtocolError("invalid multibulk length"));
+        return Err(ProtocolError::from("invalid multibulk length"));
     }
     if count <= 0 {
         buf.advance(pos);
@@ -149,24 +158,24 @@ fn parse_multibulk(
             return Ok(None);
         }
         if buf[pos] != b'$' {
-            return Err(ProtocolError(dollar_error(buf[pos])));
+            return Err(dollar_error(buf[pos]));
         }
         let (len, start) = match simple_header(buf, pos) {
             Some(header) => header,
             None => {
                 let Some(eol) = find_crlf(buf, pos) else {
                     if buf.len() - pos > MAX_HEADER {
-                        return Err(ProtocolError("too big bulk count string"));
+                        return Err(ProtocolError::from("too big bulk count string"));
                     }
                     return Ok(None);
                 };
-                let len =
-                    parse_len(&buf[pos + 1..eol]).ok_or(ProtocolError("invalid bulk length"))?;
+                let len = parse_len(&buf[pos + 1..eol])
+                    .ok_or(ProtocolError::from("invalid bulk length"))?;
                 (len, eol + 2)
             }
         };
         if len < 0 || len as u64 > limits.max_bulk as u64 {
-            return Err(ProtocolError("invalid bulk length"));
+            return Err(ProtocolError::from("invalid bulk length"));
         }
         let end = start + len as usize;
         if buf.len() < end + 2 {
@@ -201,37 +210,33 @@ fn parse_multibulk(
     Ok(Some(args))
 }
 
-fn dollar_error(got: u8) -> &'static str {
-    // Redis prints the offending character; we keep a static text with the common cases.
-    match got {
-        b'*' => "expected '$', got '*'",
-        b':' => "expected '$', got ':'",
-        b'+' => "expected '$', got '+'",
-        b'-' => "expected '$', got '-'",
-        b'\r' => "expected '$', got '\r'",
-        b'\n' => "expected '$', got '\n'",
-        _ => "expected '$', got something else",
-    }
+/// Redis's text, naming the byte found where a bulk string's `$` should be (a byte that
+/// is not UTF-8 on its own shows as U+FFFD: error replies are text here).
+fn dollar_error(got: u8) -> ProtocolError {
+    ProtocolError(Cow::Owned(format!(
+        "expected '$', got '{}'",
+        String::from_utf8_lossy(&[got])
+    )))
 }
 
 fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     let Some(nl) = buf.iter().position(|&c| c == b'\n') else {
         if buf.len() > limits.max_inline {
-            return Err(ProtocolError("too big inline request"));
+            return Err(ProtocolError::from("too big inline request"));
         }
         return Ok(None);
     };
     if nl > limits.max_inline {
-        return Err(ProtocolError("too big inline request"));
+        return Err(ProtocolError::from("too big inline request"));
     }
     let line = buf.split_to(nl + 1);
     let mut text = &line[..nl];
     if text.last() == Some(&b'\r') {
         text = &text[..text.len() - 1];
     }
-    let args = split_args(text).ok_or(ProtocolError("unbalanced quotes in request"))?;
+    let args = split_args(text).ok_or(ProtocolError::from("unbalanced quotes in request"))?;
     if args.len() > limits.max_multibulk {
-        return Err(ProtocolError("invalid multibulk length"));
+        return Err(ProtocolError::from("invalid multibulk length"));
     }
     Ok(Some(args))
 }
@@ -423,6 +428,15 @@ mod tests {
         assert_eq!(
             parse(b"*1\r\n+OK\r\n").unwrap_err().0,
             "expected '$', got '+'"
+        );
+        // Redis names whatever byte it found.
+        assert_eq!(
+            parse(b"*1\r\nx\r\n").unwrap_err().0,
+            "expected '$', got 'x'"
+        );
+        assert_eq!(
+            parse(b"*2\r\n$1\r\na\r\n7\r\n").unwrap_err().0,
+            "expected '$', got '7'"
         );
     }
 
