@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::args::{int, is, syntax_error, CmdResult};
+use super::args::{db_index, int, is, syntax_error, CmdResult};
 use super::Ctx;
 use crate::protocol::Reply;
 use crate::store::{Db, SHARDS};
@@ -409,7 +409,7 @@ pub fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// MOVE key db
 pub fn move_(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
-    let dst = match super::args::db_index(&a[2]) {
+    let dst = match db_index(&a[2]) {
         Ok(d) => d,
         Err(e) => return e,
     };
@@ -439,7 +439,7 @@ pub fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if is(&a[i], "replace") {
             replace = true;
         } else if is(&a[i], "db") && i + 1 < a.len() {
-            match super::args::db_index(&a[i + 1]) {
+            match db_index(&a[i + 1]) {
                 Ok(d) => dst_db = d,
                 Err(e) => return e,
             }

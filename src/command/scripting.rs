@@ -8,6 +8,7 @@
 
 use bytes::Bytes;
 
+use super::args::db_index;
 use super::flags::{CONNECTION, DENYOOM, NOSCRIPT, SCRIPT, WRITE};
 use super::Ctx;
 use crate::protocol::Reply;
@@ -41,14 +42,16 @@ impl ScriptHost for Host<'_> {
             .first()
             .is_some_and(|n| n.eq_ignore_ascii_case(b"select"))
         {
-            return match args.get(1).map(|a| super::args::db_index(a)) {
-                Some(Ok(n)) if args.len() == 2 => {
-                    self.db = n;
-                    Reply::ok()
-                }
-                Some(Ok(_)) => super::arity_error("select"),
-                Some(Err(e)) => e,
-                None => super::arity_error("select"),
+            // The script layer checked the arity already.
+            return match args {
+                [_, db] => match db_index(db) {
+                    Ok(n) => {
+                        self.db = n;
+                        Reply::ok()
+                    }
+                    Err(e) => e,
+                },
+                _ => super::arity_error("select"),
             };
         }
         let mut ctx = Ctx {

@@ -234,16 +234,11 @@ fn parse_inline(buf: &mut BytesMut, limits: &Limits) -> Result<Option<Vec<Bytes>
     if text.last() == Some(&b'\r') {
         text = &text[..text.len() - 1];
     }
-    let args = split_args(text).ok_or(ProtocolError::from("unbalanced quotes in request"))?;
+    let args = sds_split_args(text).ok_or(ProtocolError::from("unbalanced quotes in request"))?;
     if args.len() > limits.max_multibulk {
         return Err(ProtocolError::from("invalid multibulk length"));
     }
-    Ok(Some(args))
-}
-
-/// Split an inline command line like Redis's `sdssplitargs`.
-pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
-    sds_split_args(line).map(|args| args.into_iter().map(Bytes::from).collect())
+    Ok(Some(args.into_iter().map(Bytes::from).collect()))
 }
 
 /// Redis's `sdssplitargs` on a C string: a NUL byte ends the line; space-separated

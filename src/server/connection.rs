@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::{info, ClientHandle, ClientInfo, Shared};
-use crate::command::args::{int, is};
+use crate::command::args::{db_index, int, is};
 use crate::command::{self, flags, CommandSpec};
 use crate::engine::{Batch, Op, WatchGuard};
 use crate::protocol::parser::{parse_request, Limits};
@@ -362,7 +362,7 @@ impl Client {
     }
 
     fn select(&mut self, arg: &[u8]) -> Reply {
-        match crate::command::args::db_index(arg) {
+        match db_index(arg) {
             Ok(n) => {
                 self.db = n;
                 self.sync_info();
@@ -517,7 +517,7 @@ impl Client {
         for args in queued {
             let spec = command::lookup(&args[0]).expect("queued commands were looked up");
             if spec.name == "select" {
-                match crate::command::args::db_index(&args[1]) {
+                match db_index(&args[1]) {
                     Ok(n) => {
                         ops.push(Op::Select(n));
                         slots.push(Some(Reply::ok()));
