@@ -26,18 +26,20 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A client port `p` such that `p` and the cluster port `p + 10000` are both free now.
+/// A client port `p` such that `p` and the cluster port `p + 10000` are both free now, both below
+/// the kernel's ephemeral range (32768 up), so that no outgoing connection or `bind(0)` elsewhere
+/// takes a port while the node that owns it restarts.
 fn free_port_pair() -> u16 {
     let _ = NEXT_PORT.compare_exchange(
         0,
-        20_000 + (std::process::id() % 400) as u16 * 20,
+        20_000 + (std::process::id() % 130) as u16 * 20,
         Ordering::SeqCst,
         Ordering::SeqCst,
     );
     for _ in 0..2000 {
         let mut p = NEXT_PORT.fetch_add(1, Ordering::SeqCst);
-        if p >= 30_000 {
-            NEXT_PORT.store(20_000, Ordering::SeqCst);
+        if p >= 22_700 {
+            NEXT_PORT.store(20_001, Ordering::SeqCst);
             p = 20_000;
         }
         let free = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();

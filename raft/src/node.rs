@@ -387,14 +387,20 @@ impl<S: StateMachine> RaftNode<S> {
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), self.inner.raft.shutdown()).await;
         self.inner.transport.shutdown();
-        for task in self
+        let tasks: Vec<JoinHandle<()>> = self
             .inner
             .tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain(..)
-        {
+            .collect();
+        for task in &tasks {
             task.abort();
+        }
+        // Wait for the aborted tasks to be dropped, so that the cluster listener is closed when
+        // this returns and a node restarted at once can bind the same port.
+        for task in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
         self.inner.leadership_tx.send_if_modified(|current| {
             let changed = current.is_self || current.leader.is_some();

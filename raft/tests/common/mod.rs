@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -85,12 +86,30 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// A port that is free now, below the kernel's ephemeral range and never handed out twice by
+/// this process. A port from `bind(0)` could be taken by another test's outgoing connection or
+/// `bind(0)` while a node that owns it is restarting.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    const LOW: u16 = 12_000;
+    const HIGH: u16 = 20_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        LOW + (std::process::id() % 300) as u16 * 20,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..(HIGH - LOW) {
+        let mut port = NEXT.fetch_add(1, Ordering::SeqCst);
+        if port >= HIGH {
+            NEXT.store(LOW + 1, Ordering::SeqCst);
+            port = LOW;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{HIGH}");
 }
 
 /// Nodes of one test cluster, all in this process, each with its own data dir.
