@@ -1146,3 +1146,85 @@ fn limiter_replies_reach_lua_scripts_as_tables() {
     let left: i64 = q(&mut c, &["EVAL", script, "1", "tb"]);
     assert_eq!(left, 5);
 }
+
+/// Limiter commands (and INCR/GET) borrow their arguments from the parsed request when it
+/// has at most 16 arguments and 64 KiB; longer requests, MULTI and scripts reach the same
+/// handlers through an argument list. Both routes must decide identically.
+#[test]
+fn borrowed_and_listed_arguments_decide_alike() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    // Four rules make 21 arguments: an argument list, not a frame.
+    let rules = [
+        "LIMIT.ALL",
+        "FIXED",
+        "a",
+        "2",
+        "1m",
+        "TOKEN",
+        "b",
+        "5",
+        "1",
+        "1s",
+        "SLIDING",
+        "c",
+        "9",
+        "1m",
+        "GCRA",
+        "d",
+        "9",
+        "1",
+        "1s",
+    ];
+    let long: Vec<Value> = q(&mut c, &rules);
+    assert_eq!(long.len(), 5);
+    assert_eq!(long[0], Value::Int(1));
+    // Two rules (10 arguments) on keys of the same names: the same state, a frame.
+    let short: Vec<Value> = q(
+        &mut c,
+        &[
+            "LIMIT.ALL",
+            "FIXED",
+            "a",
+            "2",
+            "1m",
+            "TOKEN",
+            "b",
+            "5",
+            "1",
+            "1s",
+        ],
+    );
+    assert_eq!(short[0], Value::Int(1));
+    // The fixed window of 2 is now spent, whichever route asks.
+    let long: Vec<Value> = q(&mut c, &rules);
+    assert_eq!(long[0], Value::Int(0));
+    let fixed = line(&mut c, &["LIMIT.FIXED", "a", "2", "1m"]);
+    assert_eq!(fixed[..3], [0, 2, 0]);
+    // In MULTI (an argument list) and in a script (one too).
+    let _: () = q(&mut c, &["MULTI"]);
+    let _: () = q(&mut c, &["LIMIT.FIXED", "a", "2", "1m"]);
+    let _: () = q(&mut c, &["INCR", "n"]);
+    let tx: Vec<Value> = q(&mut c, &["EXEC"]);
+    assert_eq!(tx[1], Value::Int(1));
+    assert!(matches!(&tx[0], Value::Array(v) if v[0] == Value::Int(0)));
+    let by_script: Vec<i64> = q(
+        &mut c,
+        &[
+            "EVAL",
+            "return redis.call('LIMIT.FIXED', KEYS[1], 2, '1m')",
+            "1",
+            "a",
+        ],
+    );
+    assert_eq!(by_script[..3], [0, 2, 0]);
+    // A request longer than 64 KiB is a list too; a short one for the same key a frame.
+    let big = "7".repeat(70_000);
+    let e = err(&mut c, &["INCRBY", "n", &big]);
+    assert_eq!(e, "ERR value is not an integer or out of range");
+    let _: () = q(&mut c, &["SET", "v", &big]);
+    let got: String = q(&mut c, &["GET", "v"]);
+    assert_eq!(got, big);
+    let n: i64 = q(&mut c, &["INCRBY", "n", "41"]);
+    assert_eq!(n, 42);
+}

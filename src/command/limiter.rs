@@ -293,8 +293,8 @@ fn cost(arg: &[u8]) -> CmdResult<u64> {
 /// `opts` its options (`COST n`, and `PRECISION p` for SLIDING), each once.
 fn parse_rule(
     algorithm: Algorithm,
-    pos: &[Bytes],
-    opts: &[Bytes],
+    pos: &[&[u8]],
+    opts: &[&[u8]],
 ) -> CmdResult<(Rule, Option<u64>)> {
     let (mut rule_cost, mut precision) = (None, None);
     let mut i = 0;
@@ -310,27 +310,27 @@ fn parse_rule(
         i += 2;
     }
     let rule = match algorithm {
-        Algorithm::Fixed => Rule::Fixed(
-            fixed::Params::new(count(&pos[1])?, duration(&pos[2])?).map_err(limit_error)?,
-        ),
+        Algorithm::Fixed => {
+            Rule::Fixed(fixed::Params::new(count(pos[1])?, duration(pos[2])?).map_err(limit_error)?)
+        }
         Algorithm::Log => {
-            Rule::Log(log::Params::new(count(&pos[1])?, duration(&pos[2])?).map_err(limit_error)?)
+            Rule::Log(log::Params::new(count(pos[1])?, duration(pos[2])?).map_err(limit_error)?)
         }
         Algorithm::Sliding => {
-            let (limit, window) = (count(&pos[1])?, duration(&pos[2])?);
+            let (limit, window) = (count(pos[1])?, duration(pos[2])?);
             let buckets = precision.unwrap_or(DEFAULT_PRECISION.min(window));
             Rule::Sliding(sliding::Params::new(limit, window, buckets).map_err(limit_error)?)
         }
         Algorithm::Token => Rule::Token(
-            token::Params::new(count(&pos[1])?, count(&pos[2])?, duration(&pos[3])?)
+            token::Params::new(count(pos[1])?, count(pos[2])?, duration(pos[3])?)
                 .map_err(limit_error)?,
         ),
         Algorithm::Leaky => Rule::Leaky(
-            leaky::Params::new(count(&pos[1])?, count(&pos[2])?, duration(&pos[3])?)
+            leaky::Params::new(count(pos[1])?, count(pos[2])?, duration(pos[3])?)
                 .map_err(limit_error)?,
         ),
         Algorithm::Gcra => Rule::Gcra(
-            gcra::Params::new(count(&pos[1])?, count(&pos[2])?, duration(&pos[3])?)
+            gcra::Params::new(count(pos[1])?, count(pos[2])?, duration(pos[3])?)
                 .map_err(limit_error)?,
         ),
         Algorithm::Cell | Algorithm::Concurrency => return Err(syntax_error()),
@@ -339,14 +339,14 @@ fn parse_rule(
 }
 
 /// `LIMIT.<ALGO> key args... [COST n] [PRECISION p]`: one rule, one key.
-fn limit_one(ctx: &mut Ctx, a: &[Bytes], algorithm: Algorithm, name: &str) -> CmdResult<Reply> {
+fn limit_one(ctx: &mut Ctx, a: &[&[u8]], algorithm: Algorithm, name: &str) -> CmdResult<Reply> {
     let n = positional(algorithm);
     if a.len() < 1 + n {
         return Err(super::arity_error(name));
     }
     let (rule, rule_cost) = parse_rule(algorithm, &a[1..=n], &a[1 + n..])?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
-    let decision = update(ctx.db(), &a[1], now, |bytes| {
+    let decision = update(ctx.db(), a[1], now, |bytes| {
         let applied = rule
             .apply(bytes, rule_cost.unwrap_or(1), now)
             .ok_or_else(wrongtype)?;
@@ -357,32 +357,32 @@ fn limit_one(ctx: &mut Ctx, a: &[Bytes], algorithm: Algorithm, name: &str) -> Cm
 }
 
 /// LIMIT.FIXED key limit window [COST n]
-pub fn limit_fixed(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_fixed(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(limit_one(ctx, a, Algorithm::Fixed, "limit.fixed"))
 }
 
 /// LIMIT.SLIDING key limit window [COST n] [PRECISION buckets]
-pub fn limit_sliding(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_sliding(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(limit_one(ctx, a, Algorithm::Sliding, "limit.sliding"))
 }
 
 /// LIMIT.LOG key limit window [COST n]
-pub fn limit_log(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_log(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(limit_one(ctx, a, Algorithm::Log, "limit.log"))
 }
 
 /// LIMIT.TOKEN key capacity refill_tokens refill_period [COST n]
-pub fn limit_token(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_token(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(limit_one(ctx, a, Algorithm::Token, "limit.token"))
 }
 
 /// LIMIT.LEAKY key capacity leak_tokens leak_period [COST n]
-pub fn limit_leaky(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_leaky(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(limit_one(ctx, a, Algorithm::Leaky, "limit.leaky"))
 }
 
 /// LIMIT.GCRA key burst rate period [COST n]
-pub fn limit_gcra(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_gcra(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(limit_one(ctx, a, Algorithm::Gcra, "limit.gcra"))
 }
 
@@ -392,7 +392,7 @@ pub fn limit_gcra(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// A parsed `LIMIT.ALL` call: each rule's key, rule and cost.
 struct AllRules<'a> {
-    rules: Vec<(&'a Bytes, Rule, u64)>,
+    rules: Vec<(&'a [u8], Rule, u64)>,
 }
 
 /// Parses `LIMIT.ALL`'s arguments (after the name):
@@ -404,19 +404,19 @@ struct AllRules<'a> {
 /// names are disjoint, and positional arguments are taken by count, so the
 /// grammar is unambiguous whatever the keys are called. A leading `COST n`
 /// applies to every rule without its own `COST`. Keys must be distinct.
-fn parse_all(args: &[Bytes]) -> CmdResult<AllRules<'_>> {
+fn parse_all<'a>(args: &[&'a [u8]]) -> CmdResult<AllRules<'a>> {
     let (mut i, mut default_cost) = (0, 1);
-    if args.len() >= 2 && is(&args[0], "cost") {
-        default_cost = cost(&args[1])?;
+    if args.len() >= 2 && is(args[0], "cost") {
+        default_cost = cost(args[1])?;
         i = 2;
     }
     // Every rule takes at least four arguments.
     let mut rules = Vec::with_capacity(args.len() / 4);
     while i < args.len() {
-        let algorithm = rule_algorithm(&args[i]).ok_or_else(|| {
+        let algorithm = rule_algorithm(args[i]).ok_or_else(|| {
             Reply::err(super::sanitize(&format!(
                 "ERR unknown limiter algorithm '{}'",
-                String::from_utf8_lossy(&args[i])
+                String::from_utf8_lossy(args[i])
             )))
         })?;
         let start = i + 1;
@@ -425,11 +425,11 @@ fn parse_all(args: &[Bytes]) -> CmdResult<AllRules<'_>> {
             return Err(syntax_error());
         }
         let mut next = end;
-        while next < args.len() && rule_algorithm(&args[next]).is_none() {
+        while next < args.len() && rule_algorithm(args[next]).is_none() {
             next += 1;
         }
         let (rule, rule_cost) = parse_rule(algorithm, &args[start..end], &args[end..next])?;
-        rules.push((&args[start], rule, rule_cost.unwrap_or(default_cost)));
+        rules.push((args[start], rule, rule_cost.unwrap_or(default_cost)));
         i = next;
     }
     if rules.is_empty() {
@@ -443,14 +443,14 @@ fn parse_all(args: &[Bytes]) -> CmdResult<AllRules<'_>> {
 
 /// Whether no two rules name the same key (pairwise for the usual few rules,
 /// by sorting for many).
-fn distinct_keys(rules: &[(&Bytes, Rule, u64)]) -> bool {
+fn distinct_keys(rules: &[(&[u8], Rule, u64)]) -> bool {
     if rules.len() <= 8 {
         return rules
             .iter()
             .enumerate()
             .all(|(i, a)| rules[i + 1..].iter().all(|b| a.0 != b.0));
     }
-    let mut keys: Vec<&Bytes> = rules.iter().map(|r| r.0).collect();
+    let mut keys: Vec<&[u8]> = rules.iter().map(|r| r.0).collect();
     keys.sort_unstable();
     !keys.windows(2).any(|w| w[0] == w[1])
 }
@@ -458,9 +458,14 @@ fn distinct_keys(rules: &[(&Bytes, Rule, u64)]) -> bool {
 /// The keys a `LIMIT.ALL` call touches, in rule order (empty if it does not
 /// parse): its keys are not at fixed positions, so the command table lists
 /// none and a router that needs them calls this.
-pub fn limit_all_keys(a: &[Bytes]) -> Vec<Bytes> {
+pub fn limit_all_keys(a: &[&[u8]]) -> Vec<Bytes> {
     parse_all(a.get(1..).unwrap_or_default())
-        .map(|all| all.rules.iter().map(|r| r.0.clone()).collect())
+        .map(|all| {
+            all.rules
+                .iter()
+                .map(|r| Bytes::copy_from_slice(r.0))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -472,11 +477,11 @@ pub fn limit_all_keys(a: &[Bytes]) -> Vec<Bytes> {
 /// one limiter line per rule in order. A rule that rejected shows its own
 /// verdict and retry time; when the call was rejected, a rule that would
 /// have admitted shows `allowed` with its current, unconsumed state.
-pub fn limit_all(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_all(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(limit_all_inner(ctx, a))
 }
 
-fn limit_all_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+fn limit_all_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let all = parse_all(&a[1..])?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
     let db = ctx.db();
@@ -513,15 +518,15 @@ fn limit_all_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
 // ---------------------------------------------------------------------------
 
 /// LIMIT.ACQUIRE key limit lease id: take (or renew) a slot for `id`.
-pub fn limit_acquire(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_acquire(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(acquire_inner(ctx, a))
 }
 
-fn acquire_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
-    let params = concurrency::Params::new(count(&a[2])?, duration(&a[3])?).map_err(limit_error)?;
+fn acquire_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
+    let params = concurrency::Params::new(count(a[2])?, duration(a[3])?).map_err(limit_error)?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
-    let decision = update(ctx.db(), &a[1], now, |bytes| {
-        let out = concurrency::acquire_encoded(bytes, &params, &a[4], now).ok_or_else(wrongtype)?;
+    let decision = update(ctx.db(), a[1], now, |bytes| {
+        let out = concurrency::acquire_encoded(bytes, &params, a[4], now).ok_or_else(wrongtype)?;
         let write = out.new_state.map(|s| (s, out.ttl_ms));
         Ok((write, out.decision))
     })?;
@@ -529,18 +534,18 @@ fn acquire_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
 }
 
 /// LIMIT.RELEASE key id: free `id`'s slot; 1 if it held a live lease, else 0.
-pub fn limit_release(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_release(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(release_inner(ctx, a))
 }
 
-fn release_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+fn release_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     let key = &a[1];
     let db = ctx.db();
     let Some(state) = decoded(state_bytes(db.get(key, now))?, concurrency::State::decode)? else {
         return Ok(Reply::Integer(0));
     };
-    let r = concurrency::release(Some(&state), &a[2], now);
+    let r = concurrency::release(Some(&state), a[2], now);
     match r.new_state {
         Some(s) if s.is_empty() => {
             db.remove(key, now);
@@ -552,33 +557,33 @@ fn release_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
 }
 
 /// LIMIT.RESET key: delete a limiter's state; 1 if there was one, 0 if absent.
-pub fn limit_reset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_reset(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(reset_inner(ctx, a))
 }
 
-fn reset_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+fn reset_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     let db = ctx.db();
-    let Some(bytes) = state_bytes(db.get(&a[1], now))? else {
+    let Some(bytes) = state_bytes(db.get(a[1], now))? else {
         return Ok(Reply::Integer(0));
     };
     if limiter::decode_any(bytes).is_none() {
         return Err(wrongtype());
     }
-    db.remove(&a[1], now);
+    db.remove(a[1], now);
     Ok(Reply::Integer(1))
 }
 
 /// LIMIT.INFO key: `algorithm`, the state's fields and the key's `ttl_ms`
 /// (-1 without a deadline) as a map; nil when the key is absent.
-pub fn limit_info(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn limit_info(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(info_inner(ctx, a))
 }
 
-fn info_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+fn info_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     let db = ctx.db();
-    let entry = db.get(&a[1], now);
+    let entry = db.get(a[1], now);
     let Some(bytes) = state_bytes(entry)? else {
         return Ok(Reply::Nil);
     };
@@ -606,14 +611,14 @@ fn info_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
 
 /// CL.THROTTLE key max_burst count_per_period period [quantity]: redis-cell's
 /// arguments, error texts and 5-integer reply (in seconds), in every protocol.
-pub fn cl_throttle(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn cl_throttle(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(throttle_inner(ctx, a))
 }
 
-fn throttle_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+fn throttle_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let (params, quantity) = cell::Params::parse_args(&a[1..]).map_err(limit_error)?;
     let now = ctx.now_ms;
-    let reply = update(ctx.db(), &a[1], now, |bytes| {
+    let reply = update(ctx.db(), a[1], now, |bytes| {
         let state = decoded(bytes, cell::State::decode)?;
         let t = cell::throttle(state.as_ref(), &params, quantity, now);
         let write = t.outcome.new_state.map(|s| (s.encode(), t.outcome.ttl_ms));
@@ -636,17 +641,17 @@ enum Num {
 /// INCREX's options, as given (values still unparsed).
 #[derive(Default)]
 struct IncrexArgs<'a> {
-    by: Option<(bool, &'a Bytes)>,
-    lbound: Option<&'a Bytes>,
-    ubound: Option<&'a Bytes>,
+    by: Option<(bool, &'a [u8])>,
+    lbound: Option<&'a [u8]>,
+    ubound: Option<&'a [u8]>,
     saturate: bool,
-    expire: Option<(&'a Bytes, &'a Bytes)>,
+    expire: Option<(&'a [u8], &'a [u8])>,
     persist: bool,
     enx: bool,
 }
 
 /// Syntax pass: each option at most once, one expiration, ENX not with PERSIST.
-fn parse_increx(a: &[Bytes]) -> CmdResult<IncrexArgs<'_>> {
+fn parse_increx<'a>(a: &[&'a [u8]]) -> CmdResult<IncrexArgs<'a>> {
     let mut o = IncrexArgs::default();
     let mut i = 2;
     while i < a.len() {
@@ -699,7 +704,7 @@ fn strict_float(b: &[u8]) -> Option<f64> {
 }
 
 /// Parses a bound in the increment's kind.
-fn bound(arg: Option<&Bytes>, float: bool, name: &str) -> CmdResult<Option<Num>> {
+fn bound(arg: Option<&[u8]>, float: bool, name: &str) -> CmdResult<Option<Num>> {
     let Some(arg) = arg else {
         return Ok(None);
     };
@@ -812,11 +817,11 @@ fn num_reply(n: Num, resp: u8) -> Reply {
 /// [EX s | PX ms | EXAT s | PXAT ms | PERSIST] [ENX], as documented for Redis 8.8:
 /// replies `[new value, applied increment]`; an out-of-bounds result is
 /// skipped (`[current, 0]`, key and TTL untouched) unless SATURATE caps it.
-pub fn increx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn increx(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(increx_inner(ctx, a))
 }
 
-fn increx_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+fn increx_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let o = parse_increx(a)?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
     let float = o.by.is_some_and(|b| b.0);
@@ -903,7 +908,7 @@ fn increx_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         };
         match db.get_mut(key, now) {
             Some(e) => e.value = value,
-            None => db.set(key.clone(), value),
+            None => db.set(Bytes::copy_from_slice(key), value),
         }
         match deadline {
             Some(_) if o.enx && has_ttl => {}
@@ -941,9 +946,9 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         1,
         1,
-        cl_throttle
+        fast: cl_throttle
     ),
-    crate::cmd!("increx", -2, WRITE | DENYOOM | FAST, 1, 1, 1, increx),
+    crate::cmd!("increx", -2, WRITE | DENYOOM | FAST, 1, 1, 1, fast: increx),
     crate::cmd!(
         "limit.fixed",
         -4,
@@ -951,7 +956,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         1,
         1,
-        limit_fixed
+        fast: limit_fixed
     ),
     crate::cmd!(
         "limit.sliding",
@@ -960,9 +965,9 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         1,
         1,
-        limit_sliding
+        fast: limit_sliding
     ),
-    crate::cmd!("limit.log", -4, WRITE | DENYOOM | FAST, 1, 1, 1, limit_log),
+    crate::cmd!("limit.log", -4, WRITE | DENYOOM | FAST, 1, 1, 1, fast: limit_log),
     crate::cmd!(
         "limit.token",
         -5,
@@ -970,7 +975,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         1,
         1,
-        limit_token
+        fast: limit_token
     ),
     crate::cmd!(
         "limit.leaky",
@@ -979,7 +984,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         1,
         1,
-        limit_leaky
+        fast: limit_leaky
     ),
     crate::cmd!(
         "limit.gcra",
@@ -988,9 +993,9 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         1,
         1,
-        limit_gcra
+        fast: limit_gcra
     ),
-    crate::cmd!("limit.all", -5, WRITE | DENYOOM, 0, 0, 0, limit_all),
+    crate::cmd!("limit.all", -5, WRITE | DENYOOM, 0, 0, 0, fast: limit_all),
     crate::cmd!(
         "limit.acquire",
         5,
@@ -998,11 +1003,11 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         1,
         1,
-        limit_acquire
+        fast: limit_acquire
     ),
-    crate::cmd!("limit.release", 3, WRITE | FAST, 1, 1, 1, limit_release),
-    crate::cmd!("limit.reset", 2, WRITE | FAST, 1, 1, 1, limit_reset),
-    crate::cmd!("limit.info", 2, READONLY | FAST, 1, 1, 1, limit_info),
+    crate::cmd!("limit.release", 3, WRITE | FAST, 1, 1, 1, fast: limit_release),
+    crate::cmd!("limit.reset", 2, WRITE | FAST, 1, 1, 1, fast: limit_reset),
+    crate::cmd!("limit.info", 2, READONLY | FAST, 1, 1, 1, fast: limit_info),
 ];
 
 #[cfg(test)]
@@ -1041,19 +1046,19 @@ mod tests {
 
     #[test]
     fn all_grammar_takes_positionals_by_count_and_options_until_the_next_rule() {
-        let args: Vec<Bytes> =
+        let args: Vec<&[u8]> =
             "COST 2 FIXED cost 10 1s SLIDING fixed 5 1m PRECISION 6 COST 1 TOKEN t 3 1 1s"
                 .split(' ')
-                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .map(str::as_bytes)
                 .collect();
         let all = parse_all(&args).unwrap();
-        let keys: Vec<&[u8]> = all.rules.iter().map(|r| &r.0[..]).collect();
+        let keys: Vec<&[u8]> = all.rules.iter().map(|r| r.0).collect();
         assert_eq!(keys, [&b"cost"[..], b"fixed", b"t"]);
         let costs: Vec<u64> = all.rules.iter().map(|r| r.2).collect();
         assert_eq!(costs, [2, 1, 2]);
         assert!(matches!(all.rules[1].1, Rule::Sliding(p) if p.buckets() == 6));
-        let mut full = vec![Bytes::from_static(b"limit.all")];
-        full.extend(args);
+        let mut full = vec![&b"limit.all"[..]];
+        full.extend(&args);
         assert_eq!(limit_all_keys(&full).len(), 3);
         for bad in [
             "FIXED k 10",
@@ -1063,10 +1068,7 @@ mod tests {
             "FIXED k 1 1s LOG k 1 1s",
             "CELL k 1 1 1",
         ] {
-            let args: Vec<Bytes> = bad
-                .split(' ')
-                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
-                .collect();
+            let args: Vec<&[u8]> = bad.split(' ').map(str::as_bytes).collect();
             assert!(parse_all(&args).is_err(), "{bad}");
         }
     }

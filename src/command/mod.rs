@@ -69,6 +69,38 @@ pub mod flags {
 /// A keyspace command handler.
 pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
 
+/// A keyspace command handler that only borrows its arguments (see `CommandSpec::fast`).
+pub type FastHandler = fn(&mut Ctx, &[&[u8]]) -> Reply;
+
+/// Call `f` with `args` as borrowed slices (on the stack for up to
+/// [`crate::protocol::parser::FRAME_ARGS`] arguments).
+pub fn with_slices<T>(args: &[Bytes], f: impl FnOnce(&[&[u8]]) -> T) -> T {
+    const N: usize = crate::protocol::parser::FRAME_ARGS;
+    if args.len() <= N {
+        let mut slices: [&[u8]; N] = [&[]; N];
+        for (slot, arg) in slices.iter_mut().zip(args) {
+            *slot = arg;
+        }
+        f(&slices[..args.len()])
+    } else {
+        f(&args.iter().map(|a| &a[..]).collect::<Vec<_>>())
+    }
+}
+
+/// The `Handler` of a `FastHandler`: `borrowed!(f)`.
+#[macro_export]
+macro_rules! borrowed {
+    ($fast:path) => {{
+        fn handler(
+            ctx: &mut $crate::command::Ctx,
+            args: &[bytes::Bytes],
+        ) -> $crate::protocol::Reply {
+            $crate::command::with_slices(args, |args| $fast(ctx, args))
+        }
+        handler
+    }};
+}
+
 /// What a keyspace command runs against.
 pub struct Ctx<'a> {
     /// All databases.

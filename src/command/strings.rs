@@ -27,9 +27,9 @@ fn str_reply(s: Option<&StrValue>) -> Reply {
 }
 
 /// GET key
-pub fn get(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn get(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     let now = ctx.now_ms;
-    get_str(ctx.db(), &a[1], now).map_or_else(|e| e, str_reply)
+    get_str(ctx.db(), a[1], now).map_or_else(|e| e, str_reply)
 }
 
 /// The expiry part of SET/GETEX options.
@@ -294,7 +294,7 @@ pub fn msetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 /// Add `by` to the integer at `key` (creating it at 0), keeping its TTL.
-pub fn incr_by(db: &mut Db, key: &Bytes, by: i64, now: u64) -> CmdResult<i64> {
+pub fn incr_by(db: &mut Db, key: &[u8], by: i64, now: u64) -> CmdResult<i64> {
     // One keyspace lookup; the key keeps its deadline.
     db.modify(key, now, |entry| {
         let (current, deadline) = match entry {
@@ -321,34 +321,34 @@ pub fn incr_by(db: &mut Db, key: &Bytes, by: i64, now: u64) -> CmdResult<i64> {
     })
 }
 
-fn incr_reply(ctx: &mut Ctx, key: &Bytes, by: i64) -> Reply {
+fn incr_reply(ctx: &mut Ctx, key: &[u8], by: i64) -> Reply {
     let now = ctx.now_ms;
     incr_by(ctx.db(), key, by, now).map_or_else(|e| e, Reply::Integer)
 }
 
 /// INCR key
-pub fn incr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    incr_reply(ctx, &a[1], 1)
+pub fn incr(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
+    incr_reply(ctx, a[1], 1)
 }
 
 /// DECR key
-pub fn decr(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    incr_reply(ctx, &a[1], -1)
+pub fn decr(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
+    incr_reply(ctx, a[1], -1)
 }
 
 /// INCRBY key increment
-pub fn incrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    match int(&a[2]) {
-        Ok(by) => incr_reply(ctx, &a[1], by),
+pub fn incrby(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
+    match int(a[2]) {
+        Ok(by) => incr_reply(ctx, a[1], by),
         Err(e) => e,
     }
 }
 
 /// DECRBY key decrement
-pub fn decrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    match int(&a[2]) {
+pub fn decrby(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
+    match int(a[2]) {
         Ok(i64::MIN) => Reply::err("ERR decrement would overflow"),
-        Ok(by) => incr_reply(ctx, &a[1], -by),
+        Ok(by) => incr_reply(ctx, a[1], -by),
         Err(e) => e,
     }
 }
@@ -478,7 +478,7 @@ use super::flags::{DENYOOM, FAST, READONLY, WRITE};
 
 /// String commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("get", 2, READONLY | FAST, 1, 1, 1, get),
+    crate::cmd!("get", 2, READONLY | FAST, 1, 1, 1, fast: get),
     crate::cmd!("set", -3, WRITE | DENYOOM, 1, 1, 1, set),
     crate::cmd!("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, setnx),
     crate::cmd!("setex", 4, WRITE | DENYOOM, 1, 1, 1, setex),
@@ -489,10 +489,10 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("mget", -2, READONLY | FAST, 1, -1, 1, mget),
     crate::cmd!("mset", -3, WRITE | DENYOOM, 1, -1, 2, mset),
     crate::cmd!("msetnx", -3, WRITE | DENYOOM, 1, -1, 2, msetnx),
-    crate::cmd!("incr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, incr),
-    crate::cmd!("decr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, decr),
-    crate::cmd!("incrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, incrby),
-    crate::cmd!("decrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, decrby),
+    crate::cmd!("incr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, fast: incr),
+    crate::cmd!("decr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, fast: decr),
+    crate::cmd!("incrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, fast: incrby),
+    crate::cmd!("decrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, fast: decrby),
     crate::cmd!(
         "incrbyfloat",
         3,

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use super::Handler;
+use super::{FastHandler, Handler};
 
 /// Static facts about one command, as in Redis's command table.
 #[derive(Debug)]
@@ -22,6 +22,10 @@ pub struct CommandSpec {
     pub key_step: i32,
     /// The keyspace handler; None for commands the connection layer runs.
     pub handler: Option<Handler>,
+    /// The same handler taking borrowed arguments, for commands that keep none of them:
+    /// the connection then hands it the request's frame as parsed, without building an
+    /// argument list (`protocol::parser::Frame`).
+    pub fast: Option<FastHandler>,
 }
 
 impl CommandSpec {
@@ -60,7 +64,8 @@ impl CommandSpec {
     pub fn keys(&self, args: &[bytes::Bytes]) -> Option<Vec<bytes::Bytes>> {
         if self.movable_keys() {
             return match self.name {
-                "limit.all" => Some(super::limiter::limit_all_keys(args)).filter(|k| !k.is_empty()),
+                "limit.all" => Some(super::with_slices(args, super::limiter::limit_all_keys))
+                    .filter(|k| !k.is_empty()),
                 // numkeys key [key ...] ...
                 "sintercard" => counted_keys(args, 1),
                 // script|sha|function numkeys key [key ...] arg ...
@@ -96,10 +101,23 @@ fn counted_keys(args: &[bytes::Bytes], at: usize) -> Option<Vec<bytes::Bytes>> {
     (n > 0).then(|| keys.to_vec())
 }
 
-/// Build a `CommandSpec`: `cmd!(name, arity, flags, first, last, step, handler)` or
+/// Build a `CommandSpec`: `cmd!(name, arity, flags, first, last, step, handler)`,
+/// `cmd!(name, arity, flags, first, last, step, fast: handler)` for a `FastHandler`, or
 /// `cmd!(name, arity, flags, first, last, step)` for connection-level commands.
 #[macro_export]
 macro_rules! cmd {
+    ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, fast: $fast:path) => {
+        $crate::command::CommandSpec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            first_key: $first,
+            last_key: $last,
+            key_step: $step,
+            handler: Some($crate::borrowed!($fast)),
+            fast: Some($fast),
+        }
+    };
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $handler:expr) => {
         $crate::command::CommandSpec {
             name: $name,
@@ -109,6 +127,7 @@ macro_rules! cmd {
             last_key: $last,
             key_step: $step,
             handler: Some($handler),
+            fast: None,
         }
     };
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr) => {
@@ -120,6 +139,7 @@ macro_rules! cmd {
             last_key: $last,
             key_step: $step,
             handler: None,
+            fast: None,
         }
     };
 }

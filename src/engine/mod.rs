@@ -73,6 +73,25 @@ pub enum Op {
         /// Keys the leader found expired.
         keys: Vec<Bytes>,
     },
+    /// A command with a `CommandSpec::fast` handler, its arguments as parsed. Never
+    /// replicated as such: a proposal turns it into `Command` (see `Op::into_replicable`).
+    /// Last: serde numbers the variants it serializes by their declared position, but the
+    /// ones it deserializes by their position among the variants not skipped.
+    #[serde(skip)]
+    Frame(
+        crate::protocol::parser::Frame,
+        &'static command::CommandSpec,
+    ),
+}
+
+impl Op {
+    /// This operation in a form that serializes: a `Frame` becomes a `Command`.
+    pub fn into_replicable(self) -> Op {
+        match self {
+            Op::Frame(frame, spec) => Op::Command(frame.into_args(), Some(spec)),
+            op => op,
+        }
+    }
 }
 
 /// What EXEC checks before running a transaction.
@@ -107,6 +126,7 @@ impl Batch {
     pub fn read_only(&self) -> bool {
         self.watch.is_none()
             && self.ops.iter().all(|op| match op {
+                Op::Frame(_, spec) => spec.has(flags::READONLY) && !spec.has(flags::SCRIPT),
                 Op::Command(args, spec) => spec
                     .or_else(|| args.first().and_then(|n| command::lookup(n)))
                     .is_some_and(|s| {
@@ -122,7 +142,7 @@ impl Batch {
     pub fn reply_count(&self) -> usize {
         self.ops
             .iter()
-            .filter(|o| matches!(o, Op::Command(..)))
+            .filter(|o| matches!(o, Op::Command(..) | Op::Frame(..)))
             .count()
     }
 }
@@ -454,6 +474,21 @@ fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
                 }
             }
             Op::Command(_, None) => {}
+            Op::Frame(frame, spec) => {
+                let Some(target) = state.ks.dbs.get(db) else {
+                    continue;
+                };
+                if spec.movable_keys() {
+                    continue;
+                }
+                if let Some(key) = usize::try_from(spec.first_key)
+                    .ok()
+                    .filter(|&i| i > 0)
+                    .and_then(|i| frame.get(i))
+                {
+                    target.warm(key);
+                }
+            }
         }
     }
 }
@@ -489,6 +524,24 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64
                 replies.push(match spec {
                     Some(spec) => command::execute_spec(&mut ctx, spec, args),
                     None => command::execute(&mut ctx, args),
+                });
+            }
+            Op::Frame(frame, spec) => {
+                let mut ctx = Ctx {
+                    ks: &mut state.ks,
+                    db,
+                    now_ms,
+                    resp,
+                    scripts: Some(Scripts {
+                        engine: &mut state.scripts,
+                        control: &state.control,
+                    }),
+                };
+                // The connection checked the arity, and only specs with a fast handler
+                // make frames.
+                replies.push(match spec.fast {
+                    Some(fast) => frame.with_args(|args| fast(&mut ctx, args)),
+                    None => command::execute_spec(&mut ctx, spec, &frame.clone().into_args()),
                 });
             }
         }

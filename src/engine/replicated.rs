@@ -41,7 +41,7 @@ impl Proposal {
         Proposal {
             db: batch.db,
             resp: batch.resp,
-            ops: batch.ops,
+            ops: batch.ops.into_iter().map(Op::into_replicable).collect(),
             watch: batch.watch.map(|w| w.digests),
         }
     }
@@ -196,6 +196,57 @@ mod tests {
         // The same EXEC again: the key now holds 2, so the transaction aborts.
         let second = s.apply(&exec, 1_002);
         assert!(second.replies.is_none());
+    }
+
+    #[test]
+    fn proposals_survive_serialization_with_frames_as_commands() {
+        use crate::protocol::parser::{parse_request, Limits, Request};
+        let mut buf = bytes::BytesMut::from(
+            &b"*5\r\n$11\r\nLIMIT.TOKEN\r\n$1\r\nk\r\n$2\r\n10\r\n$1\r\n1\r\n$2\r\n1s\r\n"[..],
+        );
+        let limits = Limits {
+            max_bulk: 1 << 20,
+            max_multibulk: 1 << 10,
+            max_inline: 1 << 10,
+        };
+        let Some((Request::Frame(frame), ())) =
+            parse_request(&mut buf, &limits, |_| ((), true)).unwrap()
+        else {
+            panic!("a short request parses to a frame");
+        };
+        let spec = crate::command::lookup(b"limit.token").unwrap();
+        let batch = Batch {
+            db: 0,
+            resp: 2,
+            ops: vec![
+                Op::Frame(frame, spec),
+                Op::Select(1),
+                Op::PurgeExpired {
+                    db: 1,
+                    keys: vec![Bytes::from("a")],
+                },
+                cmd(&["GET", "k"]),
+            ],
+            watch: None,
+        };
+        let bytes = postcard::to_allocvec(&Proposal::from_batch(batch)).unwrap();
+        let back: Proposal = postcard::from_bytes(&bytes).unwrap();
+        let ops: Vec<String> = back.ops.iter().map(|op| format!("{op:?}")).collect();
+        assert_eq!(
+            ops,
+            [
+                format!("{:?}", cmd(&["LIMIT.TOKEN", "k", "10", "1", "1s"])),
+                "Select(1)".to_string(),
+                format!(
+                    "{:?}",
+                    Op::PurgeExpired {
+                        db: 1,
+                        keys: vec![Bytes::from("a")]
+                    }
+                ),
+                format!("{:?}", cmd(&["GET", "k"])),
+            ]
+        );
     }
 
     #[test]

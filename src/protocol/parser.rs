@@ -39,21 +39,131 @@ impl From<&'static str> for ProtocolError {
     }
 }
 
+/// Most arguments a [`Frame`] holds; requests with more, or longer than 64 KiB, become an
+/// argument list.
+pub const FRAME_ARGS: usize = 16;
+
+/// A parsed request.
+#[derive(Debug)]
+pub enum Request {
+    /// Arguments as spans of one copy of the request's bytes.
+    Frame(Frame),
+    /// Arguments as a list (inline requests, and more than [`FRAME_ARGS`] arguments).
+    Args(Vec<Bytes>),
+}
+
+impl Request {
+    /// Number of arguments, the command name included.
+    pub fn len(&self) -> usize {
+        match self {
+            Request::Frame(f) => f.len(),
+            Request::Args(a) => a.len(),
+        }
+    }
+
+    /// Whether there is no argument at all (an empty inline line).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The arguments as a list.
+    pub fn into_args(self) -> Vec<Bytes> {
+        match self {
+            Request::Frame(f) => f.into_args(),
+            Request::Args(a) => a,
+        }
+    }
+}
+
+/// A request of at most [`FRAME_ARGS`] arguments: one copy of its bytes and where each
+/// argument lies in it. Commands that only read their arguments borrow them from here
+/// (see `CommandSpec::fast`): no list to allocate and no reference count per argument.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    bytes: Bytes,
+    /// Where each argument starts and ends in `bytes` (frames are at most 64 KiB).
+    spans: [(u16, u16); FRAME_ARGS],
+    len: u8,
+}
+
+impl Frame {
+    /// Number of arguments (at least one).
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether there is no argument (never, for a parsed frame).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Argument `i`; panics past [`Frame::len`].
+    pub fn arg(&self, i: usize) -> &[u8] {
+        let (start, end) = self.spans[..self.len()][i];
+        &self.bytes[start as usize..end as usize]
+    }
+
+    /// Argument `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        (i < self.len()).then(|| self.arg(i))
+    }
+
+    /// Call `f` with the arguments as borrowed slices.
+    pub fn with_args<'s, T>(&'s self, f: impl FnOnce(&[&'s [u8]]) -> T) -> T {
+        let mut args: [&[u8]; FRAME_ARGS] = [&[]; FRAME_ARGS];
+        for (slot, &(start, end)) in args.iter_mut().zip(&self.spans[..self.len()]) {
+            *slot = &self.bytes[start as usize..end as usize];
+        }
+        f(&args[..self.len()])
+    }
+
+    /// The arguments as a list of slices of the copy. The copy ends where the last
+    /// argument does, so that argument is the copy itself rather than one more reference
+    /// to it: no shared-buffer promotion at all for a single argument.
+    pub fn into_args(self) -> Vec<Bytes> {
+        let spans = &self.spans[..self.len()];
+        let (&(last_start, _), others) = spans.split_last().expect("a frame has arguments");
+        let mut last = self.bytes;
+        let mut args = Vec::with_capacity(spans.len());
+        args.extend(
+            others
+                .iter()
+                .map(|&(s, e)| last.slice(s as usize..e as usize)),
+        );
+        last.advance(last_start as usize);
+        args.push(last);
+        args
+    }
+}
+
 /// Parse one complete request from the front of `buf`.
 ///
 /// Returns `Ok(None)` when more bytes are needed. An empty inline line yields an empty
 /// argument list, which callers skip (as Redis does).
-pub fn parse_request(
+///
+/// `classify` sees the command name (the first argument) of a non-empty request and
+/// returns what the caller wants to keep about it (handed back with the request; the
+/// default for an empty one) and whether the request should be a [`Frame`]. Only callers
+/// that can borrow the arguments want one: handing a frame to code that needs an
+/// argument list costs more than building the list at once.
+pub fn parse_request<T: Default>(
     buf: &mut BytesMut,
     limits: &Limits,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    classify: impl FnOnce(&[u8]) -> (T, bool),
+) -> Result<Option<(Request, T)>, ProtocolError> {
     if buf.is_empty() {
         return Ok(None);
     }
     if buf[0] == b'*' {
-        parse_multibulk(buf, limits)
+        parse_multibulk(buf, limits, classify)
     } else {
-        parse_inline(buf, limits)
+        Ok(parse_inline(buf, limits)?.map(|args| {
+            let tag = args
+                .first()
+                .map(|name| classify(name).0)
+                .unwrap_or_default();
+            (Request::Args(args), tag)
+        }))
     }
 }
 
@@ -117,10 +227,11 @@ const SPILL_RESERVE_MAX: usize = 1024;
 /// Longest header line (`*<count>` or `$<len>`) we wait for before calling it malformed.
 const MAX_HEADER: usize = 64;
 
-fn parse_multibulk(
+fn parse_multibulk<T: Default>(
     buf: &mut BytesMut,
     limits: &Limits,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    classify: impl FnOnce(&[u8]) -> (T, bool),
+) -> Result<Option<(Request, T)>, ProtocolError> {
     let (count, mut pos) = match simple_header(buf, 0) {
         Some(header) => header,
         None => {
@@ -140,20 +251,20 @@ fn parse_multibulk(
     }
     if count <= 0 {
         buf.advance(pos);
-        return Ok(Some(Vec::new()));
+        return Ok(Some((Request::Args(Vec::new()), T::default())));
     }
     let count = count as usize;
     // First pass: check the whole request is buffered; typical requests keep their
     // argument spans on the stack.
-    let mut inline = [(0usize, 0usize); 8];
+    let mut inline = [(0usize, 0usize); FRAME_ARGS];
     // Sized once: `count` is bounded by `max_multibulk`, and growing one push at a time
     // cost more than the rest of parsing for a 10-argument request.
-    let mut spilled = if count > inline.len() {
+    let mut spilled = if count > FRAME_ARGS {
         Vec::with_capacity(count.min(SPILL_RESERVE_MAX))
     } else {
         Vec::new()
     };
-    for i in 0..count {
+    for slot in 0..count {
         if pos >= buf.len() {
             return Ok(None);
         }
@@ -181,33 +292,57 @@ fn parse_multibulk(
         if buf.len() < end + 2 {
             return Ok(None);
         }
-        if count <= inline.len() {
-            inline[i] = (start, end);
-        } else {
-            spilled.push((start, end));
+        match inline.get_mut(slot) {
+            Some(span) if count <= FRAME_ARGS => *span = (start, end),
+            _ => spilled.push((start, end)),
         }
         pos = end + 2;
     }
-    let spans = if count <= inline.len() {
+    let spans = if count <= FRAME_ARGS {
         &inline[..count]
     } else {
         &spilled[..]
     };
+    let (&(last_start, last_end), others) = spans.split_last().expect("count > 0");
+    let (tag, wants_frame) = classify(&buf[spans[0].0..spans[0].1]);
     // One allocation per request: the arguments are slices of a copy of the frame, so
     // nothing ever pins the connection's read buffer. The keyspace copies what it keeps
     // for long (new keys, string values), see `store`.
-    //
-    // The copy stops where the last argument does, so that argument can be the copy
-    // itself rather than one more reference to it: a reference count taken and dropped
-    // less per request, and no shared-buffer promotion at all for a single argument.
-    let (&(last_start, last_end), others) = spans.split_last().expect("count > 0");
-    let mut last = Bytes::copy_from_slice(&buf[..last_end]);
+    let request = if wants_frame && count <= FRAME_ARGS && last_end <= usize::from(u16::MAX) {
+        Request::Frame(frame(&buf[..last_end], spans))
+    } else {
+        Request::Args(arg_list(&buf[..last_end], others, last_start))
+    };
     buf.advance(pos);
-    let mut args = Vec::with_capacity(count);
+    Ok(Some((request, tag)))
+}
+
+/// A frame of `bytes` (at most 64 KiB) with arguments at `spans` (at most `FRAME_ARGS`).
+#[inline(never)]
+fn frame(bytes: &[u8], spans: &[(usize, usize)]) -> Frame {
+    let mut frame = Frame {
+        bytes: Bytes::copy_from_slice(bytes),
+        spans: [(0, 0); FRAME_ARGS],
+        len: spans.len() as u8,
+    };
+    for (to, &(start, end)) in frame.spans.iter_mut().zip(spans) {
+        *to = (start as u16, end as u16);
+    }
+    frame
+}
+
+/// The arguments at `others` and then from `last_start` to the end, as slices of one copy
+/// of `bytes`. The copy ends where the last argument does, so that argument can be the
+/// copy itself rather than one more reference to it: a reference count taken and dropped
+/// less per request, and no shared-buffer promotion at all for a single argument.
+#[inline(never)]
+fn arg_list(bytes: &[u8], others: &[(usize, usize)], last_start: usize) -> Vec<Bytes> {
+    let mut last = Bytes::copy_from_slice(bytes);
+    let mut args = Vec::with_capacity(others.len() + 1);
     args.extend(others.iter().map(|&(s, e)| last.slice(s..e)));
     last.advance(last_start);
     args.push(last);
-    Ok(Some(args))
+    args
 }
 
 /// Redis's text, naming the byte found where a bulk string's `$` should be (a byte that
@@ -330,7 +465,10 @@ mod tests {
     };
 
     fn parse(s: &[u8]) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-        parse_request(&mut BytesMut::from(s), &L)
+        Ok(
+            parse_request(&mut BytesMut::from(s), &L, |_| ((), false))?
+                .map(|(r, ())| r.into_args()),
+        )
     }
 
     #[test]
@@ -371,11 +509,15 @@ mod tests {
 
     #[test]
     fn arguments_are_exact_whatever_their_count_and_length() {
+        let big = "x".repeat(70_000);
         for args in [
+            vec!["SET", "k", big.as_str()],
             vec![""],
             vec!["SET", "", "v"],
             vec!["SET", "k", ""],
             vec!["PING"],
+            (0..FRAME_ARGS).map(|i| ["a", "", "bc"][i % 3]).collect(),
+            (0..=FRAME_ARGS).map(|i| ["a", "", "bc"][i % 3]).collect(),
             (0..20).map(|i| ["a", "", "bc"][i % 3]).collect(),
         ] {
             let mut req = format!("*{}\r\n", args.len());
@@ -384,10 +526,26 @@ mod tests {
             }
             req.push_str("*1\r\n$4\r\nNEXT\r\n");
             let mut buf = BytesMut::from(req.as_bytes());
-            let parsed = parse_request(&mut buf, &L).unwrap().unwrap();
+            let (parsed, name) = parse_request(&mut buf, &L, |name| (name.to_vec(), true))
+                .unwrap()
+                .unwrap();
+            assert_eq!(name, args[0].as_bytes());
+            let expected: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            // Up to FRAME_ARGS arguments make a frame, whose borrowed arguments are exact too.
+            match &parsed {
+                Request::Frame(frame) => {
+                    assert!(args.len() <= FRAME_ARGS);
+                    assert_eq!(frame.with_args(|a| a.to_vec()), expected);
+                    assert_eq!(frame.get(args.len()), None);
+                }
+                Request::Args(_) => assert!(args.len() > FRAME_ARGS || req.len() > 65_535),
+            }
+            assert_eq!(parsed.len(), args.len());
             assert_eq!(
-                parsed,
-                args.iter().map(|a| Bytes::from(*a)).collect::<Vec<_>>()
+                parsed.into_args(),
+                args.iter()
+                    .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+                    .collect::<Vec<_>>()
             );
             assert_eq!(&buf[..], b"*1\r\n$4\r\nNEXT\r\n");
         }
@@ -398,7 +556,11 @@ mod tests {
         let mut b = BytesMut::from(&b"*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\nPING\r\n"[..]);
         for _ in 0..3 {
             assert_eq!(
-                parse_request(&mut b, &L).unwrap().unwrap(),
+                parse_request(&mut b, &L, |_| ((), true))
+                    .unwrap()
+                    .unwrap()
+                    .0
+                    .into_args(),
                 vec![Bytes::from("PING")]
             );
         }

@@ -19,7 +19,7 @@ use super::{info, ClientHandle, ClientInfo, Shared};
 use crate::command::args::{db_index, int, is};
 use crate::command::{self, flags, CommandSpec};
 use crate::engine::{Batch, Op, WatchGuard};
-use crate::protocol::parser::{parse_request, Limits};
+use crate::protocol::parser::{parse_request, Limits, Request};
 use crate::protocol::Reply;
 use crate::store::WatchFlag;
 
@@ -168,14 +168,20 @@ impl Client {
         let mut limits = self.limits();
         let mut count = 0;
         let flow = loop {
-            match parse_request(input, &limits) {
-                Ok(Some(args)) => {
-                    if args.is_empty() {
+            // The command is looked up once, here; a command that only borrows its
+            // arguments gets them as a frame.
+            let classify = |name: &[u8]| {
+                let spec = command::lookup(name);
+                (spec, spec.is_some_and(|s| s.fast.is_some()))
+            };
+            match parse_request(input, &limits, classify) {
+                Ok(Some((request, spec))) => {
+                    if request.is_empty() {
                         continue;
                     }
                     count += 1;
                     let was_authenticated = self.authenticated;
-                    let flow = self.handle_request(args).await;
+                    let flow = self.handle_request(request, spec).await;
                     if self.authenticated != was_authenticated {
                         limits = self.limits();
                     }
@@ -208,7 +214,10 @@ impl Client {
         if self.pending.is_empty() {
             return;
         }
-        let ops = std::mem::take(&mut self.pending);
+        // The next batch is likely as long as this one: size it once (an operation is
+        // about a hundred bytes, so growing by doubling copied more than it allocated).
+        let capacity = self.pending.len();
+        let ops = std::mem::replace(&mut self.pending, Vec::with_capacity(capacity));
         let result = self
             .shared
             .engine
@@ -224,12 +233,16 @@ impl Client {
         }
     }
 
-    async fn handle_request(&mut self, args: Vec<Bytes>) -> Flow {
+    /// Run one request, whose command (`spec`) the parser looked up.
+    async fn handle_request(
+        &mut self,
+        request: Request,
+        spec: Option<&'static CommandSpec>,
+    ) -> Flow {
         self.shared
             .stats
             .total_commands
             .fetch_add(1, Ordering::Relaxed);
-        let spec = command::lookup(&args[0]);
         if let Some(spec) = spec {
             self.last_cmd = spec.name;
         }
@@ -239,13 +252,24 @@ impl Client {
             return Flow::Continue;
         }
         let Some(spec) = spec else {
-            self.reject(command::unknown_command(&args)).await;
+            self.reject(command::unknown_command(&request.into_args()))
+                .await;
             return Flow::Continue;
         };
-        if !command::arity_ok(spec, args.len()) {
+        if !command::arity_ok(spec, request.len()) {
             self.reject(command::arity_error(spec.name)).await;
             return Flow::Continue;
         }
+        // A command that only borrows its arguments runs on the frame as parsed (outside
+        // MULTI, which keeps its commands until EXEC).
+        let request = match request {
+            Request::Frame(frame) if spec.fast.is_some() && self.multi.is_none() => {
+                self.pending.push(Op::Frame(frame, spec));
+                return Flow::Continue;
+            }
+            request => request,
+        };
+        let args = request.into_args();
         if self.multi.is_some()
             && !matches!(
                 spec.name,
