@@ -169,10 +169,12 @@ impl Client {
         let mut count = 0;
         let flow = loop {
             // The command is looked up once, here; a command that only borrows its
-            // arguments gets them as a frame.
+            // arguments gets them as a frame, unless a cluster would turn the frame into
+            // an argument list for the Raft log anyway.
+            let standalone = self.shared.engine.cluster().is_none();
             let classify = |name: &[u8]| {
                 let spec = command::lookup(name);
-                (spec, spec.is_some_and(|s| s.fast.is_some()))
+                (spec, standalone && spec.is_some_and(|s| s.fast.is_some()))
             };
             match parse_request(input, &limits, classify) {
                 Ok(Some((request, spec))) => {
