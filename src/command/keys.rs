@@ -33,7 +33,7 @@ pub fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 /// EXISTS key [key ...]
-pub fn exists(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn exists(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     let now = ctx.now_ms;
     let db = ctx.db();
     Reply::Integer(a[1..].iter().filter(|k| db.contains(k, now)).count() as i64)
@@ -55,11 +55,11 @@ struct ExpireSpec {
     absolute: bool,
 }
 
-fn expire_generic(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> Reply {
+fn expire_generic(ctx: &mut Ctx, a: &[&[u8]], spec: ExpireSpec) -> Reply {
     super::strings::run(expire_inner(ctx, a, spec))
 }
 
-fn expire_inner(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> CmdResult<Reply> {
+fn expire_inner(ctx: &mut Ctx, a: &[&[u8]], spec: ExpireSpec) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     // Redis's order: the options (and their conflicts) first, then the time.
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
@@ -87,7 +87,7 @@ fn expire_inner(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> CmdResult<Reply
             "ERR GT and LT options at the same time are not compatible",
         ));
     }
-    let mut when = int(&a[2])?;
+    let mut when = int(a[2])?;
     if spec.seconds {
         when = when
             .checked_mul(1000)
@@ -99,7 +99,7 @@ fn expire_inner(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> CmdResult<Reply
             .ok_or_else(|| expire_time_error(spec.name))?;
     }
     let db = ctx.db();
-    let Some(entry) = db.get(&a[1], now) else {
+    let Some(entry) = db.get(a[1], now) else {
         return Ok(Reply::Integer(0));
     };
     let current = entry.expires_at().map(|t| t as i64);
@@ -111,15 +111,15 @@ fn expire_inner(ctx: &mut Ctx, a: &[Bytes], spec: ExpireSpec) -> CmdResult<Reply
         return Ok(Reply::Integer(0));
     }
     if when <= now as i64 {
-        db.remove(&a[1], now);
+        db.remove(a[1], now);
     } else {
-        db.set_expiry(&a[1], Some(when as u64));
+        db.set_expiry(a[1], Some(when as u64));
     }
     Ok(Reply::Integer(1))
 }
 
 /// EXPIRE key seconds [NX|XX|GT|LT]
-pub fn expire(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn expire(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     expire_generic(
         ctx,
         a,
@@ -132,7 +132,7 @@ pub fn expire(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 /// PEXPIRE key milliseconds [NX|XX|GT|LT]
-pub fn pexpire(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn pexpire(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     expire_generic(
         ctx,
         a,
@@ -145,7 +145,7 @@ pub fn pexpire(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 /// EXPIREAT key unix-seconds [NX|XX|GT|LT]
-pub fn expireat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn expireat(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     expire_generic(
         ctx,
         a,
@@ -158,7 +158,7 @@ pub fn expireat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 /// PEXPIREAT key unix-ms [NX|XX|GT|LT]
-pub fn pexpireat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn pexpireat(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     expire_generic(
         ctx,
         a,
@@ -179,9 +179,9 @@ enum TtlView {
     AtMillis,
 }
 
-fn ttl_generic(ctx: &mut Ctx, a: &[Bytes], view: TtlView) -> Reply {
+fn ttl_generic(ctx: &mut Ctx, a: &[&[u8]], view: TtlView) -> Reply {
     let now = ctx.now_ms;
-    let Some(entry) = ctx.db().get(&a[1], now) else {
+    let Some(entry) = ctx.db().get(a[1], now) else {
         return Reply::Integer(-2);
     };
     let Some(at) = entry.expires_at() else {
@@ -197,22 +197,22 @@ fn ttl_generic(ctx: &mut Ctx, a: &[Bytes], view: TtlView) -> Reply {
 }
 
 /// TTL key
-pub fn ttl(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn ttl(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     ttl_generic(ctx, a, TtlView::Seconds)
 }
 
 /// PTTL key
-pub fn pttl(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn pttl(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     ttl_generic(ctx, a, TtlView::Millis)
 }
 
 /// EXPIRETIME key
-pub fn expiretime(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn expiretime(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     ttl_generic(ctx, a, TtlView::AtSeconds)
 }
 
 /// PEXPIRETIME key
-pub fn pexpiretime(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn pexpiretime(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     ttl_generic(ctx, a, TtlView::AtMillis)
 }
 
@@ -577,16 +577,16 @@ use super::flags::{FAST, RANDOM, READONLY, WRITE};
 pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("del", -2, WRITE, 1, -1, 1, del),
     crate::cmd!("unlink", -2, WRITE | FAST, 1, -1, 1, del),
-    crate::cmd!("exists", -2, READONLY | FAST, 1, -1, 1, exists),
+    crate::cmd!("exists", -2, READONLY | FAST, 1, -1, 1, fast: exists),
     crate::cmd!("type", 2, READONLY | FAST, 1, 1, 1, type_),
-    crate::cmd!("expire", -3, WRITE | FAST, 1, 1, 1, expire),
-    crate::cmd!("pexpire", -3, WRITE | FAST, 1, 1, 1, pexpire),
-    crate::cmd!("expireat", -3, WRITE | FAST, 1, 1, 1, expireat),
-    crate::cmd!("pexpireat", -3, WRITE | FAST, 1, 1, 1, pexpireat),
-    crate::cmd!("ttl", 2, READONLY | FAST, 1, 1, 1, ttl),
-    crate::cmd!("pttl", 2, READONLY | FAST, 1, 1, 1, pttl),
-    crate::cmd!("expiretime", 2, READONLY | FAST, 1, 1, 1, expiretime),
-    crate::cmd!("pexpiretime", 2, READONLY | FAST, 1, 1, 1, pexpiretime),
+    crate::cmd!("expire", -3, WRITE | FAST, 1, 1, 1, fast: expire),
+    crate::cmd!("pexpire", -3, WRITE | FAST, 1, 1, 1, fast: pexpire),
+    crate::cmd!("expireat", -3, WRITE | FAST, 1, 1, 1, fast: expireat),
+    crate::cmd!("pexpireat", -3, WRITE | FAST, 1, 1, 1, fast: pexpireat),
+    crate::cmd!("ttl", 2, READONLY | FAST, 1, 1, 1, fast: ttl),
+    crate::cmd!("pttl", 2, READONLY | FAST, 1, 1, 1, fast: pttl),
+    crate::cmd!("expiretime", 2, READONLY | FAST, 1, 1, 1, fast: expiretime),
+    crate::cmd!("pexpiretime", 2, READONLY | FAST, 1, 1, 1, fast: pexpiretime),
     crate::cmd!("persist", 2, WRITE | FAST, 1, 1, 1, persist),
     crate::cmd!("rename", 3, WRITE, 1, 2, 1, rename),
     crate::cmd!("renamenx", 3, WRITE | FAST, 1, 2, 1, renamenx),

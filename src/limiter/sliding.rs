@@ -110,7 +110,8 @@ impl State {
         if bucket_ms == 0 || n > MAX_BUCKETS {
             return None;
         }
-        let mut counts = Vec::new();
+        // `n` is at most MAX_BUCKETS; one allocation instead of growing by doubling.
+        let mut counts = Vec::with_capacity(n as usize);
         for _ in 0..n {
             counts.push(r.varint()?);
         }
