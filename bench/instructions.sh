@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# CPU instructions per request, Tollgate against redis-server, counted by callgrind.
+#
+# Throughput on this shared 2-core machine moves by a third from one run to the next;
+# instruction counts do not. Each server runs alone under valgrind's callgrind while
+# redis-benchmark sends the same pipelined load (-P 32, 10 clients, 10,000 random keys),
+# and the whole process's instruction count is divided by the number of requests. Both
+# servers are counted the same way (user-space instructions of every thread, start-up and
+# shutdown included: under 1% at the default request count). Kernel work (the socket
+# calls) is not counted, and neither are cache misses: this complements bench/limiters.sh
+# and bench/run.sh, it does not replace them.
+#
+# Rows: each Tollgate limiter command (the bench/limiters.sh load), Tollgate's INCR and
+# GET, and on Redis INCR, GET and the token-bucket Lua script of seed 003 (EVALSHA). Each
+# Tollgate row is printed with redis INCR's count divided by its own: 1.00x means the same
+# work per request as Redis's cheapest counter, above 1 less.
+#
+#   bench/instructions.sh [requests]    (default 200000 per row)
+#   PORT/CARGO_TARGET_DIR/TOLLGATE_BIN override the defaults.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-200000}
+PORT=${PORT:-6398}
+for tool in valgrind callgrind_annotate redis-benchmark redis-server; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq valgrind redis-server redis-tools >/dev/null
+    break
+  fi
+done
+if [ -z "${TOLLGATE_BIN:-}" ]; then
+  cargo build --release -q
+  TOLLGATE_BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
+fi
+if redis-cli -p "$PORT" ping >/dev/null 2>&1; then
+  echo "port $PORT is already in use; set PORT to a free port" >&2
+  exit 1
+fi
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+NOW_MS=$(($(date +%s) * 1000))
+
+# count <server: tollgate|redis> <command...> -> instructions per request
+count() {
+  local server=$1
+  shift
+  local file="$OUT/cg.out"
+  rm -f "$file"
+  if [ "$server" = tollgate ]; then
+    valgrind --tool=callgrind --callgrind-out-file="$file" \
+      "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
+  else
+    valgrind --tool=callgrind --callgrind-out-file="$file" \
+      redis-server --port "$PORT" --save "" --appendonly no >/dev/null 2>&1 &
+  fi
+  local pid=$!
+  for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  if [ "${1:-}" = EVALSHA ]; then
+    local sha
+    sha=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat tests/seeds/seed_003_token_bucket.lua)")
+    set -- EVALSHA "$sha" "${@:2}"
+  fi
+  local ok
+  ok=$(redis-benchmark -p "$PORT" -n "$N" -c 10 -P 32 -r 10000 --csv "$@" 2>/dev/null | tail -n 1 | cut -d, -f1)
+  redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+  wait "$pid" || true
+  # A command that failed (an error reply stops redis-benchmark) has no result line.
+  if [ "$ok" = '"test"' ] || [ -z "$ok" ]; then
+    echo failed
+    return
+  fi
+  local total
+  total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+  echo $((total / N))
+}
+
+ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
+
+REDIS_INCR=$(count redis INCR n:__rand_int__)
+REDIS_GET=$(count redis GET n:__rand_int__)
+REDIS_LUA=$(count redis EVALSHA 0 __rand_int__ 1000000 1000 10 1 "$NOW_MS")
+echo "redis-server, instructions per request at -P 32: INCR $REDIS_INCR, GET $REDIS_GET, seed 003 Lua token bucket $REDIS_LUA"
+echo
+declare -a ROWS=(
+  "CL.THROTTLE|CL.THROTTLE user:__rand_int__ 1000000 1000 1"
+  "LIMIT.FIXED|LIMIT.FIXED f:__rand_int__ 1000000 1m"
+  "LIMIT.SLIDING|LIMIT.SLIDING s:__rand_int__ 1000000 1m"
+  "LIMIT.LOG|LIMIT.LOG l:__rand_int__ 100000 1s"
+  "LIMIT.TOKEN|LIMIT.TOKEN t:__rand_int__ 1000000 1000 1s"
+  "LIMIT.LEAKY|LIMIT.LEAKY k:__rand_int__ 1000000 1000 1s"
+  "LIMIT.GCRA|LIMIT.GCRA g:__rand_int__ 1000000 1000 1s"
+  "LIMIT.ALL(2)|LIMIT.ALL FIXED a:__rand_int__ 1000000 1m TOKEN b:__rand_int__ 1000000 1000 1s"
+  "LIMIT.ACQUIRE|LIMIT.ACQUIRE p:__rand_int__ 1000000 10s id:__rand_int__"
+  "INCREX|INCREX x:__rand_int__ BYINT 1 UBOUND 1000000 EX 60 ENX"
+  "INCR|INCR n:__rand_int__"
+  "GET|GET n:__rand_int__"
+)
+printf '%-14s %14s %14s %10s %10s\n' command tollgate_instr redis_incr vs_incr vs_lua
+for row in "${ROWS[@]}"; do
+  name=${row%%|*}
+  # shellcheck disable=SC2086
+  t=$(count tollgate ${row#*|})
+  if [ "$t" = failed ]; then
+    printf '%-14s %14s\n' "$name" failed
+    continue
+  fi
+  printf '%-14s %14s %14s %10s %10s\n' "$name" "$t" "$REDIS_INCR" \
+    "$(ratio "$REDIS_INCR" "$t")" "$(ratio "$REDIS_LUA" "$t")"
+done
