@@ -1154,7 +1154,7 @@ fn limiter_replies_reach_lua_scripts_as_tables() {
 fn borrowed_and_listed_arguments_decide_alike() {
     let s = TestServer::start();
     let mut c = s.conn();
-    // Four rules make 21 arguments: an argument list, not a frame.
+    // Four rules make 19 arguments: an argument list, not a frame.
     let rules = [
         "LIMIT.ALL",
         "FIXED",
@@ -1179,22 +1179,8 @@ fn borrowed_and_listed_arguments_decide_alike() {
     let long: Vec<Value> = q(&mut c, &rules);
     assert_eq!(long.len(), 5);
     assert_eq!(long[0], Value::Int(1));
-    // Two rules (10 arguments) on keys of the same names: the same state, a frame.
-    let short: Vec<Value> = q(
-        &mut c,
-        &[
-            "LIMIT.ALL",
-            "FIXED",
-            "a",
-            "2",
-            "1m",
-            "TOKEN",
-            "b",
-            "5",
-            "1",
-            "1s",
-        ],
-    );
+    // The first two rules alone (10 arguments) on the same keys: the same state, a frame.
+    let short: Vec<Value> = q(&mut c, &rules[..10]);
     assert_eq!(short[0], Value::Int(1));
     // The fixed window of 2 is now spent, whichever route asks.
     let long: Vec<Value> = q(&mut c, &rules);

@@ -23,7 +23,7 @@ use parking_lot::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use tollgate_raft::{ClusterError, RaftNode};
 
-use crate::command::{self, flags, Ctx, Scripts};
+use crate::command::{self, flags, CommandSpec, Ctx, Scripts};
 use crate::protocol::Reply;
 use crate::scripting::{self, ScriptControl, ScriptEngine, ScriptLimits};
 use crate::store::{Keyspace, WatchFlag};
@@ -454,42 +454,41 @@ pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64) -> BatchResult
 /// on their arguments (scripts, LIMIT.ALL) are left out: finding their keys means parsing
 /// them twice (for LIMIT.ALL about 1100 instructions, more than warming saves).
 fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
+    // The argument at the command's first key position, for keys at fixed positions.
+    fn first_key(spec: &CommandSpec) -> Option<usize> {
+        usize::try_from(spec.first_key)
+            .ok()
+            .filter(|&i| i > 0 && !spec.movable_keys())
+    }
     for op in ops {
-        match op {
-            Op::Select(d) => db = *d,
-            Op::PurgeExpired { .. } => {}
+        let key = match op {
+            Op::Select(d) => {
+                db = *d;
+                continue;
+            }
+            Op::PurgeExpired { .. } | Op::Command(_, None) => continue,
             Op::Command(args, Some(spec)) => {
-                let Some(target) = state.ks.dbs.get(db) else {
-                    continue;
-                };
-                if spec.movable_keys() {
-                    continue;
-                }
-                if let Some(key) = usize::try_from(spec.first_key)
-                    .ok()
-                    .filter(|&i| i > 0)
-                    .and_then(|i| args.get(i))
-                {
-                    target.warm(key);
-                }
+                first_key(spec).and_then(|i| args.get(i)).map(|k| &k[..])
             }
-            Op::Command(_, None) => {}
-            Op::Frame(frame, spec) => {
-                let Some(target) = state.ks.dbs.get(db) else {
-                    continue;
-                };
-                if spec.movable_keys() {
-                    continue;
-                }
-                if let Some(key) = usize::try_from(spec.first_key)
-                    .ok()
-                    .filter(|&i| i > 0)
-                    .and_then(|i| frame.get(i))
-                {
-                    target.warm(key);
-                }
-            }
+            Op::Frame(frame, spec) => first_key(spec).and_then(|i| frame.get(i)),
+        };
+        if let (Some(target), Some(key)) = (state.ks.dbs.get(db), key) {
+            target.warm(key);
         }
+    }
+}
+
+/// What a command of a batch runs against.
+fn command_ctx(state: &mut State, db: usize, now_ms: u64, resp: u8) -> Ctx<'_> {
+    Ctx {
+        ks: &mut state.ks,
+        db,
+        now_ms,
+        resp,
+        scripts: Some(Scripts {
+            engine: &mut state.scripts,
+            control: &state.control,
+        }),
     }
 }
 
@@ -511,32 +510,14 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64
                 }
             }
             Op::Command(args, spec) => {
-                let mut ctx = Ctx {
-                    ks: &mut state.ks,
-                    db,
-                    now_ms,
-                    resp,
-                    scripts: Some(Scripts {
-                        engine: &mut state.scripts,
-                        control: &state.control,
-                    }),
-                };
+                let mut ctx = command_ctx(state, db, now_ms, resp);
                 replies.push(match spec {
                     Some(spec) => command::execute_spec(&mut ctx, spec, args),
                     None => command::execute(&mut ctx, args),
                 });
             }
             Op::Frame(frame, spec) => {
-                let mut ctx = Ctx {
-                    ks: &mut state.ks,
-                    db,
-                    now_ms,
-                    resp,
-                    scripts: Some(Scripts {
-                        engine: &mut state.scripts,
-                        control: &state.control,
-                    }),
-                };
+                let mut ctx = command_ctx(state, db, now_ms, resp);
                 // The connection checked the arity, and only specs with a fast handler
                 // make frames.
                 replies.push(match spec.fast {
