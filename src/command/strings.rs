@@ -62,15 +62,15 @@ fn parse_ttl_option(name: &str, opt: &[u8], arg: &[u8], now: u64) -> CmdResult<u
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
-pub fn set(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn set(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(set_inner(ctx, a))
 }
 
-fn set_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+fn set_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     if a.len() == 3 {
         // Plain SET: no option can refuse it, so skip the lookups the options need.
-        ctx.db().set(a[1].clone(), Value::string(a[2].clone()));
+        ctx.db().set_borrowed(a[1], Value::string_from_slice(a[2]));
         return Ok(Reply::ok());
     }
     let (mut nx, mut xx, mut get) = (false, false, false);
@@ -79,7 +79,7 @@ fn set_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let mut expire = None;
     let mut i = 3;
     while i < a.len() {
-        let opt = &a[i];
+        let opt = a[i];
         let has_next = i + 1 < a.len();
         let unset = ttl == Ttl::Unchanged && expire.is_none();
         if is(opt, "nx") && !xx {
@@ -91,7 +91,7 @@ fn set_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         } else if is(opt, "keepttl") && unset {
             ttl = Ttl::Keep;
         } else if ["ex", "px", "exat", "pxat"].iter().any(|k| is(opt, k)) && unset && has_next {
-            expire = Some((opt, &a[i + 1]));
+            expire = Some((opt, a[i + 1]));
             i += 1;
         } else {
             return Err(syntax_error());
@@ -101,7 +101,7 @@ fn set_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     if let Some((opt, arg)) = expire {
         ttl = Ttl::At(parse_ttl_option("set", opt, arg, now)?);
     }
-    let key = &a[1];
+    let key = a[1];
     let db = ctx.db();
     let old = get_str(db, key, now);
     let old_value = match (&old, get) {
@@ -121,7 +121,7 @@ fn set_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         Ttl::Keep => db.get(key, now).and_then(Entry::expires_at),
         _ => None,
     };
-    db.set(key.clone(), Value::string(a[2].clone()));
+    db.set_borrowed(key, Value::string_from_slice(a[2]));
     match ttl {
         Ttl::At(t) => {
             db.set_expiry(key, Some(t));
@@ -479,7 +479,7 @@ use super::flags::{DENYOOM, FAST, READONLY, WRITE};
 /// String commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("get", 2, READONLY | FAST, 1, 1, 1, fast: get),
-    crate::cmd!("set", -3, WRITE | DENYOOM, 1, 1, 1, set),
+    crate::cmd!("set", -3, WRITE | DENYOOM, 1, 1, 1, fast: set),
     crate::cmd!("setnx", 3, WRITE | DENYOOM | FAST, 1, 1, 1, setnx),
     crate::cmd!("setex", 4, WRITE | DENYOOM, 1, 1, 1, setex),
     crate::cmd!("psetex", 4, WRITE | DENYOOM, 1, 1, 1, psetex),

@@ -237,6 +237,11 @@ impl Db {
         self.insert(key, Entry::new(value));
     }
 
+    /// [`Db::set`] for a borrowed key (a new key is copied either way).
+    pub fn set_borrowed(&mut self, key: &[u8], value: Value) {
+        self.modify(key, 0, |_| (Some((value, None)), ()));
+    }
+
     /// Insert or replace `key` with an entry (keeping the entry's deadline).
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
         // Whatever is there, live or expired, is replaced: `modify` writes in place (a

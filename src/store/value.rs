@@ -49,9 +49,14 @@ impl StrValue {
     /// into an exact-size allocation: arguments are slices of a whole request frame,
     /// which a long-lived value should not keep alive.
     pub fn from_bytes(b: Bytes) -> StrValue {
-        match parse_canonical_i64(&b) {
+        StrValue::from_slice(&b)
+    }
+
+    /// [`StrValue::from_bytes`] for borrowed bytes.
+    pub fn from_slice(b: &[u8]) -> StrValue {
+        match parse_canonical_i64(b) {
             Some(n) => StrValue::Int(n),
-            None => StrValue::Raw(Bytes::copy_from_slice(&b)),
+            None => StrValue::Raw(Bytes::copy_from_slice(b)),
         }
     }
 
@@ -81,6 +86,11 @@ impl Value {
     /// A string value from bytes.
     pub fn string(b: impl Into<Bytes>) -> Value {
         Value::Str(StrValue::from_bytes(b.into()))
+    }
+
+    /// A string value of borrowed bytes (copied, or kept as an integer).
+    pub fn string_from_slice(b: &[u8]) -> Value {
+        Value::Str(StrValue::from_slice(b))
     }
 
     /// The name TYPE reports.
