@@ -540,7 +540,7 @@ pub fn limit_release(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
 
 fn release_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
-    let key = &a[1];
+    let key = a[1];
     let db = ctx.db();
     let Some(state) = decoded(state_bytes(db.get(key, now))?, concurrency::State::decode)? else {
         return Ok(Reply::Integer(0));
@@ -908,7 +908,7 @@ fn increx_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         };
         match db.get_mut(key, now) {
             Some(e) => e.value = value,
-            None => db.set(Bytes::copy_from_slice(key), value),
+            None => db.set_borrowed(key, value),
         }
         match deadline {
             Some(_) if o.enx && has_ttl => {}

@@ -107,30 +107,17 @@ fn counted_keys(args: &[bytes::Bytes], at: usize) -> Option<Vec<bytes::Bytes>> {
 #[macro_export]
 macro_rules! cmd {
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, fast: $fast:path) => {
-        $crate::command::CommandSpec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            first_key: $first,
-            last_key: $last,
-            key_step: $step,
-            handler: Some($crate::borrowed!($fast)),
-            fast: Some($fast),
-        }
+        $crate::cmd!(@spec $name, $arity, $flags, $first, $last, $step,
+            Some($crate::borrowed!($fast)), Some($fast))
     };
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $handler:expr) => {
-        $crate::command::CommandSpec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            first_key: $first,
-            last_key: $last,
-            key_step: $step,
-            handler: Some($handler),
-            fast: None,
-        }
+        $crate::cmd!(@spec $name, $arity, $flags, $first, $last, $step, Some($handler), None)
     };
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr) => {
+        $crate::cmd!(@spec $name, $arity, $flags, $first, $last, $step, None, None)
+    };
+    (@spec $name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr,
+        $handler:expr, $fast:expr) => {
         $crate::command::CommandSpec {
             name: $name,
             arity: $arity,
@@ -138,8 +125,8 @@ macro_rules! cmd {
             first_key: $first,
             last_key: $last,
             key_step: $step,
-            handler: None,
-            fast: None,
+            handler: $handler,
+            fast: $fast,
         }
     };
 }

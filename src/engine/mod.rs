@@ -122,17 +122,14 @@ pub struct Batch {
 
 impl Batch {
     /// Whether every command only reads (so a cluster may answer it from local state after a
-    /// read barrier). Scripts never count: the script cache is replicated state.
+    /// read barrier; see `only_reads`).
     pub fn read_only(&self) -> bool {
         self.watch.is_none()
             && self.ops.iter().all(|op| match op {
-                Op::Frame(_, spec) => spec.has(flags::READONLY) && !spec.has(flags::SCRIPT),
+                Op::Frame(_, spec) => only_reads(spec),
                 Op::Command(args, spec) => spec
                     .or_else(|| args.first().and_then(|n| command::lookup(n)))
-                    .is_some_and(|s| {
-                        (s.has(flags::READONLY) || matches!(s.name, "ping" | "echo"))
-                            && !s.has(flags::SCRIPT)
-                    }),
+                    .is_some_and(only_reads),
                 Op::Select(_) => true,
                 Op::PurgeExpired { .. } => false,
             })
@@ -145,6 +142,12 @@ impl Batch {
             .filter(|o| matches!(o, Op::Command(..) | Op::Frame(..)))
             .count()
     }
+}
+
+/// Whether a command only reads the keyspace (scripts never count: the script cache is
+/// replicated state).
+fn only_reads(spec: &CommandSpec) -> bool {
+    (spec.has(flags::READONLY) || matches!(spec.name, "ping" | "echo")) && !spec.has(flags::SCRIPT)
 }
 
 /// The result of a batch: one reply per `Op::Command`, and the database selected at the end.

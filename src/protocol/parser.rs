@@ -99,8 +99,11 @@ impl Frame {
 
     /// Argument `i`; panics past [`Frame::len`].
     pub fn arg(&self, i: usize) -> &[u8] {
-        let (start, end) = self.spans[..self.len()][i];
-        &self.bytes[start as usize..end as usize]
+        self.slice(self.spans[..self.len()][i])
+    }
+
+    fn slice(&self, (start, end): (u16, u16)) -> &[u8] {
+        &self.bytes[usize::from(start)..usize::from(end)]
     }
 
     /// Argument `i`, if there is one.
@@ -111,28 +114,20 @@ impl Frame {
     /// Call `f` with the arguments as borrowed slices.
     pub fn with_args<'s, T>(&'s self, f: impl FnOnce(&[&'s [u8]]) -> T) -> T {
         let mut args: [&[u8]; FRAME_ARGS] = [&[]; FRAME_ARGS];
-        for (slot, &(start, end)) in args.iter_mut().zip(&self.spans[..self.len()]) {
-            *slot = &self.bytes[start as usize..end as usize];
+        for (slot, &span) in args.iter_mut().zip(&self.spans[..self.len()]) {
+            *slot = self.slice(span);
         }
         f(&args[..self.len()])
     }
 
-    /// The arguments as a list of slices of the copy. The copy ends where the last
-    /// argument does, so that argument is the copy itself rather than one more reference
-    /// to it: no shared-buffer promotion at all for a single argument.
+    /// The arguments as a list of slices of the copy (see `split_copy`).
     pub fn into_args(self) -> Vec<Bytes> {
         let spans = &self.spans[..self.len()];
         let (&(last_start, _), others) = spans.split_last().expect("a frame has arguments");
-        let mut last = self.bytes;
-        let mut args = Vec::with_capacity(spans.len());
-        args.extend(
-            others
-                .iter()
-                .map(|&(s, e)| last.slice(s as usize..e as usize)),
-        );
-        last.advance(last_start as usize);
-        args.push(last);
-        args
+        let others = others
+            .iter()
+            .map(|&(s, e)| (usize::from(s), usize::from(e)));
+        split_copy(self.bytes, others, usize::from(last_start))
     }
 }
 
@@ -332,14 +327,27 @@ fn frame(bytes: &[u8], spans: &[(usize, usize)]) -> Frame {
 }
 
 /// The arguments at `others` and then from `last_start` to the end, as slices of one copy
-/// of `bytes`. The copy ends where the last argument does, so that argument can be the
-/// copy itself rather than one more reference to it: a reference count taken and dropped
-/// less per request, and no shared-buffer promotion at all for a single argument.
+/// of `bytes`.
 #[inline(never)]
 fn arg_list(bytes: &[u8], others: &[(usize, usize)], last_start: usize) -> Vec<Bytes> {
-    let mut last = Bytes::copy_from_slice(bytes);
+    split_copy(
+        Bytes::copy_from_slice(bytes),
+        others.iter().copied(),
+        last_start,
+    )
+}
+
+/// The arguments at `others`, then the one from `last_start` to the end of `copy`, as
+/// slices of `copy`. The copy ends where the last argument does, so that argument is the
+/// copy itself rather than one more reference to it: a reference count taken and dropped
+/// less per request, and no shared-buffer promotion at all for a single argument.
+fn split_copy(
+    mut last: Bytes,
+    others: impl ExactSizeIterator<Item = (usize, usize)>,
+    last_start: usize,
+) -> Vec<Bytes> {
     let mut args = Vec::with_capacity(others.len() + 1);
-    args.extend(others.iter().map(|&(s, e)| last.slice(s..e)));
+    args.extend(others.map(|(s, e)| last.slice(s..e)));
     last.advance(last_start);
     args.push(last);
     args
@@ -569,32 +577,18 @@ mod tests {
 
     #[test]
     fn limits_reject_before_allocating() {
-        assert_eq!(
-            parse(b"*2\r\n$600000000\r\n").unwrap_err().0,
-            "invalid bulk length"
-        );
-        assert_eq!(
-            parse(b"*10000000\r\n").unwrap_err().0,
-            "invalid multibulk length"
-        );
-        assert_eq!(
-            parse(b"*1\r\n$-5\r\n").unwrap_err().0,
-            "invalid bulk length"
-        );
-        assert_eq!(parse(b"*x\r\n").unwrap_err().0, "invalid multibulk length");
-        assert_eq!(
-            parse(b"*1\r\n+OK\r\n").unwrap_err().0,
-            "expected '$', got '+'"
-        );
-        // Redis names whatever byte it found.
-        assert_eq!(
-            parse(b"*1\r\nx\r\n").unwrap_err().0,
-            "expected '$', got 'x'"
-        );
-        assert_eq!(
-            parse(b"*2\r\n$1\r\na\r\n7\r\n").unwrap_err().0,
-            "expected '$', got '7'"
-        );
+        for (request, error) in [
+            (&b"*2\r\n$600000000\r\n"[..], "invalid bulk length"),
+            (b"*10000000\r\n", "invalid multibulk length"),
+            (b"*1\r\n$-5\r\n", "invalid bulk length"),
+            (b"*x\r\n", "invalid multibulk length"),
+            (b"*1\r\n+OK\r\n", "expected '$', got '+'"),
+            // Redis names whatever byte it found.
+            (b"*1\r\nx\r\n", "expected '$', got 'x'"),
+            (b"*2\r\n$1\r\na\r\n7\r\n", "expected '$', got '7'"),
+        ] {
+            assert_eq!(parse(request).unwrap_err().0, error);
+        }
     }
 
     #[test]

@@ -167,15 +167,15 @@ impl Client {
     async fn process_input(&mut self, input: &mut BytesMut) -> Flow {
         let mut limits = self.limits();
         let mut count = 0;
+        // The command is looked up once, here; a command that only borrows its arguments
+        // gets them as a frame, unless a cluster would turn the frame into an argument list
+        // for the Raft log anyway.
+        let standalone = self.shared.engine.cluster().is_none();
+        let classify = |name: &[u8]| {
+            let spec = command::lookup(name);
+            (spec, standalone && spec.is_some_and(|s| s.fast.is_some()))
+        };
         let flow = loop {
-            // The command is looked up once, here; a command that only borrows its
-            // arguments gets them as a frame, unless a cluster would turn the frame into
-            // an argument list for the Raft log anyway.
-            let standalone = self.shared.engine.cluster().is_none();
-            let classify = |name: &[u8]| {
-                let spec = command::lookup(name);
-                (spec, standalone && spec.is_some_and(|s| s.fast.is_some()))
-            };
             match parse_request(input, &limits, classify) {
                 Ok(Some((request, spec))) => {
                     if request.is_empty() {

@@ -234,19 +234,23 @@ impl Db {
 
     /// Insert or replace `key` with a value and no deadline.
     pub fn set(&mut self, key: Bytes, value: Value) {
-        self.insert(key, Entry::new(value));
+        self.set_borrowed(&key, value);
     }
 
     /// [`Db::set`] for a borrowed key (a new key is copied either way).
     pub fn set_borrowed(&mut self, key: &[u8], value: Value) {
-        self.modify(key, 0, |_| (Some((value, None)), ()));
+        self.insert_borrowed(key, Entry::new(value));
     }
 
     /// Insert or replace `key` with an entry (keeping the entry's deadline).
     pub fn insert(&mut self, key: Bytes, entry: Entry) {
+        self.insert_borrowed(&key, entry);
+    }
+
+    fn insert_borrowed(&mut self, key: &[u8], entry: Entry) {
         // Whatever is there, live or expired, is replaced: `modify` writes in place (a
         // replaced key keeps its allocation) or inserts a copy of the key.
-        self.modify(&key, 0, |_| (Some((entry.value, entry.expires_at)), ()));
+        self.modify(key, 0, |_| (Some((entry.value, entry.expires_at)), ()));
     }
 
     /// Remove `key`; returns the entry if it was live.
