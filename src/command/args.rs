@@ -129,9 +129,9 @@ macro_rules! kind {
     };
 }
 
-kind!(HashValue, Hash, HashValue::default());
+kind!(HashValue, Hash, Box::default());
 kind!(VecDeque<Bytes>, List, VecDeque::new());
-kind!(SetValue, Set, SetValue::default());
+kind!(SetValue, Set, Box::default());
 kind!(SortedSet, ZSet, SortedSet::new());
 
 /// Borrow the value at `key` as type `T`; absent is Ok(None), another type is WRONGTYPE.

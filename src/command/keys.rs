@@ -271,7 +271,7 @@ pub fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         ctx.db()
             .entries(now)
             .filter(|(k, _)| all || glob_match(pattern, k, false))
-            .map(|(k, _)| Reply::Bulk(k.clone()))
+            .map(|(k, _)| Reply::Bulk(k.to_bytes()))
             .collect(),
     )
 }
@@ -352,7 +352,7 @@ pub fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 .as_ref()
                 .is_none_or(|p| glob_match(p, k, false));
             if type_ok && match_ok {
-                out.push(Reply::Bulk(k.clone()));
+                out.push(Reply::Bulk(k.to_bytes()));
             }
         }
         shard += 1;
@@ -371,7 +371,7 @@ pub fn randomkey(ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
     let start = (now as usize).wrapping_mul(2654435761) % SHARDS;
     (0..SHARDS)
         .map(|i| (start + i) % SHARDS)
-        .find_map(|s| db.shard_entries(s, now).next().map(|(k, _)| k.clone()))
+        .find_map(|s| db.shard_entries(s, now).next().map(|(k, _)| k.to_bytes()))
         .map_or(Reply::Nil, Reply::Bulk)
 }
 

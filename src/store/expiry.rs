@@ -8,16 +8,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use bytes::Bytes;
-
-use super::KeyHasher;
+use super::{Key, KeyHasher};
 
 const BUCKET_MS: u64 = 1000;
 
 /// Keys with a deadline, by deadline second.
 #[derive(Debug, Default)]
 pub struct ExpiryIndex {
-    buckets: BTreeMap<u64, HashSet<Bytes, KeyHasher>>,
+    buckets: BTreeMap<u64, HashSet<Key, KeyHasher>>,
     len: usize,
 }
 
@@ -28,7 +26,7 @@ impl ExpiryIndex {
     }
 
     /// Record that `key`'s deadline changed from `old` to `new`.
-    pub fn moved(&mut self, key: &Bytes, old: Option<u64>, new: Option<u64>) {
+    pub fn moved(&mut self, key: &Key, old: Option<u64>, new: Option<u64>) {
         if Self::same_bucket(old, new) {
             return;
         }
@@ -63,7 +61,7 @@ impl ExpiryIndex {
     /// Keys whose deadline second has fully passed at `now_ms`, earliest first. Keys due
     /// within the current second wait for the next one: reads never see them anyway, and
     /// the expiry cycle then never rescans keys that are not due yet.
-    pub fn candidates(&self, now_ms: u64) -> impl Iterator<Item = &Bytes> + '_ {
+    pub fn candidates(&self, now_ms: u64) -> impl Iterator<Item = &Key> + '_ {
         self.buckets
             .range(..now_ms / BUCKET_MS)
             .flat_map(|(_, keys)| keys.iter())
@@ -93,7 +91,7 @@ mod tests {
     #[test]
     fn moves_within_a_second_are_free_and_others_rebucket() {
         let mut ix = ExpiryIndex::default();
-        let k = Bytes::from("k");
+        let k = Key::new(b"k");
         ix.moved(&k, None, Some(1_500));
         ix.moved(&k, Some(1_500), Some(1_900));
         assert_eq!(ix.len(), 1);

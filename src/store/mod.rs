@@ -10,6 +10,7 @@
 //! of this depends only on the `now_ms` handed in, never on a clock (the determinism rule).
 
 pub mod expiry;
+pub mod key;
 pub mod snapshot;
 pub mod value;
 pub mod zset;
@@ -23,6 +24,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
+pub use key::Key;
 pub use value::{StrValue, Value};
 
 use expiry::ExpiryIndex;
@@ -67,10 +69,7 @@ fn shard_index(hash: u64) -> usize {
 
 /// The slot of `key` in its shard, found with one hash of the key. A free function over
 /// the shards alone, so callers keep the other fields of `Db` free to update meanwhile.
-fn slot<'a>(
-    shards: &'a mut [Shard],
-    key: &[u8],
-) -> (u64, RawEntryMut<'a, Bytes, Entry, KeyHasher>) {
+fn slot<'a>(shards: &'a mut [Shard], key: &[u8]) -> (u64, RawEntryMut<'a, Key, Entry, KeyHasher>) {
     let h = hash_key(key);
     let entry = shards[shard_index(h)]
         .raw_entry_mut()
@@ -108,7 +107,7 @@ impl Entry {
 /// A flag set when a watched key is modified (WATCH ... EXEC).
 pub type WatchFlag = Arc<AtomicBool>;
 
-type Shard = hashbrown::HashMap<Bytes, Entry, KeyHasher>;
+type Shard = hashbrown::HashMap<Key, Entry, KeyHasher>;
 
 /// One database.
 #[derive(Debug)]
@@ -210,11 +209,11 @@ impl Db {
                 let (write, out) = f(None);
                 let wrote = write.is_some();
                 if let Some((value, deadline)) = write {
-                    // A new key gets its own exact-size allocation (arguments are slices of
-                    // the request frame).
+                    // A new key gets its own copy (arguments are slices of the request
+                    // frame), inline when short.
                     let (k, _) = v.insert_hashed_nocheck(
                         h,
-                        Bytes::copy_from_slice(key),
+                        Key::new(key),
                         Entry {
                             value,
                             expires_at: deadline,
@@ -277,7 +276,6 @@ impl Db {
         };
         let (k, entry) = o.get_key_value_mut();
         let old = std::mem::replace(&mut entry.expires_at, deadline);
-        // The index shares the map's key allocation.
         self.expires.moved(k, old, deadline);
         true
     }
@@ -288,7 +286,7 @@ impl Db {
             .candidates(now_ms)
             .filter(|k| self.get_raw(k).is_some_and(|e| e.is_expired(now_ms)))
             .take(limit)
-            .cloned()
+            .map(Key::to_bytes)
             .collect()
     }
 
@@ -331,7 +329,7 @@ impl Db {
         &self,
         shard: usize,
         now_ms: u64,
-    ) -> impl Iterator<Item = (&Bytes, &Entry)> + '_ {
+    ) -> impl Iterator<Item = (&Key, &Entry)> + '_ {
         self.shards
             .get(shard)
             .into_iter()
@@ -340,7 +338,7 @@ impl Db {
     }
 
     /// All live entries (order is unspecified; callers sort where it matters).
-    pub fn entries(&self, now_ms: u64) -> impl Iterator<Item = (&Bytes, &Entry)> + '_ {
+    pub fn entries(&self, now_ms: u64) -> impl Iterator<Item = (&Key, &Entry)> + '_ {
         self.shards
             .iter()
             .flat_map(|s| s.iter())
@@ -391,7 +389,7 @@ impl Db {
     }
 
     /// Bookkeeping after an entry left its shard: watchers, count, deadline index.
-    fn forget(&mut self, key: &Bytes, entry: &Entry) {
+    fn forget(&mut self, key: &[u8], entry: &Entry) {
         self.touch(key);
         uncount(&mut self.len, &mut self.expires, key, entry);
     }
@@ -399,7 +397,7 @@ impl Db {
 
 /// The count and deadline-index part of [`Db::forget`], on the fields alone (for callers
 /// that still hold a shard borrow).
-fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &Bytes, entry: &Entry) {
+fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &[u8], entry: &Entry) {
     *len -= 1;
     if let Some(t) = entry.expires_at {
         expires.remove(t, key);

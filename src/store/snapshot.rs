@@ -10,7 +10,6 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::value::{HashValue, SetValue};
 use super::zset::SortedSet;
 use super::{Db, Entry, Keyspace, StrValue, Value, DATABASES};
 
@@ -60,9 +59,9 @@ fn value_of(v: SnapValue) -> Value {
     match v {
         SnapValue::Int(n) => Value::Str(StrValue::Int(n)),
         SnapValue::Raw(b) => Value::Str(StrValue::Raw(b)),
-        SnapValue::Hash(pairs) => Value::Hash(pairs.into_iter().collect::<HashValue>()),
+        SnapValue::Hash(pairs) => Value::Hash(Box::new(pairs.into_iter().collect())),
         SnapValue::List(items) => Value::List(items.into_iter().collect()),
-        SnapValue::Set(items) => Value::Set(items.into_iter().collect::<SetValue>()),
+        SnapValue::Set(items) => Value::Set(Box::new(items.into_iter().collect())),
         SnapValue::ZSet { skiplist, items } => Value::ZSet(SortedSet::from_snapshot(
             skiplist,
             items.into_iter().map(|(m, s)| (m, f64::from_bits(s))),
@@ -75,7 +74,7 @@ fn sorted_entries(db: &Db, now_ms: u64) -> Vec<SnapEntry> {
     let mut entries: Vec<SnapEntry> = db
         .entries(now_ms)
         .map(|(k, e)| SnapEntry {
-            key: k.clone(),
+            key: k.to_bytes(),
             expires_at: e.expires_at(),
             value: snap_value(&e.value),
         })
@@ -151,6 +150,7 @@ pub fn entry_digest(db: &Db, key: &[u8], now_ms: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::value::HashValue;
 
     fn sample() -> Keyspace {
         let mut ks = Keyspace::default();
@@ -161,7 +161,7 @@ mod tests {
         let mut h = HashValue::default();
         h.insert(Bytes::from("b"), Bytes::from("2"));
         h.insert(Bytes::from("a"), Bytes::from("1"));
-        db.set(Bytes::from("h"), Value::Hash(h));
+        db.set(Bytes::from("h"), Value::Hash(Box::new(h)));
         let mut z = SortedSet::new();
         z.insert(b"m", 1.5);
         z.insert(b"z", -0.0);

@@ -25,12 +25,13 @@ const ORDERED_REMOVE_MAX: usize = 512;
 pub enum Value {
     /// A string; integers are kept as integers (Redis's `int` encoding).
     Str(StrValue),
-    /// A hash of field -> value.
-    Hash(HashValue),
+    /// A hash of field -> value (boxed, like the set: the two large variants would
+    /// otherwise make every key's slot, strings included, 24 bytes larger).
+    Hash(Box<HashValue>),
     /// A list.
     List(VecDeque<Bytes>),
     /// A set.
-    Set(SetValue),
+    Set(Box<SetValue>),
     /// A sorted set.
     ZSet(SortedSet),
 }
