@@ -42,6 +42,37 @@ fn set_get_and_options() {
 }
 
 #[test]
+fn keys_and_values_on_both_sides_of_the_inline_sizes() {
+    // Keys of up to 30 bytes and string values of up to 38 live in the keyspace slot;
+    // longer ones on the heap. Both must behave the same, also when a value grows or
+    // shrinks across the limit.
+    let s = TestServer::start();
+    let mut c = s.conn();
+    for len in [29, 30, 31, 37, 38, 39, 100] {
+        let key = "k".repeat(len);
+        let value = "v".repeat(len);
+        assert_eq!(q::<String>(&mut c, &["SET", &key, &value]), "OK");
+        assert_eq!(q::<String>(&mut c, &["GET", &key]), value);
+        assert_eq!(q::<i64>(&mut c, &["STRLEN", &key]), len as i64);
+        assert_eq!(q::<i64>(&mut c, &["APPEND", &key, "xy"]), len as i64 + 2);
+        assert_eq!(q::<String>(&mut c, &["GET", &key]), format!("{value}xy"));
+        assert_eq!(
+            q::<i64>(&mut c, &["SETRANGE", &key, "0", "AB"]),
+            len as i64 + 2
+        );
+        assert_eq!(
+            q::<String>(&mut c, &["GETRANGE", &key, "0", "2"]),
+            format!("AB{}", &value[..1])
+        );
+        assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", &key]), vec![key.clone()]);
+        assert_eq!(q::<String>(&mut c, &["SET", &key, "short"]), "OK");
+        assert_eq!(q::<String>(&mut c, &["GET", &key]), "short");
+        assert_eq!(q::<i64>(&mut c, &["DEL", &key]), 1);
+        assert_eq!(q::<i64>(&mut c, &["EXISTS", &key]), 0);
+    }
+}
+
+#[test]
 fn counters_and_their_errors() {
     let s = TestServer::start();
     let mut c = s.conn();

@@ -28,6 +28,7 @@ use crate::limiter::{
     LimitError, Outcome,
 };
 use crate::protocol::Reply;
+use crate::store::value::StrBytes;
 use crate::store::{Db, Entry, StrValue, Value};
 
 /// The error for a negative `COST`.
@@ -131,7 +132,7 @@ fn update<T>(
             Err(e) => (None, Err(e)),
             Ok((None, out)) => (None, Ok(out)),
             Ok((Some((state, ttl_ms)), out)) => {
-                let value = Value::Str(StrValue::Raw(Bytes::from(state)));
+                let value = Value::Str(StrValue::Raw(StrBytes::new(&state)));
                 (Some((value, deadline_for(deadline, now, ttl_ms))), Ok(out))
             }
         }

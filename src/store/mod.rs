@@ -10,7 +10,7 @@
 //! of this depends only on the `now_ms` handed in, never on a clock (the determinism rule).
 
 pub mod expiry;
-pub mod key;
+pub mod small;
 pub mod snapshot;
 pub mod value;
 pub mod zset;
@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-pub use key::Key;
+pub use small::{Key, SmallBytes};
 pub use value::{StrValue, Value};
 
 use expiry::ExpiryIndex;

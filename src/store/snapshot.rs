@@ -10,6 +10,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::value::StrBytes;
 use super::zset::SortedSet;
 use super::{Db, Entry, Keyspace, StrValue, Value, DATABASES};
 
@@ -44,7 +45,7 @@ const VERSION: u32 = 1;
 fn snap_value(v: &Value) -> SnapValue {
     match v {
         Value::Str(StrValue::Int(n)) => SnapValue::Int(*n),
-        Value::Str(StrValue::Raw(b)) => SnapValue::Raw(b.clone()),
+        Value::Str(StrValue::Raw(b)) => SnapValue::Raw(b.to_bytes()),
         Value::Hash(h) => SnapValue::Hash(h.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
         Value::List(l) => SnapValue::List(l.iter().cloned().collect()),
         Value::Set(s) => SnapValue::Set(s.iter().cloned().collect()),
@@ -58,7 +59,7 @@ fn snap_value(v: &Value) -> SnapValue {
 fn value_of(v: SnapValue) -> Value {
     match v {
         SnapValue::Int(n) => Value::Str(StrValue::Int(n)),
-        SnapValue::Raw(b) => Value::Str(StrValue::Raw(b)),
+        SnapValue::Raw(b) => Value::Str(StrValue::Raw(StrBytes::new(&b))),
         SnapValue::Hash(pairs) => Value::Hash(Box::new(pairs.into_iter().collect())),
         SnapValue::List(items) => Value::List(items.into_iter().collect()),
         SnapValue::Set(items) => Value::Set(Box::new(items.into_iter().collect())),

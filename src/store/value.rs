@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use indexmap::{IndexMap, IndexSet};
 
+use super::small::{SmallBytes, VALUE_INLINE};
 use super::zset::SortedSet;
 use super::KeyHasher;
 
@@ -41,14 +42,17 @@ pub enum Value {
 pub enum StrValue {
     /// A string that is the canonical decimal text of an i64.
     Int(i64),
-    /// Any other bytes.
-    Raw(Bytes),
+    /// Any other bytes, inline when short.
+    Raw(StrBytes),
 }
+
+/// The bytes of a non-integer string value.
+pub type StrBytes = SmallBytes<VALUE_INLINE>;
 
 impl StrValue {
     /// Build from bytes, keeping canonical integers as integers. Raw bytes are copied
-    /// into an exact-size allocation: arguments are slices of a whole request frame,
-    /// which a long-lived value should not keep alive.
+    /// (inline when short, else into an exact-size allocation): arguments are slices of a
+    /// whole request frame, which a long-lived value should not keep alive.
     pub fn from_bytes(b: Bytes) -> StrValue {
         StrValue::from_slice(&b)
     }
@@ -57,7 +61,7 @@ impl StrValue {
     pub fn from_slice(b: &[u8]) -> StrValue {
         match parse_canonical_i64(b) {
             Some(n) => StrValue::Int(n),
-            None => StrValue::Raw(Bytes::copy_from_slice(b)),
+            None => StrValue::Raw(StrBytes::new(b)),
         }
     }
 
@@ -65,7 +69,7 @@ impl StrValue {
     pub fn to_bytes(&self) -> Bytes {
         match self {
             StrValue::Int(n) => Bytes::copy_from_slice(itoa::Buffer::new().format(*n).as_bytes()),
-            StrValue::Raw(b) => b.clone(),
+            StrValue::Raw(b) => b.to_bytes(),
         }
     }
 
@@ -121,7 +125,8 @@ impl Value {
         const ITEM: usize = 32;
         match self {
             Value::Str(StrValue::Int(_)) => 8,
-            Value::Str(StrValue::Raw(b)) => b.len() + ITEM,
+            Value::Str(StrValue::Raw(SmallBytes::Heap(b))) => b.len() + ITEM,
+            Value::Str(StrValue::Raw(SmallBytes::Inline(..))) => 0,
             Value::Hash(h) => h.iter().map(|(k, v)| k.len() + v.len() + 2 * ITEM).sum(),
             Value::List(l) => l.iter().map(|v| v.len() + ITEM).sum(),
             Value::Set(s) => s.iter().map(|v| v.len() + ITEM).sum(),

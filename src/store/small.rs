@@ -1,0 +1,149 @@
+//! Byte strings that live inside the hash-table slot when short: the keyspace's keys and
+//! string values.
+//!
+//! A lookup compares the wanted key with the stored one, and a limiter then reads its
+//! state. With the stored bytes in heap allocations of their own, each is one more cache
+//! miss after the slot's, and with many keys these misses were the largest single cost of
+//! a limiter call. Keys of up to [`KEY_INLINE`] bytes (most rate-limit keys:
+//! `rl:user:12345:60`) and string values of up to [`VALUE_INLINE`] bytes (every limiter
+//! state but a sliding log's) are kept in the slot; longer ones in an exact-size heap
+//! allocation. Copying a short one (the deadline index keeps a copy of each key with a
+//! TTL) is a plain copy, and a limiter rewrites its state in place.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+
+use bytes::Bytes;
+
+/// Longest key kept inline; a key is then 32 bytes, the size of a `Bytes`.
+pub const KEY_INLINE: usize = 30;
+/// Longest string value kept inline (a token or leaky bucket's state is 36 bytes); a
+/// value is then 40 bytes.
+pub const VALUE_INLINE: usize = 38;
+
+/// A key of the keyspace.
+pub type Key = SmallBytes<KEY_INLINE>;
+
+/// Bytes, inline when at most `N` long (`N` < 256).
+#[derive(Clone)]
+pub enum SmallBytes<const N: usize> {
+    /// Up to `N` bytes: the length and the bytes.
+    Inline(u8, [u8; N]),
+    /// Longer ones.
+    Heap(Box<[u8]>),
+}
+
+impl<const N: usize> SmallBytes<N> {
+    /// A copy of `bytes`.
+    pub fn new(bytes: &[u8]) -> Self {
+        if bytes.len() <= N {
+            let mut buf = [0; N];
+            buf[..bytes.len()].copy_from_slice(bytes);
+            SmallBytes::Inline(bytes.len() as u8, buf)
+        } else {
+            SmallBytes::Heap(bytes.into())
+        }
+    }
+
+    /// Replace the contents with a copy of `bytes`, in place when both fit inline.
+    pub fn set(&mut self, bytes: &[u8]) {
+        match self {
+            SmallBytes::Inline(len, buf) if bytes.len() <= N => {
+                buf[..bytes.len()].copy_from_slice(bytes);
+                *len = bytes.len() as u8;
+            }
+            _ => *self = SmallBytes::new(bytes),
+        }
+    }
+
+    /// The key's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            SmallBytes::Inline(len, buf) => &buf[..usize::from(*len)],
+            SmallBytes::Heap(b) => b,
+        }
+    }
+
+    /// A copy as `Bytes` (for replies and snapshots).
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::copy_from_slice(self.as_slice())
+    }
+}
+
+impl<const N: usize> Deref for SmallBytes<N> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl<const N: usize> Borrow<[u8]> for SmallBytes<N> {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl<const N: usize> AsRef<[u8]> for SmallBytes<N> {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+// Hashing and equality are those of the byte slice: maps look keys up by `&[u8]` with the
+// slice's hash, and re-hash stored keys when they grow, so the two must agree.
+impl<const N: usize> Hash for SmallBytes<N> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
+impl<const N: usize> PartialEq for SmallBytes<N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<const N: usize> Eq for SmallBytes<N> {}
+
+impl<const N: usize> fmt::Debug for SmallBytes<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&Bytes::copy_from_slice(self.as_slice()), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_keys_are_inline_and_all_keys_hash_and_compare_as_their_bytes() {
+        assert_eq!(std::mem::size_of::<Key>(), 32);
+        assert_eq!(std::mem::size_of::<SmallBytes<VALUE_INLINE>>(), 40);
+        let hasher = ahash::RandomState::new();
+        for len in [0, 1, 14, KEY_INLINE, KEY_INLINE + 1, 200] {
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let key = Key::new(&bytes);
+            assert_eq!(matches!(key, Key::Inline(..)), len <= KEY_INLINE);
+            assert_eq!(&key[..], &bytes[..]);
+            assert_eq!(key.to_bytes(), Bytes::from(bytes.clone()));
+            assert_eq!(hasher.hash_one(&key), hasher.hash_one(&bytes[..]));
+            assert_eq!(key.clone(), key);
+        }
+        assert_ne!(Key::new(b"a"), Key::new(b"a\0"));
+    }
+
+    #[test]
+    fn set_rewrites_in_place_while_the_bytes_fit() {
+        let mut v = SmallBytes::<4>::new(b"ab");
+        v.set(b"wxyz");
+        assert!(matches!(v, SmallBytes::Inline(4, _)));
+        assert_eq!(&v[..], b"wxyz");
+        v.set(b"longer");
+        assert!(matches!(v, SmallBytes::Heap(_)));
+        assert_eq!(&v[..], b"longer");
+        v.set(b"");
+        assert_eq!(&v[..], b"");
+    }
+}
