@@ -8,7 +8,8 @@
 //! `rl:user:12345:60`) and string values of up to [`VALUE_INLINE`] bytes (every limiter
 //! state but a sliding log's) are kept in the slot; longer ones in an exact-size heap
 //! allocation. Copying a short one (the deadline index keeps a copy of each key with a
-//! TTL) is a plain copy, and a limiter rewrites its state in place.
+//! TTL) is a plain copy, and a limiter's new state is copied into the slot without an
+//! allocation.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -26,7 +27,7 @@ pub const VALUE_INLINE: usize = 38;
 /// A key of the keyspace.
 pub type Key = SmallBytes<KEY_INLINE>;
 
-/// Bytes, inline when at most `N` long (`N` < 256).
+/// Bytes, inline when at most `N` long.
 #[derive(Clone)]
 pub enum SmallBytes<const N: usize> {
     /// Up to `N` bytes: the length and the bytes.
@@ -38,6 +39,7 @@ pub enum SmallBytes<const N: usize> {
 impl<const N: usize> SmallBytes<N> {
     /// A copy of `bytes`.
     pub fn new(bytes: &[u8]) -> Self {
+        const { assert!(N < 256, "the inline length is a u8") };
         if bytes.len() <= N {
             let mut buf = [0; N];
             buf[..bytes.len()].copy_from_slice(bytes);
@@ -47,18 +49,7 @@ impl<const N: usize> SmallBytes<N> {
         }
     }
 
-    /// Replace the contents with a copy of `bytes`, in place when both fit inline.
-    pub fn set(&mut self, bytes: &[u8]) {
-        match self {
-            SmallBytes::Inline(len, buf) if bytes.len() <= N => {
-                buf[..bytes.len()].copy_from_slice(bytes);
-                *len = bytes.len() as u8;
-            }
-            _ => *self = SmallBytes::new(bytes),
-        }
-    }
-
-    /// The key's bytes.
+    /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         match self {
             SmallBytes::Inline(len, buf) => &buf[..usize::from(*len)],
@@ -121,6 +112,8 @@ mod tests {
     fn short_keys_are_inline_and_all_keys_hash_and_compare_as_their_bytes() {
         assert_eq!(std::mem::size_of::<Key>(), 32);
         assert_eq!(std::mem::size_of::<SmallBytes<VALUE_INLINE>>(), 40);
+        // A string value's tag fits in the spare tag values of its bytes: no growth.
+        assert_eq!(std::mem::size_of::<crate::store::Value>(), 40);
         let hasher = ahash::RandomState::new();
         for len in [0, 1, 14, KEY_INLINE, KEY_INLINE + 1, 200] {
             let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
@@ -132,18 +125,5 @@ mod tests {
             assert_eq!(key.clone(), key);
         }
         assert_ne!(Key::new(b"a"), Key::new(b"a\0"));
-    }
-
-    #[test]
-    fn set_rewrites_in_place_while_the_bytes_fit() {
-        let mut v = SmallBytes::<4>::new(b"ab");
-        v.set(b"wxyz");
-        assert!(matches!(v, SmallBytes::Inline(4, _)));
-        assert_eq!(&v[..], b"wxyz");
-        v.set(b"longer");
-        assert!(matches!(v, SmallBytes::Heap(_)));
-        assert_eq!(&v[..], b"longer");
-        v.set(b"");
-        assert_eq!(&v[..], b"");
     }
 }
