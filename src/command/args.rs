@@ -163,7 +163,7 @@ pub fn write<'a, T: Kind>(
         if !create {
             return Ok(None);
         }
-        db.set(key.clone(), T::empty());
+        db.set(key, T::empty());
     }
     Ok(db
         .get_mut(key, now_ms)

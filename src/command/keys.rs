@@ -243,7 +243,7 @@ fn rename_generic(ctx: &mut Ctx, a: &[Bytes], nx: bool) -> Reply {
     }
     if let Some(entry) = db.remove(&a[1], now) {
         db.remove(&a[2], now);
-        db.insert(a[2].clone(), entry);
+        db.insert(&a[2], entry);
     }
     if nx {
         Reply::Integer(1)
@@ -422,7 +422,7 @@ pub fn move_(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     match ctx.ks.dbs[src].remove(&a[1], now) {
         Some(entry) => {
-            ctx.ks.dbs[dst].insert(a[1].clone(), entry);
+            ctx.ks.dbs[dst].insert(&a[1], entry);
             Reply::Integer(1)
         }
         None => Reply::Integer(0),
@@ -462,7 +462,7 @@ pub fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         dst.remove(&a[2], now);
     }
-    dst.insert(a[2].clone(), entry);
+    dst.insert(&a[2], entry);
     Reply::Integer(1)
 }
 

@@ -909,7 +909,7 @@ fn increx_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         };
         match db.get_mut(key, now) {
             Some(e) => e.value = value,
-            None => db.set_borrowed(key, value),
+            None => db.set(key, value),
         }
         match deadline {
             Some(_) if o.enx && has_ttl => {}

@@ -236,10 +236,7 @@ fn algebra_store(ctx: &mut Ctx, a: &[Bytes], op: Algebra) -> Reply {
         if members.is_empty() {
             db.remove(&a[1], now);
         } else {
-            db.set(
-                a[1].clone(),
-                Value::Set(Box::new(members.into_iter().collect())),
-            );
+            db.set(&a[1], Value::Set(Box::new(members.into_iter().collect())));
         }
         Ok(Reply::Integer(n))
     })())

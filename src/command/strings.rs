@@ -70,7 +70,7 @@ fn set_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     if a.len() == 3 {
         // Plain SET: no option can refuse it, so skip the lookups the options need.
-        ctx.db().set_borrowed(a[1], Value::string_from_slice(a[2]));
+        ctx.db().set(a[1], Value::string(a[2]));
         return Ok(Reply::ok());
     }
     let (mut nx, mut xx, mut get) = (false, false, false);
@@ -121,7 +121,7 @@ fn set_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         Ttl::Keep => db.get(key, now).and_then(Entry::expires_at),
         _ => None,
     };
-    db.set_borrowed(key, Value::string_from_slice(a[2]));
+    db.set(key, Value::string(a[2]));
     match ttl {
         Ttl::At(t) => {
             db.set_expiry(key, Some(t));
@@ -150,7 +150,7 @@ pub fn setnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if db.contains(&a[1], now) {
         return Reply::Integer(0);
     }
-    db.set(a[1].clone(), Value::string(a[2].clone()));
+    db.set(&a[1], Value::string(&a[2]));
     Reply::Integer(1)
 }
 
@@ -163,7 +163,7 @@ fn setex_generic(ctx: &mut Ctx, a: &[Bytes], unit_seconds: bool, name: &str) -> 
         Err(e) => return e,
     };
     let db = ctx.db();
-    db.set(a[1].clone(), Value::string(a[3].clone()));
+    db.set(&a[1], Value::string(&a[3]));
     db.set_expiry(&a[1], Some(deadline));
     Reply::ok()
 }
@@ -186,7 +186,7 @@ pub fn getset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Ok(v) => str_reply(v),
         Err(e) => return e,
     };
-    db.set(a[1].clone(), Value::string(a[2].clone()));
+    db.set(&a[1], Value::string(&a[2]));
     old
 }
 
@@ -272,7 +272,7 @@ pub fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     }
     let db = ctx.db();
     for pair in a[1..].chunks(2) {
-        db.set(pair[0].clone(), Value::string(pair[1].clone()));
+        db.set(&pair[0], Value::string(&pair[1]));
     }
     Reply::ok()
 }
@@ -288,7 +288,7 @@ pub fn msetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return Reply::Integer(0);
     }
     for pair in a[1..].chunks(2) {
-        db.set(pair[0].clone(), Value::string(pair[1].clone()));
+        db.set(&pair[0], Value::string(&pair[1]));
     }
     Reply::Integer(1)
 }
@@ -370,8 +370,8 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Err(_) => return Reply::err(NOT_FLOAT),
     };
     match db.get_mut(&a[1], now) {
-        Some(e) => e.value = Value::string(text.clone()),
-        None => db.set(a[1].clone(), Value::string(text.clone())),
+        Some(e) => e.value = Value::string(&text),
+        None => db.set(&a[1], Value::string(&text)),
     }
     Reply::Bulk(text)
 }
@@ -392,7 +392,7 @@ pub fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let len = buf.len() as i64;
     match db.get_mut(&a[1], now) {
         Some(e) => e.value = Value::string(buf),
-        None => db.set(a[1].clone(), Value::string(buf)),
+        None => db.set(&a[1], Value::string(buf)),
     }
     Reply::Integer(len)
 }
@@ -469,7 +469,7 @@ pub fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let len = buf.len() as i64;
     match db.get_mut(&a[1], now) {
         Some(e) => e.value = Value::string(buf),
-        None => db.set(a[1].clone(), Value::string(buf)),
+        None => db.set(&a[1], Value::string(buf)),
     }
     Reply::Integer(len)
 }

@@ -493,7 +493,7 @@ fn store_zset(ctx: &mut Ctx, key: &Bytes, items: Vec<(Bytes, f64)>) -> i64 {
         z.insert(m, *s);
     }
     let n = z.len() as i64;
-    db.set(key.clone(), Value::ZSet(z));
+    db.set(key, Value::ZSet(z));
     n
 }
 

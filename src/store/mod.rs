@@ -232,21 +232,12 @@ impl Db {
     }
 
     /// Insert or replace `key` with a value and no deadline.
-    pub fn set(&mut self, key: Bytes, value: Value) {
-        self.set_borrowed(&key, value);
-    }
-
-    /// [`Db::set`] for a borrowed key (a new key is copied either way).
-    pub fn set_borrowed(&mut self, key: &[u8], value: Value) {
-        self.insert_borrowed(key, Entry::new(value));
+    pub fn set(&mut self, key: &[u8], value: Value) {
+        self.insert(key, Entry::new(value));
     }
 
     /// Insert or replace `key` with an entry (keeping the entry's deadline).
-    pub fn insert(&mut self, key: Bytes, entry: Entry) {
-        self.insert_borrowed(&key, entry);
-    }
-
-    fn insert_borrowed(&mut self, key: &[u8], entry: Entry) {
+    pub fn insert(&mut self, key: &[u8], entry: Entry) {
         // Whatever is there, live or expired, is replaced: `modify` writes in place (a
         // replaced key keeps its allocation) or inserts a copy of the key.
         self.modify(key, 0, |_| (Some((entry.value, entry.expires_at)), ()));
@@ -281,18 +272,21 @@ impl Db {
     }
 
     /// Up to `limit` keys whose deadline passed before the current second of `now_ms`.
-    pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
+    fn due(&self, now_ms: u64, limit: usize) -> impl Iterator<Item = &Key> + '_ {
         self.expires
             .candidates(now_ms)
-            .filter(|k| self.get_raw(k).is_some_and(|e| e.is_expired(now_ms)))
+            .filter(move |k| self.get_raw(k).is_some_and(|e| e.is_expired(now_ms)))
             .take(limit)
-            .map(Key::to_bytes)
-            .collect()
+    }
+
+    /// [`Db::due`]'s keys, copied for an expiry entry.
+    pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
+        self.due(now_ms, limit).map(Key::to_bytes).collect()
     }
 
     /// Delete up to `limit` expired keys; returns how many were deleted.
     pub fn delete_expired(&mut self, now_ms: u64, limit: usize) -> usize {
-        let due = self.due_keys(now_ms, limit);
+        let due: Vec<Key> = self.due(now_ms, limit).cloned().collect();
         for k in &due {
             self.remove_raw(k);
         }
@@ -439,7 +433,7 @@ mod tests {
     #[test]
     fn expired_keys_are_invisible_then_deleted() {
         let mut db = Db::default();
-        db.set(key("a"), Value::string("1"));
+        db.set(b"a", Value::string("1"));
         assert!(db.set_expiry(b"a", Some(100)));
         assert!(db.get(b"a", 99).is_some());
         assert!(db.get(b"a", 100).is_none());
@@ -453,7 +447,7 @@ mod tests {
     fn delete_expired_uses_the_deadline_index() {
         let mut db = Db::default();
         for i in 0..10u64 {
-            db.set(key(&format!("k{i}")), Value::string("x"));
+            db.set(format!("k{i}").as_bytes(), Value::string("x"));
             db.set_expiry(format!("k{i}").as_bytes(), Some(i * 1000 + 500));
         }
         // Keys due in the current second wait for the next cycle after it.
@@ -468,7 +462,7 @@ mod tests {
     fn keys_stay_reachable_as_shards_grow_and_shrink() {
         let mut db = Db::default();
         for i in 0..50_000u64 {
-            db.set(key(&format!("key:{i}")), Value::string("x"));
+            db.set(format!("key:{i}").as_bytes(), Value::string("x"));
             if i % 3 == 0 {
                 db.set_expiry(format!("key:{i}").as_bytes(), Some(10));
             }
@@ -488,9 +482,9 @@ mod tests {
     #[test]
     fn replacing_an_entry_drops_its_old_deadline() {
         let mut db = Db::default();
-        db.set(key("a"), Value::string("1"));
+        db.set(b"a", Value::string("1"));
         db.set_expiry(b"a", Some(10));
-        db.set(key("a"), Value::string("2"));
+        db.set(b"a", Value::string("2"));
         assert_eq!(db.expires_count(), 0);
         assert!(db.get(b"a", 1000).is_some());
     }
@@ -500,9 +494,9 @@ mod tests {
         let mut db = Db::default();
         let flag = WatchFlag::default();
         db.watch(key("w"), flag.clone());
-        db.set(key("other"), Value::string("1"));
+        db.set(b"other", Value::string("1"));
         assert!(!flag.load(Ordering::Relaxed));
-        db.set(key("w"), Value::string("1"));
+        db.set(b"w", Value::string("1"));
         assert!(flag.load(Ordering::Relaxed));
     }
 }

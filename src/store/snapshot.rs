@@ -109,7 +109,7 @@ pub fn decode(bytes: &[u8]) -> Result<Keyspace, String> {
         for e in entries {
             let mut entry = Entry::new(value_of(e.value));
             entry.expires_at = e.expires_at;
-            db.insert(e.key, entry);
+            db.insert(&e.key, entry);
         }
     }
     Ok(ks)
@@ -156,17 +156,17 @@ mod tests {
     fn sample() -> Keyspace {
         let mut ks = Keyspace::default();
         let db = &mut ks.dbs[0];
-        db.set(Bytes::from("s"), Value::string("hello"));
-        db.set(Bytes::from("n"), Value::string("42"));
+        db.set(b"s", Value::string("hello"));
+        db.set(b"n", Value::string("42"));
         db.set_expiry(b"n", Some(5_000));
         let mut h = HashValue::default();
         h.insert(Bytes::from("b"), Bytes::from("2"));
         h.insert(Bytes::from("a"), Bytes::from("1"));
-        db.set(Bytes::from("h"), Value::Hash(Box::new(h)));
+        db.set(b"h", Value::Hash(Box::new(h)));
         let mut z = SortedSet::new();
         z.insert(b"m", 1.5);
         z.insert(b"z", -0.0);
-        ks.dbs[3].set(Bytes::from("z"), Value::ZSet(z));
+        ks.dbs[3].set(b"z", Value::ZSet(z));
         ks
     }
 
@@ -190,7 +190,7 @@ mod tests {
         let ks = sample();
         let base = digest(&ks, 0);
         let mut other = sample();
-        other.dbs[0].set(Bytes::from("s"), Value::string("hellO"));
+        other.dbs[0].set(b"s", Value::string("hellO"));
         assert_ne!(base, digest(&other, 0));
         let mut other = sample();
         other.dbs[0].set_expiry(b"s", Some(9));
@@ -208,7 +208,7 @@ mod tests {
         assert_ne!(before, absent);
         // Expiry makes the key absent.
         assert_eq!(entry_digest(&ks.dbs[0], b"n", 5_000), absent);
-        ks.dbs[0].set(Bytes::from("s"), Value::string("other"));
+        ks.dbs[0].set(b"s", Value::string("other"));
         assert_ne!(before, entry_digest(&ks.dbs[0], b"s", 0));
     }
 

@@ -53,11 +53,6 @@ impl StrValue {
     /// Build from bytes, keeping canonical integers as integers. Raw bytes are copied
     /// (inline when short, else into an exact-size allocation): arguments are slices of a
     /// whole request frame, which a long-lived value should not keep alive.
-    pub fn from_bytes(b: Bytes) -> StrValue {
-        StrValue::from_slice(&b)
-    }
-
-    /// [`StrValue::from_bytes`] for borrowed bytes.
     pub fn from_slice(b: &[u8]) -> StrValue {
         match parse_canonical_i64(b) {
             Some(n) => StrValue::Int(n),
@@ -88,14 +83,9 @@ impl StrValue {
 }
 
 impl Value {
-    /// A string value from bytes.
-    pub fn string(b: impl Into<Bytes>) -> Value {
-        Value::Str(StrValue::from_bytes(b.into()))
-    }
-
-    /// A string value of borrowed bytes (copied, or kept as an integer).
-    pub fn string_from_slice(b: &[u8]) -> Value {
-        Value::Str(StrValue::from_slice(b))
+    /// A string value of a copy of `b` (or an integer; see [`StrValue::from_slice`]).
+    pub fn string(b: impl AsRef<[u8]>) -> Value {
+        Value::Str(StrValue::from_slice(b.as_ref()))
     }
 
     /// The name TYPE reports.
@@ -201,11 +191,11 @@ mod tests {
 
     #[test]
     fn int_strings_round_trip() {
-        let v = StrValue::from_bytes(Bytes::from_static(b"123"));
+        let v = StrValue::from_slice(b"123");
         assert_eq!(v, StrValue::Int(123));
         assert_eq!(v.to_bytes(), Bytes::from_static(b"123"));
         assert_eq!(v.len(), 3);
-        let r = StrValue::from_bytes(Bytes::from_static(b"0123"));
+        let r = StrValue::from_slice(b"0123");
         assert_eq!(r.len(), 4);
     }
 }
