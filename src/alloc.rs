@@ -17,6 +17,24 @@ pub fn allocated() -> usize {
     ALLOCATED.load(Ordering::Relaxed)
 }
 
+extern "C" {
+    // Part of mimalloc's C API (libmimalloc-sys declares it only with its `extended`
+    // feature): the version as major * 10000 + minor * 100 + patch.
+    fn mi_version() -> std::ffi::c_int;
+}
+
+/// The allocator's name for INFO's `mem_allocator`: `mimalloc-<version>` once
+/// [`CountingAlloc`] is installed (the binary installs it), `libc` when it is not (a test
+/// embedding the server without it).
+pub fn name() -> String {
+    if allocated() == 0 {
+        return "libc".to_string();
+    }
+    // SAFETY: a plain C function without arguments, linked in by libmimalloc-sys.
+    let v = unsafe { mi_version() };
+    format!("mimalloc-{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
+}
+
 /// The system allocator, counting live bytes.
 pub struct CountingAlloc;
 

@@ -89,6 +89,9 @@ fn flushall_gives_the_keyspace_memory_back() {
             .expect("used_memory in INFO memory")
     };
     let before = used(&mut c);
+    // This crate installs the server binary's allocator, so INFO names it as the binary's does.
+    let info = q::<String>(&mut c, &["INFO", "memory"]);
+    assert!(info.contains("\r\nmem_allocator:mimalloc-3."), "{info}");
     // Loaded over a second connection, closed afterwards, so that neither side's
     // pipeline buffers count.
     let mut loader = s.conn();

@@ -56,8 +56,9 @@ pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
         let used = used_memory();
         let _ = write!(
             out,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\nmem_allocator:libc\r\n\r\n",
-            human_bytes(used)
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\nmem_allocator:{}\r\n\r\n",
+            human_bytes(used),
+            crate::alloc::name()
         );
     }
     if want("stats") {
