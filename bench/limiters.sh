@@ -10,12 +10,19 @@
 # Then it measures memory per limiter key: INFO used_memory before/after creating
 # 100,000 token buckets on each server (Tollgate LIMIT.TOKEN, Redis the Lua script's hash).
 #
-#   bench/limiters.sh [requests]        (default 200000 per row)
-#   RPORT/TPORT/CLIENTS/CARGO_TARGET_DIR override the defaults.
+# This machine is noisy (Redis INCR alone varies by 30% from one run to the next), so each
+# row is REPS rounds of Redis INCR then the Tollgate command, back to back; printed are the
+# median rps of each side and the median of the rounds' ratios.
+#
+#   bench/limiters.sh [requests]        (default 200000 per run)
+#   RPORT/TPORT/CLIENTS/REPS/PIPELINES/CARGO_TARGET_DIR override the defaults (REPS=3,
+#   PIPELINES="1 32").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
 CLIENTS=${CLIENTS:-50}
+REPS=${REPS:-3}
+PIPELINES=${PIPELINES:-1 32}
 RPORT=${RPORT:-6396}
 TPORT=${TPORT:-6397}
 KEYS_FOR_MEMORY=100000
@@ -60,6 +67,9 @@ rps() {
 
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
 
+# median <numbers...> -> their median (the lower middle one for an even count)
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+
 # shellcheck source=bench/limiter_rows.sh
 source bench/limiter_rows.sh
 declare -a ROWS=(
@@ -71,25 +81,31 @@ declare -a ROWS=(
 
 printf '%-14s %-4s %12s %12s %12s %10s %10s\n' \
   command pipe tollgate_rps redis_incr redis_lua vs_incr vs_lua
-for P in 1 32; do
+for P in $PIPELINES; do
   # shellcheck disable=SC2086
   LUA_RPS=$(rps "$RPORT" "$P" EVALSHA "$SHA" 0 __rand_int__ 1000000 1000 10 1 "$NOW_MS")
   for row in "${ROWS[@]}"; do
     name=${row%%|*}
-    # Redis INCR is measured right before each row, so that machine noise (this is a
-    # shared 2-core machine) hits both sides of a ratio alike.
-    INCR_RPS=$(rps "$RPORT" "$P" INCR n:__rand_int__)
-    # shellcheck disable=SC2086
-    t=$(rps "$TPORT" "$P" ${row#*|})
-    if [ -z "$t" ]; then
+    # Redis INCR is measured right before each Tollgate run, so that machine noise (this
+    # is a shared 2-core machine) hits both sides of a ratio alike.
+    incr=() tg=() ratios=()
+    for _ in $(seq 1 "$REPS"); do
+      i=$(rps "$RPORT" "$P" INCR n:__rand_int__)
+      # shellcheck disable=SC2086
+      t=$(rps "$TPORT" "$P" ${row#*|})
+      [ -n "$t" ] && [ -n "$i" ] || break
+      incr+=("$i") tg+=("$t") ratios+=("$(python3 -c "print($t / $i)")")
+    done
+    if [ "${#tg[@]}" -lt "$REPS" ]; then
       printf '%-14s %-4s %12s\n' "$name" "$P" failed
       continue
     fi
+    t=$(median "${tg[@]}") INCR_RPS=$(median "${incr[@]}") r=$(median "${ratios[@]}")
     printf '%-14s %-4s %12s %12s %12s %10s %10s\n' "$name" "$P" "$t" "$INCR_RPS" "$LUA_RPS" \
-      "$(ratio "$t" "$INCR_RPS")" "$(ratio "$t" "$LUA_RPS")"
+      "$(python3 -c "print(f'{$r:.2f}x')")" "$(ratio "$t" "$LUA_RPS")"
   done
 done
-echo "(INCR row on Tollgate is its plain counter, for reference)"
+echo "(medians of $REPS rounds; vs_incr is the median of the rounds' ratios; the INCR row on Tollgate is its plain counter, for reference)"
 
 # Memory per limiter key: 100,000 distinct buckets, one request each, long refill
 # periods so nothing expires while we measure.
