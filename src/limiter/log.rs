@@ -121,23 +121,164 @@ pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) 
 
 /// [`evaluate`] on an encoded state, returning the encoded state to store,
 /// without building a [`State`]; `None` when `bytes` are not a log state.
+///
+/// One validating pass over the bytes finds the window's first live entry, the units
+/// still in the window and the newest entry. The new state is then written from the
+/// old bytes: the first live entry with an absolute timestamp, the following entries'
+/// bytes as they are (their deltas do not change), and the request at the end. So a
+/// call costs one decoding pass and a copy, whatever the log holds; a clock stepping
+/// back behind the newest entry (rare) takes the general path.
 pub fn evaluate_encoded(
     bytes: Option<&[u8]>,
     params: &Params,
     cost: u64,
     now_ms: u64,
 ) -> Option<Outcome<Vec<u8>>> {
-    let mut entries = match bytes {
-        Some(b) => decode_entries(b, 1)?,
-        None => Vec::new(),
+    let window = params.window_ms;
+    let (bytes, scan) = match bytes {
+        Some(b) => (b, scan(b, window, now_ms)?),
+        None => (&[][..], Scan::default()),
     };
-    let (decision, admit) = decide(&entries, params, cost, now_ms);
-    let new_state = admit.map(|(first_live, at)| {
-        entries.drain(..first_live);
-        record(&mut entries, at, cost);
-        encode_entries(&entries)
-    });
+    if scan.last.is_some_and(|l| l.at > now_ms) {
+        let mut entries = decode_entries(bytes, 1)?;
+        let (decision, admit) = decide(&entries, params, cost, now_ms);
+        let new_state = admit.map(|(first_live, at)| {
+            entries.drain(..first_live);
+            record(&mut entries, at, cost);
+            encode_entries(&entries)
+        });
+        return Some(Outcome::new(decision, new_state));
+    }
+    // From here no entry is newer than `now_ms`: the request is stamped `now_ms`.
+    let live = scan.first_live;
+    let tally = Tally::new(params.limit, scan.used, cost);
+    let wait = || {
+        let must_leave = scan.used.saturating_add(cost) - params.limit;
+        let mut left = 0u64;
+        let leaves_at = live
+            .and_then(|(_, first)| {
+                live_from(bytes, first).find(|&(_, units)| {
+                    left = left.saturating_add(units);
+                    left >= must_leave
+                })
+            })
+            .map_or(now_ms, |(at, _)| at.saturating_add(window));
+        leaves_at.saturating_sub(now_ms)
+    };
+    let newest = if tally.writes() {
+        Some(now_ms)
+    } else {
+        live.and(scan.last).map(|l| l.at)
+    };
+    let reset_after_ms = newest.map_or(0, |t| t.saturating_add(window).saturating_sub(now_ms));
+    let decision = tally.decision(wait, reset_after_ms);
+    let new_state = tally.writes().then(|| append(bytes, &scan, cost, now_ms));
     Some(Outcome::new(decision, new_state))
+}
+
+/// Where an entry sits in an encoded log, and what it holds.
+#[derive(Debug, Clone, Copy)]
+struct Spot {
+    /// Offsets of its first byte, of its units and past its end.
+    start: usize,
+    units_at: usize,
+    end: usize,
+    at: u64,
+    units: u64,
+}
+
+/// What one pass over an encoded log finds for a request at `now_ms`.
+#[derive(Debug, Default)]
+struct Scan {
+    entries: u64,
+    /// The first entry still in the window, with its index.
+    first_live: Option<(u64, Spot)>,
+    /// The units of the entries in the window.
+    used: u64,
+    last: Option<Spot>,
+}
+
+/// Reads an encoded log as [`decode_entries`] does (the same checks, `None` for the
+/// same inputs) without collecting its entries.
+fn scan(bytes: &[u8], window: u64, now_ms: u64) -> Option<Scan> {
+    let mut r = Reader::open(bytes, Algorithm::Log)?;
+    let entries = r.varint()?;
+    if entries > MAX_LIMIT {
+        return None;
+    }
+    let offset = |r: &Reader| bytes.len() - r.rest.len();
+    let mut s = Scan {
+        entries,
+        ..Scan::default()
+    };
+    for i in 0..entries {
+        let start = offset(&r);
+        let at = match s.last {
+            None => r.u64()?,
+            Some(p) => match r.varint()? {
+                0 => return None,
+                delta => p.at.checked_add(delta)?,
+            },
+        };
+        let units_at = offset(&r);
+        let units = r.varint()?;
+        if units == 0 {
+            return None;
+        }
+        let spot = Spot {
+            start,
+            units_at,
+            end: offset(&r),
+            at,
+            units,
+        };
+        if s.first_live.is_none() && at.saturating_add(window) > now_ms {
+            s.first_live = Some((i, spot));
+        }
+        if s.first_live.is_some() {
+            s.used = s.used.saturating_add(units);
+        }
+        s.last = Some(spot);
+    }
+    r.finish(s)
+}
+
+/// The entries from `first` to the end of a log that [`scan`] accepted.
+fn live_from(bytes: &[u8], first: Spot) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let mut r = Reader {
+        rest: &bytes[first.end..],
+    };
+    let mut at = first.at;
+    std::iter::once((first.at, first.units)).chain(std::iter::from_fn(move || {
+        at = at.saturating_add(r.varint()?);
+        Some((at, r.varint()?))
+    }))
+}
+
+/// The log of `scan` without the entries that left the window, with `cost` units
+/// recorded at `now_ms` (no entry being newer), encoded as [`encode_entries`] would.
+fn append(bytes: &[u8], scan: &Scan, cost: u64, now_ms: u64) -> Vec<u8> {
+    let (Some((index, first)), Some(last)) = (scan.first_live, scan.last) else {
+        return encode_entries(&[(now_ms, cost)]);
+    };
+    let merge = last.at == now_ms;
+    let entries = scan.entries - index + u64::from(!merge);
+    let mut out = encoder(Algorithm::Log, 20 + last.end - first.end);
+    put_varint(&mut out, entries);
+    put_u64(&mut out, first.at);
+    let last_units = if merge { last.units + cost } else { last.units };
+    if first.start == last.start {
+        put_varint(&mut out, last_units);
+    } else {
+        put_varint(&mut out, first.units);
+        out.extend_from_slice(&bytes[first.end..last.units_at]);
+        put_varint(&mut out, last_units);
+    }
+    if !merge {
+        put_varint(&mut out, now_ms - last.at);
+        put_varint(&mut out, cost);
+    }
+    out
 }
 
 /// Adds `cost` units at `at` (not before the newest entry) to a log.
@@ -344,6 +485,43 @@ mod tests {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
             let _ = State::decode(&bytes);
+        }
+
+        /// The encoded path reads any bytes as decoding them would: the same logs
+        /// accepted, the same decision and the same new state, around the window's edge,
+        /// with units near the limit and with one byte of the encoding changed.
+        #[test]
+        fn the_encoded_path_agrees_with_decoding_any_bytes(
+            entries in proptest::collection::vec((0u64..5_000, 1u64..30), 0..30),
+            corrupt in proptest::option::of((
+                0usize..400,
+                prop_oneof![Just(0u8), Just(1), Just(0x80), Just(0xff), proptest::num::u8::ANY],
+            )),
+            limit in 1u64..120,
+            window in 1u64..3_000,
+            cost in 0u64..40,
+            now in 0u64..8_000,
+        ) {
+            let mut entries = entries;
+            entries.sort();
+            entries.dedup_by_key(|e| e.0);
+            let mut bytes = encode_entries(&entries);
+            if let Some((at, byte)) = corrupt {
+                let at = at % bytes.len();
+                bytes[at] = byte;
+            }
+            let p = Params::new(limit, window).unwrap();
+            let enc = evaluate_encoded(Some(&bytes), &p, cost, now);
+            match State::decode(&bytes) {
+                None => prop_assert!(enc.is_none()),
+                Some(state) => {
+                    let out = evaluate(Some(&state), &p, cost, now);
+                    let enc = enc.expect("a log that decodes");
+                    prop_assert_eq!(enc.decision, out.decision);
+                    prop_assert_eq!(enc.ttl_ms, out.ttl_ms);
+                    prop_assert_eq!(enc.new_state, out.new_state.as_ref().map(State::encode));
+                }
+            }
         }
     }
 }
