@@ -115,11 +115,15 @@ fn encode_holders(clock: u64, holders: &[Holder<'_>]) -> Vec<u8> {
     put_u64(&mut out, clock);
     put_varint(&mut out, holders.len() as u64);
     for &(id, expires) in holders {
-        put_varint(&mut out, id.len() as u64);
-        out.extend_from_slice(id);
-        put_u64(&mut out, expires);
+        put_holder(&mut out, id, expires);
     }
     out
+}
+
+fn put_holder(out: &mut Vec<u8>, id: &[u8], expires: u64) {
+    put_varint(out, id.len() as u64);
+    out.extend_from_slice(id);
+    put_u64(out, expires);
 }
 
 /// The clock and holders of an encoded state, ids borrowed from `bytes`.
@@ -170,12 +174,22 @@ pub fn acquire(state: Option<&State>, params: &Params, id: &[u8], now_ms: u64) -
 /// [`acquire`] on an encoded state, returning the encoded state to store:
 /// the same decision without building owned holders. `None` when `bytes`
 /// are not a concurrency state.
+///
+/// An admission, the usual case, takes one validating pass over the bytes and writes
+/// the live holders' encodings back as they are, with the caller's holder inserted or
+/// renewed in its place. A rejection (which needs the other leases' expiries sorted)
+/// decodes the holders instead.
 pub fn acquire_encoded(
     bytes: Option<&[u8]>,
     params: &Params,
     id: &[u8],
     now_ms: u64,
 ) -> Option<Outcome<Vec<u8>>> {
+    if let Some(b) = bytes {
+        if let Some(out) = acquire_in_place(b, params, id, now_ms)? {
+            return Some(out);
+        }
+    }
     let stored = match bytes {
         Some(b) => Some(decode_holders(b)?),
         None => None,
@@ -186,6 +200,94 @@ pub fn acquire_encoded(
         new_state: out.new_state.map(|(clock, h)| encode_holders(clock, &h)),
         ttl_ms: out.ttl_ms,
     })
+}
+
+/// The admission path of [`acquire_encoded`]: `None` when `bytes` are not a
+/// concurrency state, `Some(None)` when `id` is not admitted.
+fn acquire_in_place(
+    bytes: &[u8],
+    params: &Params,
+    id: &[u8],
+    now_ms: u64,
+) -> Option<Option<Outcome<Vec<u8>>>> {
+    let mut r = Reader::open(bytes, Algorithm::Concurrency)?;
+    let clock = r.u64()?;
+    let now = clock.max(now_ms);
+    let n = r.varint()?;
+    let offset = |r: &Reader| bytes.len() - r.rest.len();
+    // The live holders' encodings as byte ranges, runs of neighbours merged, split
+    // where the caller's holder goes (`mine`: the range index it goes before, and its
+    // current expiry if it holds a live lease).
+    let mut live: Vec<(usize, usize)> = Vec::new();
+    let (mut count, mut last_expiry) = (0u64, None::<u64>);
+    let mut mine: Option<(usize, Option<u64>)> = None;
+    let mut previous: Option<&[u8]> = None;
+    for _ in 0..n {
+        let start = offset(&r);
+        let len = usize::try_from(r.varint()?).ok()?;
+        let holder = r.bytes(len)?;
+        let expires = r.u64()?;
+        if previous.is_some_and(|p| p >= holder) {
+            return None;
+        }
+        previous = Some(holder);
+        if mine.is_none() && holder >= id {
+            mine = Some((live.len(), None));
+            if holder == id {
+                if expires > now {
+                    mine = Some((live.len(), Some(expires)));
+                    count += 1;
+                }
+                continue;
+            }
+        }
+        if expires <= now {
+            continue;
+        }
+        count += 1;
+        last_expiry = last_expiry.max(Some(expires));
+        // A run may not grow across the place the caller's holder goes.
+        let split = mine.is_some_and(|(at, _)| at == live.len());
+        match live.last_mut() {
+            Some(run) if run.1 == start && !split => run.1 = offset(&r),
+            _ => live.push((start, offset(&r))),
+        }
+    }
+    if !r.is_empty() {
+        return None;
+    }
+    let (at, held) = mine.unwrap_or((live.len(), None));
+    let others = count - u64::from(held.is_some());
+    if others >= params.limit {
+        return Some(None);
+    }
+    let expires = held.unwrap_or(0).max(now.saturating_add(params.lease_ms));
+    let last_expiry = last_expiry.max(Some(expires)).unwrap_or(expires);
+    let size: usize = live.iter().map(|r| r.1 - r.0).sum();
+    let mut out = encoder(Algorithm::Concurrency, 28 + size + id.len());
+    put_u64(&mut out, now);
+    put_varint(&mut out, others + 1);
+    for (i, run) in live.iter().enumerate() {
+        if i == at {
+            put_holder(&mut out, id, expires);
+        }
+        out.extend_from_slice(&bytes[run.0..run.1]);
+    }
+    if at == live.len() {
+        put_holder(&mut out, id, expires);
+    }
+    let decision = Decision {
+        allowed: true,
+        limit: params.limit,
+        remaining: params.limit.saturating_sub(others + 1),
+        retry_after_ms: -1,
+        reset_after_ms: last_expiry.saturating_sub(now_ms),
+    };
+    Some(Some(Outcome {
+        decision,
+        new_state: Some(out),
+        ttl_ms: ttl_for(decision.reset_after_ms),
+    }))
 }
 
 /// The acquire algorithm on a stored clock and holders (`None` = no state);
@@ -497,6 +599,45 @@ mod tests {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..80)) {
             let _ = State::decode(&bytes);
+        }
+
+        /// The encoded path reads any bytes as decoding them would: the same states
+        /// accepted, the same decision and the same new state, with ids before, between
+        /// and after the holders, live and expired leases, and one byte changed.
+        #[test]
+        fn the_encoded_path_agrees_with_decoding_any_bytes(
+            clock in 0u64..3_000,
+            holders in proptest::collection::btree_map(
+                proptest::collection::vec(0u8..4, 0..3),
+                0u64..4_000,
+                0..12,
+            ),
+            corrupt in proptest::option::of((
+                0usize..400,
+                prop_oneof![Just(0u8), Just(1), Just(0x80), Just(0xff), proptest::num::u8::ANY],
+            )),
+            limit in 1u64..14,
+            lease in 1u64..2_000,
+            id in proptest::collection::vec(0u8..4, 0..3),
+            now in 0u64..4_000,
+        ) {
+            let mut bytes = State { clock, holders: holders.into_iter().collect() }.encode();
+            if let Some((at, byte)) = corrupt {
+                let at = at % bytes.len();
+                bytes[at] = byte;
+            }
+            let p = Params::new(limit, lease).unwrap();
+            let enc = acquire_encoded(Some(&bytes), &p, &id, now);
+            match State::decode(&bytes) {
+                None => prop_assert!(enc.is_none()),
+                Some(state) => {
+                    let out = acquire(Some(&state), &p, &id, now);
+                    let enc = enc.expect("a state that decodes");
+                    prop_assert_eq!(enc.decision, out.decision);
+                    prop_assert_eq!(enc.ttl_ms, out.ttl_ms);
+                    prop_assert_eq!(enc.new_state, out.new_state.as_ref().map(State::encode));
+                }
+            }
         }
     }
 }
