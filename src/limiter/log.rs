@@ -206,40 +206,58 @@ fn scan(bytes: &[u8], window: u64, now_ms: u64) -> Option<Scan> {
     if entries > MAX_LIMIT {
         return None;
     }
-    let offset = |r: &Reader| bytes.len() - r.rest.len();
     let mut s = Scan {
         entries,
         ..Scan::default()
     };
-    for i in 0..entries {
-        let start = offset(&r);
-        let at = match s.last {
-            None => r.u64()?,
-            Some(p) => match r.varint()? {
-                0 => return None,
-                delta => p.at.checked_add(delta)?,
-            },
-        };
-        let units_at = offset(&r);
-        let units = r.varint()?;
+    if entries == 0 {
+        return r.finish(s);
+    }
+    let offset = |r: &Reader| bytes.len() - r.rest.len();
+    // The entry being read: where it starts and where its units start, and its fields.
+    let start = offset(&r);
+    let mut at = r.u64()?;
+    let mut spot = (start, offset(&r));
+    let mut units = r.varint()?;
+    let mut i = 0;
+    loop {
         if units == 0 {
             return None;
         }
-        let spot = Spot {
-            start,
-            units_at,
-            end: offset(&r),
-            at,
-            units,
-        };
         if s.first_live.is_none() && at.saturating_add(window) > now_ms {
-            s.first_live = Some((i, spot));
+            let (start, units_at) = spot;
+            let first = Spot {
+                start,
+                units_at,
+                end: offset(&r),
+                at,
+                units,
+            };
+            s.first_live = Some((i, first));
         }
         if s.first_live.is_some() {
             s.used = s.used.saturating_add(units);
         }
-        s.last = Some(spot);
+        i += 1;
+        if i == entries {
+            break;
+        }
+        let start = offset(&r);
+        at = match r.varint()? {
+            0 => return None,
+            delta => at.checked_add(delta)?,
+        };
+        spot = (start, offset(&r));
+        units = r.varint()?;
     }
+    let (start, units_at) = spot;
+    s.last = Some(Spot {
+        start,
+        units_at,
+        end: offset(&r),
+        at,
+        units,
+    });
     r.finish(s)
 }
 

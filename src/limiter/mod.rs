@@ -479,6 +479,13 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self) -> Option<u64> {
+        // Most varints are one byte (a log's deltas and units, lengths of ids).
+        if let Some((&byte, rest)) = self.rest.split_first() {
+            if byte < 0x80 {
+                self.rest = rest;
+                return Some(u64::from(byte));
+            }
+        }
         let mut value = 0u64;
         let mut shift = 0u32;
         loop {
