@@ -53,6 +53,7 @@ fn free_port_pair() -> u16 {
 struct Node {
     id: u64,
     port: u16,
+    cluster_port: u16,
     dir: PathBuf,
     peers: Option<String>,
     /// Further command-line flags for this node.
@@ -62,7 +63,7 @@ struct Node {
 
 impl Node {
     fn cluster_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port + 10_000)
+        format!("127.0.0.1:{}", self.cluster_port)
     }
 
     fn spawn(&mut self) {
@@ -165,16 +166,23 @@ impl Cluster {
 
     /// `n` nodes started with `extra` flags each.
     fn start_with(n: u64, extra: &[&str]) -> Cluster {
+        let ports = (0..n).map(|_| free_port_pair()).map(|p| (p, p + 10_000));
+        Cluster::start_on(ports.collect(), extra)
+    }
+
+    /// One node per `(client port, cluster port)`, started with `extra` flags each.
+    fn start_on(ports: Vec<(u16, u16)>, extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let ports: Vec<u16> = (0..n).map(|_| free_port_pair()).collect();
+        let n = ports.len() as u64;
         let peers = (1..=n)
-            .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1] + 10_000))
+            .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1].1))
             .collect::<Vec<_>>()
             .join(",");
         let mut nodes: Vec<Node> = (1..=n)
             .map(|id| Node {
                 id,
-                port: ports[id as usize - 1],
+                port: ports[id as usize - 1].0,
+                cluster_port: ports[id as usize - 1].1,
                 dir: dir.path().join(format!("node-{id}")),
                 peers: Some(peers.clone()),
                 extra: extra.iter().map(|a| a.to_string()).collect(),
@@ -191,9 +199,11 @@ impl Cluster {
 
     /// A node that will join later with RAFT.ADDNODE (no --peers).
     fn add_joiner(&mut self, id: u64) -> usize {
+        let port = free_port_pair();
         let mut node = Node {
             id,
-            port: free_port_pair(),
+            port,
+            cluster_port: port + 10_000,
             dir: self.dir.path().join(format!("node-{id}")),
             peers: None,
             extra: Vec::new(),
@@ -348,6 +358,72 @@ fn assert_incrs_exact(seen: &[Seen], node: &Node) -> usize {
         acked.len()
     );
     acked.len()
+}
+
+/// Cluster ports need not be the client ports plus 10000: every node names every node by the
+/// client address that node advertises when they connect (CLUSTER NODES / SLOTS, INFO
+/// replication), so cluster-aware clients reach the leader whatever the ports.
+#[test]
+fn nodes_report_each_others_client_ports_whatever_the_cluster_ports() {
+    let _serial = serial();
+    // Client port p + 10000, cluster port p: the old rule (cluster port minus 10000) named p - 10000.
+    let ports = (0..3).map(|_| free_port_pair()).map(|p| (p + 10_000, p));
+    let c = Cluster::start_on(ports.collect(), &[]);
+    let leader = c.wait_leader(Duration::from_secs(15));
+    let want: Vec<String> = c
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}@{}", n.port, n.cluster_port))
+        .collect();
+    // Followers hear each other through a connection made for that purpose: bounded wait.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for n in &c.nodes {
+        loop {
+            let nodes: String = n.q(&["CLUSTER", "NODES"]).unwrap();
+            if want.iter().all(|w| nodes.contains(w.as_str())) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {}: {nodes}", n.id);
+            thread::sleep(Duration::from_millis(100));
+        }
+        // The master of the one slot range is the leader, at its client port.
+        let slots: Vec<Vec<redis::Value>> = n.q(&["CLUSTER", "SLOTS"]).unwrap();
+        assert_eq!(
+            slots[0][2],
+            redis::Value::Array(vec![
+                redis::Value::BulkString(b"127.0.0.1".to_vec()),
+                redis::Value::Int(i64::from(c.nodes[leader].port)),
+                redis::Value::BulkString(format!("{:040x}", c.nodes[leader].id).into_bytes()),
+            ]),
+            "node {}",
+            n.id
+        );
+    }
+    let follower = (leader + 1) % 3;
+    // A follower restarted under a running leader hears only from the leader by itself; it
+    // dials the other follower to learn its address.
+    let mut c = c;
+    c.nodes[follower].kill9();
+    c.nodes[follower].spawn();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let nodes: String = c.nodes[follower].q(&["CLUSTER", "NODES"]).unwrap();
+        if want.iter().all(|w| nodes.contains(w.as_str())) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "restarted node: {nodes}");
+        thread::sleep(Duration::from_millis(100));
+    }
+    let repl: String = c.nodes[follower].q(&["INFO", "replication"]).unwrap();
+    let master_port = format!("master_port:{}\r\n", c.nodes[leader].port);
+    assert!(repl.contains(&master_port), "{repl}");
+    // A client that follows CLUSTER SLOTS reaches the leader and writes there.
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/", c.nodes[leader].port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let n: i64 = redis::cmd("INCR").arg("k").query(&mut conn).unwrap();
+    assert_eq!(n, 1);
 }
 
 #[test]

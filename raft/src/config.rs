@@ -34,6 +34,10 @@ pub struct Config {
     pub cluster_addr: String,
     /// Address to bind the cluster listener to; `None` binds `cluster_addr`.
     pub bind_addr: Option<String>,
+    /// What this node tells its peers about itself when they connect (opaque here: the
+    /// server advertises its client address, so every node can name the leader's);
+    /// [`RaftNode::advertised`](crate::RaftNode::advertised) reads it back. Empty: nothing.
+    pub advertise: String,
     /// Initial voters, `id -> cluster addr`, the same on every node (this node included).
     /// Empty means "join later as a learner added by an existing cluster".
     pub peers: BTreeMap<NodeId, String>,
@@ -102,6 +106,7 @@ impl Config {
             keep_logs_after_snapshot: 1_000,
             max_batch_commands: 4_096,
             max_inflight_batches: 1,
+            advertise: String::new(),
             max_frame_bytes: 64 * 1024 * 1024,
             log_compact_min_bytes: 16 * 1024 * 1024,
         }

@@ -102,6 +102,7 @@ impl<S: StateMachine> RaftNode<S> {
             .await
             .map_err(|e| ClusterError::Startup(format!("binding cluster port {bind}: {e}")))?;
         let transport = Transport::new(id, config.secret.clone(), config.max_frame_bytes);
+        transport.set_advertise(config.advertise.clone());
 
         let network = NetworkFactory {
             transport: transport.clone(),
@@ -139,6 +140,7 @@ impl<S: StateMachine> RaftNode<S> {
         let server_task = transport.serve(listener, Arc::new(service.clone()));
         let (leadership_tx, watch_task) = watch_leadership(id, raft.metrics());
         let leadership = leadership_tx.subscribe();
+        let learn_task = learn_advertised(id, raft.clone(), transport.clone());
 
         let node = RaftNode {
             inner: Arc::new(Inner {
@@ -161,6 +163,7 @@ impl<S: StateMachine> RaftNode<S> {
                     forwarder_task,
                     server_task,
                     watch_task,
+                    learn_task,
                 ]),
                 stopping: AtomicBool::new(false),
             }),
@@ -326,11 +329,15 @@ impl<S: StateMachine> RaftNode<S> {
     pub fn status(&self) -> ClusterStatus {
         let metrics = self.inner.raft.metrics();
         let m = metrics.borrow().clone();
-        status_from_metrics(
+        let mut status = status_from_metrics(
             &m,
             self.inner.raft.config(),
             self.inner.log.committed_index(),
-        )
+        );
+        for member in &mut status.members {
+            member.advertised = self.advertised(member.id);
+        }
+        status
     }
 
     /// Add node `id` at `addr` as a learner (waits until it has caught up, bounded).
@@ -456,6 +463,16 @@ impl<S: StateMachine> RaftNode<S> {
             .map_err(|e| link_error(leader, e, started))
     }
 
+    /// What node `id` advertises about itself (its [`Config::advertise`]), as learnt when
+    /// a cluster connection with it was made; `None` until then, or if it advertises nothing.
+    pub fn advertised(&self, id: NodeId) -> Option<String> {
+        if id == self.inner.id {
+            let own = &self.inner.config.advertise;
+            return (!own.is_empty()).then(|| own.clone());
+        }
+        self.inner.transport.advertised(id)
+    }
+
     /// The known leader and its address, waiting for one until `deadline`.
     async fn wait_for_leader(
         &self,
@@ -521,6 +538,40 @@ impl<S: StateMachine> RaftNode<S> {
         Ok(())
     }
 }
+
+/// Connect to every member this node has not heard an advertisement from, so that each
+/// node can name every other's client address (openraft connects a follower only to its
+/// leader). Checks every [`LEARN_EVERY`]; a member that advertises nothing is dialed at that
+/// pace, at the cost of one idle connection.
+fn learn_advertised(
+    id: NodeId,
+    raft: Raft<TypeConfig>,
+    transport: Arc<Transport>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(LEARN_EVERY);
+        loop {
+            tick.tick().await;
+            let members: Vec<(NodeId, String)> = raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .nodes()
+                .filter(|(m, _)| **m != id)
+                .map(|(m, node)| (*m, node.addr.clone()))
+                .collect();
+            for (member, addr) in members {
+                if transport.advertised(member).is_none() {
+                    let _ = transport.peer(member, &addr).connect_now(LEARN_EVERY).await;
+                }
+            }
+        }
+    })
+}
+
+/// How often [`learn_advertised`] looks for members not heard from.
+const LEARN_EVERY: Duration = Duration::from_secs(1);
 
 fn admin_timeout(config: &Config) -> Duration {
     config
@@ -596,6 +647,7 @@ fn status_from_metrics(
             id: *id,
             addr: node.addr.clone(),
             voter: voters.contains(id),
+            advertised: None,
         })
         .collect();
     let last_log_index = m.last_log_index.unwrap_or(0);

@@ -42,9 +42,11 @@ use crate::error::ClusterError;
 use crate::types::{CommandResult, NodeId, TypeConfig};
 
 /// Bumped whenever frames change incompatibly.
-const PROTOCOL_VERSION: u32 = 3;
+const PROTOCOL_VERSION: u32 = 4;
 /// Frame cap before a peer has authenticated.
 const HANDSHAKE_FRAME_MAX: usize = 512;
+/// Longest address a node advertises in the handshake (a host name is at most 253 bytes).
+const ADVERTISE_MAX: usize = 300;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const BACKOFF_BASE_MS: u64 = 20;
@@ -118,8 +120,13 @@ enum Handshake {
     },
     Proof {
         proof: [u8; 32],
+        /// The client's advertised address (see [`Transport::set_advertise`]).
+        advertise: String,
     },
-    Welcome,
+    Welcome {
+        /// The server's advertised address.
+        advertise: String,
+    },
 }
 
 /// Serves requests arriving from peers.
@@ -162,9 +169,32 @@ struct Core {
     max_frame: usize,
     blocked: RwLock<HashSet<NodeId>>,
     shutdown: watch::Receiver<bool>,
+    /// What this node tells its peers about itself in the handshake (opaque here; the
+    /// server puts its client address in it).
+    advertise: RwLock<String>,
+    /// What each authenticated peer told about itself, latest connection first.
+    advertised: Mutex<HashMap<NodeId, String>>,
 }
 
 impl Core {
+    fn advertise(&self) -> String {
+        self.advertise
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Remember what an authenticated peer advertised (nothing if it advertised nothing).
+    fn heard(&self, peer: NodeId, advertise: String) {
+        if advertise.is_empty() || advertise.len() > ADVERTISE_MAX {
+            return;
+        }
+        self.advertised
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(peer, advertise);
+    }
+
     fn is_blocked(&self, peer: NodeId) -> bool {
         self.blocked
             .read()
@@ -191,10 +221,38 @@ impl Transport {
                 max_frame,
                 blocked: RwLock::new(HashSet::new()),
                 shutdown,
+                advertise: RwLock::new(String::new()),
+                advertised: Mutex::new(HashMap::new()),
             }),
             peers: Mutex::new(HashMap::new()),
             shutdown_tx,
         })
+    }
+
+    /// Set what this node tells its peers about itself when a connection is made (opaque to
+    /// the transport; the server advertises its client address). Longer than
+    /// [`ADVERTISE_MAX`] bytes, nothing is advertised.
+    pub(crate) fn set_advertise(&self, advertise: String) {
+        let advertise = if advertise.len() > ADVERTISE_MAX {
+            String::new()
+        } else {
+            advertise
+        };
+        *self
+            .core
+            .advertise
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = advertise;
+    }
+
+    /// What peer `id` advertised when it last connected to this node or this node to it.
+    pub(crate) fn advertised(&self, id: NodeId) -> Option<String> {
+        self.core
+            .advertised
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
     }
 
     /// The client for peer `id` at `addr` (created on first use; the address follows membership).
@@ -338,6 +396,21 @@ impl PeerClient {
             target: self.target,
             deadline,
         })
+    }
+
+    /// Connect now if not connected (making the handshake, so each side hears what the other
+    /// advertises), waiting at most `timeout`; a blocked peer is not dialed.
+    pub(crate) async fn connect_now(&self, timeout: Duration) -> Result<(), CallError> {
+        if self.core.is_blocked(self.target) {
+            return Err(CallError::NotSent(format!(
+                "peer {} is blocked",
+                self.target
+            )));
+        }
+        tokio::time::timeout(timeout, self.connection())
+            .await
+            .map_err(|_| CallError::NotSent("connect timed out".into()))?
+            .map(drop)
     }
 
     fn disconnect(&self) {
@@ -693,11 +766,15 @@ async fn connect(
             &mut writer,
             &Handshake::Proof {
                 proof: mine.into_bytes().into(),
+                advertise: core.advertise(),
             },
         )
         .await?;
         match recv_handshake(&mut reader).await? {
-            Handshake::Welcome => Ok(()),
+            Handshake::Welcome { advertise } => {
+                core.heard(target, advertise);
+                Ok(())
+            }
             _ => Err(invalid("expected welcome")),
         }
     };
@@ -744,6 +821,7 @@ where
     send_handshake(writer, &challenge).await?;
     let Handshake::Proof {
         proof: client_proof,
+        advertise,
     } = recv_handshake(reader).await?
     else {
         return Err(invalid("expected proof"));
@@ -762,7 +840,14 @@ where
             "node {client} failed authentication (wrong cluster secret?)"
         ))
     })?;
-    send_handshake(writer, &Handshake::Welcome).await?;
+    core.heard(client, advertise);
+    send_handshake(
+        writer,
+        &Handshake::Welcome {
+            advertise: core.advertise(),
+        },
+    )
+    .await?;
     Ok(client)
 }
 
@@ -818,16 +903,18 @@ mod tests {
             max_frame: 1 << 20,
             blocked: RwLock::new(HashSet::new()),
             shutdown,
+            advertise: RwLock::new("server-host:7001".into()),
+            advertised: Mutex::new(HashMap::new()),
         }
     }
 
     /// Run the client side by hand with `client_secret`, against a server holding "good".
     async fn handshake_with(client_secret: &[u8], forge_server_check: bool) -> io::Result<NodeId> {
-        let server = core(1, b"good-secret-good-secret");
+        let server = Arc::new(core(1, b"good-secret-good-secret"));
         let (client_io, server_io) = tokio::io::duplex(4096);
         let (mut sr, mut sw) = tokio::io::split(server_io);
-        let server_task =
-            tokio::spawn(async move { accept_handshake(&server, &mut sr, &mut sw).await });
+        let s = server.clone();
+        let server_task = tokio::spawn(async move { accept_handshake(&s, &mut sr, &mut sw).await });
         let (mut cr, mut cw) = tokio::io::split(client_io);
         let client_nonce = nonce();
         let hello = Handshake::Hello {
@@ -856,10 +943,25 @@ mod tests {
             &mut cw,
             &Handshake::Proof {
                 proof: mine.into_bytes().into(),
+                advertise: "client-host:7002".into(),
             },
         )
         .await?;
-        server_task.await.map_err(io::Error::other)?
+        let outcome = server_task.await.map_err(io::Error::other)?;
+        // What a peer advertises is kept only once it has proved it holds the secret, and the
+        // server advertises itself in its welcome.
+        let heard = server.advertised.lock().unwrap().get(&2).cloned();
+        assert_eq!(
+            heard.as_deref(),
+            outcome.is_ok().then_some("client-host:7002")
+        );
+        if outcome.is_ok() {
+            let Handshake::Welcome { advertise } = recv_handshake(&mut cr).await? else {
+                return Err(invalid("no welcome"));
+            };
+            assert_eq!(advertise, "server-host:7001");
+        }
+        outcome
     }
 
     #[tokio::test]

@@ -110,6 +110,9 @@ pub struct Member {
     pub addr: String,
     /// Voter (true) or learner (false).
     pub voter: bool,
+    /// What the node advertises about itself ([`Config::advertise`](crate::Config::advertise)),
+    /// once this node has heard it.
+    pub advertised: Option<String>,
 }
 
 /// Replication progress of one follower, as the leader sees it.

@@ -2,10 +2,12 @@
 //! slot, the Raft leader as its master, so cluster-aware clients find the leader), the
 //! `RAFT.*` admin commands, and the `INFO replication` section of a cluster node.
 //!
-//! Client addresses: the Raft membership only records each node's cluster address, so the
-//! client address reported for a node is the same host with the cluster port minus 10000
-//! (the default `--cluster-port` is the client port plus 10000). Nodes started with another
-//! offset are reported with a wrong client port; the README's cluster section says so.
+//! Client addresses: the Raft membership records each node's cluster address only, so every
+//! node advertises its client address (the host of its cluster address, its client port)
+//! when a cluster connection is made, and the address reported for a node is the one it
+//! advertised. A node not heard from yet (no connection with it since this node started) is
+//! reported at the host of its cluster address with the cluster port minus 10000, the
+//! default offset.
 
 use std::fmt::Write;
 
@@ -15,7 +17,7 @@ use super::Shared;
 use crate::command::args::int;
 use crate::engine::{cluster_error_reply, ClusterNode};
 use crate::protocol::Reply;
-use tollgate_raft::{ClusterStatus, Role};
+use tollgate_raft::{ClusterStatus, Member, Role};
 
 /// Redis's reply to CLUSTER on a server without cluster support.
 const NOT_CLUSTER: &str = "ERR This instance has cluster support disabled";
@@ -29,20 +31,38 @@ pub fn node_name(id: u64) -> String {
     format!("{id:040x}")
 }
 
-/// The client address of a node whose cluster address is `cluster_addr` (host, cluster port
-/// minus 10000).
-pub fn client_addr(cluster_addr: &str) -> (String, u16) {
-    match cluster_addr.rsplit_once(':') {
+/// The client address of member `m`: the one it advertised, else the host of its cluster
+/// address with the cluster port minus 10000.
+pub fn client_addr(m: &Member) -> (String, u16) {
+    match &m.advertised {
+        Some(addr) => host_port(addr, 0),
+        None => host_port(&m.addr, 10_000),
+    }
+}
+
+/// The host and port of `addr` (`host:port`, `[v6]:port`), the port less `offset`; port 0
+/// when there is none.
+fn host_port(addr: &str, offset: u16) -> (String, u16) {
+    match addr.rsplit_once(':') {
         Some((host, port)) => {
             let port = port
                 .parse::<u16>()
                 .ok()
-                .and_then(|p| p.checked_sub(10_000))
+                .and_then(|p| p.checked_sub(offset))
                 .unwrap_or(0);
             (host.trim_matches(['[', ']']).to_string(), port)
         }
-        None => (cluster_addr.to_string(), 0),
+        None => (addr.to_string(), 0),
     }
+}
+
+/// The client address a node started with `cluster_addr` and client port `port` advertises
+/// to its peers: the host they reach its cluster port at, with the client port.
+pub fn advertised_client_addr(cluster_addr: &str, port: u16) -> String {
+    let host = cluster_addr
+        .rsplit_once(':')
+        .map_or(cluster_addr, |(h, _)| h);
+    format!("{host}:{port}")
 }
 
 fn node(shared: &Shared) -> Option<&ClusterNode> {
@@ -89,7 +109,7 @@ fn cluster_info(s: &ClusterStatus) -> String {
 }
 
 /// Members with the leader first, then by id.
-fn ordered_members(s: &ClusterStatus) -> Vec<&tollgate_raft::Member> {
+fn ordered_members(s: &ClusterStatus) -> Vec<&Member> {
     let mut members: Vec<_> = s.members.iter().collect();
     members.sort_by_key(|m| (Some(m.id) != s.leader_id, m.id));
     members
@@ -98,7 +118,7 @@ fn ordered_members(s: &ClusterStatus) -> Vec<&tollgate_raft::Member> {
 fn cluster_nodes(s: &ClusterStatus) -> String {
     let mut out = String::new();
     for m in ordered_members(s) {
-        let (host, port) = client_addr(&m.addr);
+        let (host, port) = client_addr(m);
         let cport = m.addr.rsplit_once(':').map_or("0", |(_, p)| p);
         let mut flags = Vec::new();
         if m.id == s.node_id {
@@ -132,8 +152,8 @@ fn cluster_nodes(s: &ClusterStatus) -> String {
     out
 }
 
-fn slot_node(m: &tollgate_raft::Member) -> Reply {
-    let (host, port) = client_addr(&m.addr);
+fn slot_node(m: &Member) -> Reply {
+    let (host, port) = client_addr(m);
     Reply::Array(vec![
         Reply::bulk(host),
         Reply::Integer(i64::from(port)),
@@ -168,7 +188,7 @@ fn cluster_shards(s: &ClusterStatus) -> Reply {
     let nodes = ordered_members(s)
         .into_iter()
         .map(|m| {
-            let (host, port) = client_addr(&m.addr);
+            let (host, port) = client_addr(m);
             let leader = Some(m.id) == s.leader_id;
             let applied = if m.id == s.node_id {
                 s.applied_index
@@ -276,8 +296,8 @@ pub fn replication_info(node: &ClusterNode) -> String {
     let leader = s.role == Role::Leader;
     let _ = write!(out, "role:{}\r\n", if leader { "master" } else { "slave" });
     if !leader {
-        if let Some(addr) = &s.leader_addr {
-            let (host, port) = client_addr(addr);
+        if let Some(leader) = s.members.iter().find(|m| Some(m.id) == s.leader_id) {
+            let (host, port) = client_addr(leader);
             let _ = write!(
                 out,
                 "master_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:up\r\n"
@@ -292,7 +312,7 @@ pub fn replication_info(node: &ClusterNode) -> String {
             .members
             .iter()
             .find(|m| m.id == f.id)
-            .map(|m| client_addr(&m.addr))
+            .map(client_addr)
             .unwrap_or_default();
         let _ = write!(
             out,
@@ -386,10 +406,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn client_address_is_cluster_port_minus_10000() {
-        assert_eq!(client_addr("127.0.0.1:17001"), ("127.0.0.1".into(), 7001));
-        assert_eq!(client_addr("[::1]:17001"), ("::1".into(), 7001));
-        assert_eq!(client_addr("h:80"), ("h".into(), 0));
+    fn client_address_is_the_advertised_one_else_cluster_port_minus_10000() {
+        let member = |addr: &str, advertised: Option<&str>| Member {
+            id: 1,
+            addr: addr.into(),
+            voter: true,
+            advertised: advertised.map(Into::into),
+        };
+        assert_eq!(
+            client_addr(&member("127.0.0.1:17001", None)),
+            ("127.0.0.1".into(), 7001)
+        );
+        assert_eq!(
+            client_addr(&member("[::1]:17001", None)),
+            ("::1".into(), 7001)
+        );
+        assert_eq!(client_addr(&member("h:80", None)), ("h".into(), 0));
+        let custom = member("10.0.0.5:9001", Some("10.0.0.5:6379"));
+        assert_eq!(client_addr(&custom), ("10.0.0.5".into(), 6379));
+        let v6 = member(
+            "[::1]:9001",
+            Some(&advertised_client_addr("[::1]:9001", 7001)),
+        );
+        assert_eq!(client_addr(&v6), ("::1".into(), 7001));
+        assert_eq!(
+            advertised_client_addr("db-1.example:9001", 6380),
+            "db-1.example:6380"
+        );
         assert_eq!(node_name(3).len(), 40);
     }
 }

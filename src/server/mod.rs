@@ -111,7 +111,7 @@ impl Server {
         let engine = Engine::new(Clock::new());
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         if let Some(c) = &config.cluster {
-            let node = start_raft(c, &engine).await?;
+            let node = start_raft(c, addr.port(), &engine).await?;
             tracing::info!(node_id = c.node_id, cluster_addr = %c.cluster_addr, data_dir = %c.data_dir.display(), "raft node started");
             engine.attach_cluster(node);
         }
@@ -211,6 +211,7 @@ async fn active_expiry(shared: Arc<Shared>) {
 /// Open this node's Raft storage and cluster port over the engine's state.
 async fn start_raft(
     c: &crate::config::ClusterConfig,
+    client_port: u16,
     engine: &Engine,
 ) -> std::io::Result<ClusterNode> {
     let mut rc = tollgate_raft::Config::new(
@@ -221,6 +222,7 @@ async fn start_raft(
         c.secret.clone().into_bytes(),
     );
     rc.bind_addr = Some(c.cluster_bind.clone());
+    rc.advertise = cluster::advertised_client_addr(&c.cluster_addr, client_port);
     rc.client_timeout = c.timeout;
     rc.election_timeout_min_ms = c.election_timeout_ms;
     rc.election_timeout_max_ms = 2 * c.election_timeout_ms;
