@@ -102,7 +102,7 @@ for P in $PIPELINES; do
     fi
     t=$(median "${tg[@]}") INCR_RPS=$(median "${incr[@]}") r=$(median "${ratios[@]}")
     printf '%-14s %-4s %12s %12s %12s %10s %10s\n' "$name" "$P" "$t" "$INCR_RPS" "$LUA_RPS" \
-      "$(python3 -c "print(f'{$r:.2f}x')")" "$(ratio "$t" "$LUA_RPS")"
+      "$(ratio "$r" 1)" "$(ratio "$t" "$LUA_RPS")"
   done
 done
 echo "(medians of $REPS rounds; vs_incr is the median of the rounds' ratios; the INCR row on Tollgate is its plain counter, for reference)"
