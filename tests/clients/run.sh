@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Real client libraries against Tollgate, standalone and as a three-node cluster.
+#
+#   - ioredis 6 over RESP2 and RESP3, with rate-limiter-flexible's RateLimiterRedis,
+#     BurstyRateLimiter and RateLimiterUnion (ioredis_standalone.js);
+#   - Python's `limits`: fixed window, moving window, sliding window counter (limits_check.py);
+#   - on a cluster: ioredis's Cluster client seeded with each node, rate-limiter-flexible and
+#     `limits` (redis+cluster://) through it, and an INCR loop while the leader is killed.
+#
+# Standalone, every line the libraries print must be the same on Tollgate as on redis-server.
+# Needs node/npm (the packages in package-lock.json, installed here with `npm ci`), Python's
+# `limits` and redis-server. Run by .ci/run after the Rust tests.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+HERE=tests/clients
+cargo build -q
+BIN=target/debug/tollgate
+RPORT=${RPORT:-16420}
+TPORT=${TPORT:-16421}
+CPORTS=(16431 16432 16433)
+SECRET=client-checks-secret-0123456789
+if [ ! -d "$HERE/node_modules/ioredis" ]; then
+  npm ci --prefix "$HERE" --silent --no-audit --no-fund
+fi
+
+WORK=$(mktemp -d /tmp/tollgate-clients.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+wait_ping() {
+  for _ in $(seq 1 100); do
+    redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "nothing answers on port $1" >&2
+  return 1
+}
+
+# same <what> <redis output> <tollgate output>: the libraries saw the same on both servers.
+same() {
+  if diff -u "$2" "$3"; then
+    echo "ok   $1 ($(wc -l <"$2") steps, same as redis-server)"
+  else
+    echo "FAIL $1: Tollgate differs from redis-server (diff above)" >&2
+    exit 1
+  fi
+}
+
+redis-server --port "$RPORT" --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
+PIDS+=($!)
+"$BIN" --port "$TPORT" --log warn >"$WORK/tollgate.log" 2>&1 &
+TPID=$!
+PIDS+=($TPID)
+wait_ping "$RPORT"
+wait_ping "$TPORT"
+
+for protocol in 2 3; do
+  node "$HERE/ioredis_standalone.js" "$RPORT" "$protocol" redis >"$WORK/ioredis-redis-$protocol.txt"
+  node "$HERE/ioredis_standalone.js" "$TPORT" "$protocol" >"$WORK/ioredis-tollgate-$protocol.txt"
+  same "ioredis RESP$protocol + rate-limiter-flexible" \
+    "$WORK/ioredis-redis-$protocol.txt" "$WORK/ioredis-tollgate-$protocol.txt"
+done
+python3 "$HERE/limits_check.py" "redis://127.0.0.1:$RPORT" >"$WORK/limits-redis.txt"
+python3 "$HERE/limits_check.py" "redis://127.0.0.1:$TPORT" >"$WORK/limits-tollgate.txt"
+same "python limits" "$WORK/limits-redis.txt" "$WORK/limits-tollgate.txt"
+kill "$TPID"
+
+# A three-node cluster; client port p has cluster port p + 10000.
+PEERS="1@127.0.0.1:$((CPORTS[0] + 10000)),2@127.0.0.1:$((CPORTS[1] + 10000)),3@127.0.0.1:$((CPORTS[2] + 10000))"
+NODE_PIDS=()
+for i in 0 1 2; do
+  "$BIN" --port "${CPORTS[$i]}" --node-id $((i + 1)) --peers "$PEERS" --cluster-secret "$SECRET" \
+    --data-dir "$WORK/node-$((i + 1))" --log warn >"$WORK/node-$((i + 1)).log" 2>&1 &
+  NODE_PIDS+=($!)
+  PIDS+=($!)
+done
+for port in "${CPORTS[@]}"; do wait_ping "$port"; done
+leader=
+for _ in $(seq 1 100); do
+  leader=$(redis-cli -p "${CPORTS[0]}" RAFT.STATUS 2>/dev/null | tr -d '\r' | awk -F: '$1 == "leader_id" {print $2}')
+  [[ $leader =~ ^[123]$ ]] && break
+  sleep 0.1
+done
+[[ $leader =~ ^[123]$ ]] || { echo "FAIL the cluster elected no leader" >&2; exit 1; }
+LEADER_PORT=${CPORTS[$((leader - 1))]}
+LEADER_PID=${NODE_PIDS[$((leader - 1))]}
+
+node "$HERE/ioredis_cluster.js" check "$LEADER_PORT" "${CPORTS[@]}" >/dev/null
+echo "ok   ioredis Cluster: each node sends it to the leader ($LEADER_PORT); commands, MULTI, rate-limiter-flexible"
+python3 "$HERE/limits_check.py" "redis+cluster://127.0.0.1:${CPORTS[1]}" >"$WORK/limits-cluster.txt"
+same "python limits through redis+cluster://" "$WORK/limits-redis.txt" "$WORK/limits-cluster.txt"
+
+# Kill the leader under an INCR loop: every acknowledged increment must survive.
+result=$(node "$HERE/ioredis_cluster.js" failover "$LEADER_PID" "${CPORTS[@]}")
+last=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["last"])' "$result")
+for i in 0 1 2; do
+  [ "$((i + 1))" = "$leader" ] && continue
+  value=$(redis-cli -p "${CPORTS[$i]}" GET ioredis:failover)
+  if ! [[ $value =~ ^[0-9]+$ ]] || [ "$value" -lt "$last" ]; then
+    echo "FAIL after the leader was killed, node $((i + 1)) has ioredis:failover=$value, but $last was acknowledged" >&2
+    exit 1
+  fi
+done
+echo "ok   ioredis Cluster across a leader kill: $result, the survivors hold every acknowledged INCR"
