@@ -28,6 +28,10 @@ PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  # The cluster nodes are disowned (one is killed on purpose): wait for them by hand.
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -78,6 +82,7 @@ for i in 0 1 2; do
     --data-dir "$WORK/node-$((i + 1))" --log warn >"$WORK/node-$((i + 1)).log" 2>&1 &
   NODE_PIDS+=($!)
   PIDS+=($!)
+  disown $!
 done
 for port in "${CPORTS[@]}"; do wait_ping "$port"; done
 leader=
