@@ -99,8 +99,11 @@ impl Entry {
         self.expires_at
     }
 
+    /// Whether the deadline has passed. As in Redis (`keyIsExpired`: `now > when`), a key
+    /// lives through the millisecond of its deadline: `PTTL` then answers 0, not -2.
+    /// (Setting a deadline at or before now deletes the key at once: `EXPIRE` and friends.)
     fn is_expired(&self, now_ms: u64) -> bool {
-        matches!(self.expires_at, Some(t) if t <= now_ms)
+        matches!(self.expires_at, Some(t) if t < now_ms)
     }
 }
 
@@ -436,9 +439,11 @@ mod tests {
         db.set(b"a", Value::string("1"));
         assert!(db.set_expiry(b"a", Some(100)));
         assert!(db.get(b"a", 99).is_some());
-        assert!(db.get(b"a", 100).is_none());
+        // As in Redis, a key lives through the millisecond of its deadline.
+        assert!(db.get(b"a", 100).is_some());
+        assert!(db.get(b"a", 101).is_none());
         assert_eq!(db.len(), 1);
-        assert!(db.get_mut(b"a", 100).is_none());
+        assert!(db.get_mut(b"a", 101).is_none());
         assert_eq!(db.len(), 0);
         assert_eq!(db.expires_count(), 0);
     }
