@@ -299,6 +299,20 @@ fn unknown_and_wrong_arity_commands() {
         err(&mut c, &["GET"]),
         "ERR wrong number of arguments for 'get' command"
     );
+    // Redis puts arguments into error texts with C's %s, which stops at a NUL byte.
+    assert_eq!(
+        err(&mut c, &["NO\0SUCH", "a\0b", "c"]),
+        "ERR unknown command 'NO', with args beginning with: 'a' 'c' "
+    );
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    assert_eq!(
+        err(&mut c, &["EXPIRE", "k", "10", "x\0y"]),
+        "ERR Unsupported option x"
+    );
+    assert_eq!(
+        err(&mut c, &["CLIENT", "no\0pe"]),
+        "ERR unknown subcommand 'no'. Try CLIENT HELP."
+    );
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
     let v: Value = q(&mut c, &["TIME"]);
     assert!(matches!(v, Value::Array(ref a) if a.len() == 2));

@@ -72,7 +72,7 @@ fn expire_inner(ctx: &mut Ctx, a: &[&[u8]], spec: ExpireSpec) -> CmdResult<Reply
             _ => {
                 return Err(Reply::err(format!(
                     "ERR Unsupported option {}",
-                    String::from_utf8_lossy(opt)
+                    super::arg_text(opt)
                 )))
             }
         }

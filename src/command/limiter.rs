@@ -417,7 +417,7 @@ fn parse_all<'a>(args: &[&'a [u8]]) -> CmdResult<AllRules<'a>> {
         let algorithm = rule_algorithm(args[i]).ok_or_else(|| {
             Reply::err(super::sanitize(&format!(
                 "ERR unknown limiter algorithm '{}'",
-                String::from_utf8_lossy(args[i])
+                super::arg_text(args[i])
             )))
         })?;
         let start = i + 1;

@@ -132,14 +132,14 @@ pub fn arity_error(name: &str) -> Reply {
 
 /// Redis's error for an unknown command, quoting the first arguments.
 pub fn unknown_command(args: &[Bytes]) -> Reply {
-    let name = String::from_utf8_lossy(args.first().map(|b| &b[..]).unwrap_or(b""));
+    let name = arg_text(args.first().map(|b| &b[..]).unwrap_or(b""));
     let mut quoted = String::new();
     for a in args.iter().skip(1) {
         if quoted.len() >= 128 {
             break;
         }
         let room = 128 - quoted.len();
-        let text = String::from_utf8_lossy(a);
+        let text = arg_text(a);
         let cut: String = text.chars().take(room).collect();
         quoted.push_str(&format!("'{cut}' "));
     }
@@ -147,6 +147,13 @@ pub fn unknown_command(args: &[Bytes]) -> Reply {
     Reply::err(sanitize(&format!(
         "ERR unknown command '{name}', with args beginning with: {quoted}"
     )))
+}
+
+/// An argument as Redis's `%s` puts it into an error text: up to its first NUL byte (a C
+/// string ends there), with invalid UTF-8 shown as U+FFFD.
+pub fn arg_text(a: &[u8]) -> std::borrow::Cow<'_, str> {
+    let end = a.iter().position(|&c| c == 0).unwrap_or(a.len());
+    String::from_utf8_lossy(&a[..end])
 }
 
 /// Error texts must fit on one line: Redis replaces CR and LF with spaces.

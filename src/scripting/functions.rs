@@ -355,7 +355,7 @@ impl Functions {
             }
             return Reply::err(format!(
                 "ERR Unknown option given: {}",
-                String::from_utf8_lossy(arg)
+                crate::command::arg_text(arg)
             ));
         }
         if pos >= args.len() {

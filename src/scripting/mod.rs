@@ -510,7 +510,7 @@ fn arity_error(full_name: &str) -> Reply {
 fn subcommand_syntax_error(sub: &[u8], container: &str) -> Reply {
     Reply::err(format!(
         "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-        String::from_utf8_lossy(sub),
+        crate::command::arg_text(sub),
         container
     ))
 }
@@ -519,7 +519,7 @@ fn subcommand_syntax_error(sub: &[u8], container: &str) -> Reply {
 fn unknown_subcommand(sub: &[u8], container: &str) -> Reply {
     Reply::err(format!(
         "ERR unknown subcommand '{}'. Try {} HELP.",
-        String::from_utf8_lossy(sub),
+        crate::command::arg_text(sub),
         container
     ))
 }

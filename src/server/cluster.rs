@@ -87,7 +87,7 @@ pub fn cluster_command(shared: &Shared, a: &[Bytes]) -> Reply {
         }
         _ => Reply::err(format!(
             "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
-            String::from_utf8_lossy(&a[1])
+            crate::command::arg_text(&a[1])
         )),
     }
 }

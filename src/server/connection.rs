@@ -456,7 +456,7 @@ impl Client {
             } else {
                 return Reply::err(format!(
                     "ERR Syntax error in HELLO option '{}'",
-                    String::from_utf8_lossy(&a[i])
+                    command::arg_text(&a[i])
                 ));
             }
         }
@@ -683,7 +683,7 @@ impl Client {
                 } else {
                     return Reply::err(format!(
                         "ERR Unrecognized option '{}'",
-                        String::from_utf8_lossy(&a[2])
+                        command::arg_text(&a[2])
                     ));
                 }
                 Reply::ok()
@@ -711,7 +711,7 @@ impl Client {
             ) => command::arity_error(&format!("client|{sub}")),
             _ => Reply::err(format!(
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(&a[1])
+                command::arg_text(&a[1])
             )),
         }
     }
@@ -804,7 +804,7 @@ impl Client {
         }
         Reply::err(format!(
             "ERR unknown subcommand '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(&a[1])
+            command::arg_text(&a[1])
         ))
     }
 }

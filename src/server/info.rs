@@ -195,7 +195,7 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
         "get" | "set" | "resetstat" | "rewrite" => command::arity_error(&format!("config|{sub}")),
         _ => Reply::err(format!(
             "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(&a[1])
+            command::arg_text(&a[1])
         )),
     }
 }
@@ -323,7 +323,7 @@ pub fn command(a: &[Bytes]) -> Reply {
     } else {
         Reply::err(format!(
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-            String::from_utf8_lossy(sub)
+            command::arg_text(sub)
         ))
     }
 }
@@ -357,6 +357,6 @@ pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
     }
     Reply::err(format!(
         "ERR unknown subcommand '{}'. Try MEMORY HELP.",
-        String::from_utf8_lossy(&a[1])
+        command::arg_text(&a[1])
     ))
 }
