@@ -208,6 +208,15 @@ fn apply_add(
 /// ZINCRBY key increment member
 pub fn zincrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
+        // Redis runs ZINCRBY through ZADD's parser, which takes a ZADD flag in the
+        // increment's place and then finds one argument where it wants pairs.
+        const ZADD_FLAGS: [&str; 6] = ["nx", "xx", "gt", "lt", "ch", "incr"];
+        if ZADD_FLAGS
+            .iter()
+            .any(|f| a[2].eq_ignore_ascii_case(f.as_bytes()))
+        {
+            return Err(Reply::err("ERR syntax error"));
+        }
         let by = parse_score(&a[2]).map_err(Reply::err)?;
         let flags = AddFlags {
             incr: true,
