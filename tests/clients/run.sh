@@ -5,7 +5,8 @@
 #     BurstyRateLimiter and RateLimiterUnion (ioredis_standalone.js);
 #   - Python's `limits`: fixed window, moving window, sliding window counter (limits_check.py);
 #   - on a cluster: ioredis's Cluster client seeded with each node, rate-limiter-flexible and
-#     `limits` (redis+cluster://) through it, and an INCR loop while the leader is killed.
+#     `limits` (redis+cluster://) through it, redis-py's RedisCluster seeded with each node,
+#     and an INCR loop through ioredis while the leader is killed.
 #
 # Standalone, every line the libraries print must be the same on Tollgate as on redis-server.
 # Needs node/npm (the packages in package-lock.json, installed here with `npm ci`), Python's
@@ -97,6 +98,8 @@ LEADER_PID=${NODE_PIDS[$((leader - 1))]}
 
 node "$HERE/ioredis_cluster.js" check "$LEADER_PORT" "${CPORTS[@]}" >/dev/null
 echo "ok   ioredis Cluster: each node sends it to the leader ($LEADER_PORT); commands, MULTI, rate-limiter-flexible"
+python3 "$HERE/redis_py_cluster.py" "$LEADER_PORT" "${CPORTS[@]}"
+echo "ok   redis-py RedisCluster: each node sends it to the leader; commands, pipeline, CL.THROTTLE"
 python3 "$HERE/limits_check.py" "redis+cluster://127.0.0.1:${CPORTS[1]}" >"$WORK/limits-cluster.txt"
 same "python limits through redis+cluster://" "$WORK/limits-redis.txt" "$WORK/limits-cluster.txt"
 
