@@ -3,6 +3,8 @@
 #
 #   - ioredis 6 over RESP2 and RESP3, with rate-limiter-flexible's RateLimiterRedis,
 #     BurstyRateLimiter and RateLimiterUnion (ioredis_standalone.js);
+#   - node-redis (the `redis` package) over RESP2 and RESP3, with RateLimiterRedis on it
+#     (node_redis_standalone.js);
 #   - Python's `limits`: fixed window, moving window, sliding window counter (limits_check.py);
 #   - on a cluster: ioredis's Cluster client seeded with each node, rate-limiter-flexible and
 #     `limits` (redis+cluster://) through it, redis-py's RedisCluster seeded with each node,
@@ -69,6 +71,10 @@ for protocol in 2 3; do
   node "$HERE/ioredis_standalone.js" "$TPORT" "$protocol" >"$WORK/ioredis-tollgate-$protocol.txt"
   same "ioredis RESP$protocol + rate-limiter-flexible" \
     "$WORK/ioredis-redis-$protocol.txt" "$WORK/ioredis-tollgate-$protocol.txt"
+  node "$HERE/node_redis_standalone.js" "$RPORT" "$protocol" redis >"$WORK/node-redis-redis-$protocol.txt"
+  node "$HERE/node_redis_standalone.js" "$TPORT" "$protocol" >"$WORK/node-redis-tollgate-$protocol.txt"
+  same "node-redis RESP$protocol + rate-limiter-flexible" \
+    "$WORK/node-redis-redis-$protocol.txt" "$WORK/node-redis-tollgate-$protocol.txt"
 done
 python3 "$HERE/limits_check.py" "redis://127.0.0.1:$RPORT" >"$WORK/limits-redis.txt"
 python3 "$HERE/limits_check.py" "redis://127.0.0.1:$TPORT" >"$WORK/limits-tollgate.txt"
