@@ -69,10 +69,63 @@ fn node(shared: &Shared) -> Option<&ClusterNode> {
     shared.engine.cluster()
 }
 
+/// Redis 7.0's CLUSTER subcommands and their arities (negative: at least that many
+/// arguments), as its COMMAND INFO lists them.
+const REDIS_SUBCOMMANDS: [(&str, i32); 27] = [
+    ("addslots", -3),
+    ("addslotsrange", -4),
+    ("bumpepoch", 2),
+    ("count-failure-reports", 3),
+    ("countkeysinslot", 3),
+    ("delslots", -3),
+    ("delslotsrange", -4),
+    ("failover", -2),
+    ("flushslots", 2),
+    ("forget", 3),
+    ("getkeysinslot", 4),
+    ("help", 2),
+    ("info", 2),
+    ("keyslot", 3),
+    ("links", 2),
+    ("meet", -4),
+    ("myid", 2),
+    ("nodes", 2),
+    ("replicas", 3),
+    ("replicate", 3),
+    ("reset", -2),
+    ("saveconfig", 2),
+    ("set-config-epoch", 3),
+    ("setslot", -4),
+    ("shards", 2),
+    ("slaves", 3),
+    ("slots", 2),
+];
+
+/// CLUSTER on a standalone server. Like Redis, the subcommand's name and arity are
+/// checked first (Redis looks them up in its command table before the command runs);
+/// a valid call is then refused.
+fn standalone_reply(a: &[Bytes]) -> Reply {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match REDIS_SUBCOMMANDS.iter().find(|(name, _)| *name == sub) {
+        None => Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
+            crate::command::arg_text(&a[1])
+        )),
+        Some(&(_, arity)) => {
+            let n = a.len() as i32;
+            if (arity >= 0 && n != arity) || n < arity.abs() {
+                crate::command::arity_error(&format!("cluster|{sub}"))
+            } else {
+                Reply::err(NOT_CLUSTER)
+            }
+        }
+    }
+}
+
 /// CLUSTER <subcommand>.
 pub fn cluster_command(shared: &Shared, a: &[Bytes]) -> Reply {
     let Some(node) = node(shared) else {
-        return Reply::err(NOT_CLUSTER);
+        return standalone_reply(a);
     };
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let status = node.status();
