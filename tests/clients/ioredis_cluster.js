@@ -9,16 +9,11 @@
 //   {"ok", "errors", "last"} for the runner, which compares them with the nodes' counter.
 const Redis = require('ioredis');
 const { RateLimiterRedis } = require('rate-limiter-flexible');
+const { expect } = require('./common');
 
 const [mode, arg, ...ports] = process.argv.slice(2);
 const seeds = (list) => list.map((p) => ({ host: '127.0.0.1', port: Number(p) }));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function expect(name, got, want) {
-  if (JSON.stringify(got) !== JSON.stringify(want)) {
-    throw new Error(`${name}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-  }
-}
 
 async function connect(list, options = {}) {
   const c = new Redis.Cluster(seeds(list), { redisOptions: { maxRetriesPerRequest: 2 }, ...options });

@@ -6,18 +6,13 @@
 // redis-server and against Tollgate and requires the same lines. Without the `redis`
 // argument it also checks Tollgate's native commands, whose replies are fixed here.
 const Redis = require('ioredis');
-const { RateLimiterRedis, BurstyRateLimiter, RateLimiterUnion } = require('rate-limiter-flexible');
+const { expect, rateLimiterSteps } = require('./common');
 
 const port = Number(process.argv[2]);
 const protocol = Number(process.argv[3]);
 const isRedis = process.argv[4] === 'redis';
 const out = [];
 const rec = (name, v) => out.push([name, v]);
-function expect(name, got, want) {
-  if (JSON.stringify(got) !== JSON.stringify(want)) {
-    throw new Error(`${name}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
-  }
-}
 
 async function main() {
   const r = new Redis({ port, protocol, lazyConnect: true, maxRetriesPerRequest: 1 });
@@ -67,50 +62,7 @@ async function main() {
       : [1, 5, 4, -1, 1000]);
   }
 
-  // rate-limiter-flexible: 3 points per 5 s, the fourth consume is refused.
-  const rl = new RateLimiterRedis({ storeClient: r, keyPrefix: 'rlf', points: 3, duration: 5 });
-  const seen = [];
-  for (let i = 0; i < 4; i++) {
-    try {
-      const res = await rl.consume('ip1');
-      seen.push(['ok', res.remainingPoints, res.consumedPoints, res.msBeforeNext > 4000 && res.msBeforeNext <= 5000]);
-    } catch (res) {
-      seen.push(['refused', res.remainingPoints, res.consumedPoints, res.msBeforeNext > 4000 && res.msBeforeNext <= 5000]);
-    }
-  }
-  rec('rlf consume', seen);
-  const got = await rl.get('ip1');
-  rec('rlf get', [got.consumedPoints, got.remainingPoints]);
-  rec('rlf penalty', (await rl.penalty('ip1', 2)).consumedPoints);
-  rec('rlf reward', (await rl.reward('ip1', 5)).consumedPoints);
-  rec('rlf set', (await rl.set('ip2', 2, 10)).consumedPoints);
-  rec('rlf block', (await rl.block('ip3', 30)).consumedPoints);
-  try { await rl.consume('ip3'); rec('rlf blocked', 'allowed'); } catch (res) { rec('rlf blocked', res.remainingPoints); }
-  rec('rlf delete', await rl.delete('ip1'));
-  rec('rlf get deleted', await rl.get('ip1'));
-  // Without a duration: no expiry (MULTI INCRBY + PTTL).
-  const forever = new RateLimiterRedis({ storeClient: r, keyPrefix: 'rlf0', points: 2, duration: 0 });
-  rec('rlf no duration', (await forever.consume('a')).remainingPoints);
-  // A block duration for refused callers.
-  const blocking = new RateLimiterRedis({ storeClient: r, keyPrefix: 'rlfb', points: 1, duration: 5, blockDuration: 20 });
-  await blocking.consume('b');
-  try { await blocking.consume('b'); } catch (res) { rec('rlf blockDuration', res.msBeforeNext > 15000); }
-  // Bursty and union limiters.
-  const bursty = new BurstyRateLimiter(
-    new RateLimiterRedis({ storeClient: r, keyPrefix: 'bu1', points: 1, duration: 5 }),
-    new RateLimiterRedis({ storeClient: r, keyPrefix: 'bu2', points: 2, duration: 10 }),
-  );
-  const bseen = [];
-  for (let i = 0; i < 4; i++) {
-    try { await bursty.consume('x'); bseen.push('ok'); } catch (e) { bseen.push('refused'); }
-  }
-  rec('rlf bursty', bseen);
-  const union = new RateLimiterUnion(
-    new RateLimiterRedis({ storeClient: r, keyPrefix: 'un1', points: 1, duration: 5 }),
-    new RateLimiterRedis({ storeClient: r, keyPrefix: 'un2', points: 5, duration: 5 }),
-  );
-  await union.consume('u');
-  try { await union.consume('u'); rec('rlf union', 'allowed'); } catch (e) { rec('rlf union', Object.keys(e).sort()); }
+  await rateLimiterSteps(r, {}, rec);
   await r.quit();
   for (const [name, v] of out) console.log(JSON.stringify([name, v]));
 }

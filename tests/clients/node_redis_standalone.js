@@ -6,7 +6,7 @@
 // against redis-server and against Tollgate and requires the same lines. Without the `redis`
 // argument it also checks Tollgate's native commands, whose replies are fixed here.
 const { createClient } = require('redis');
-const { RateLimiterRedis } = require('rate-limiter-flexible');
+const { expect, rateLimiterSteps } = require('./common');
 
 const port = Number(process.argv[2]);
 const RESP = Number(process.argv[3]);
@@ -14,12 +14,6 @@ const isRedis = process.argv[4] === 'redis';
 const out = [];
 const rec = (name, v) => out.push([name, v]);
 const plain = (v) => JSON.parse(JSON.stringify(v, (_, x) => (x instanceof Map ? Object.fromEntries(x) : x)));
-
-function expect(name, got, want) {
-  if (JSON.stringify(plain(got)) !== JSON.stringify(want)) {
-    throw new Error(`${name}: got ${JSON.stringify(plain(got))}, want ${JSON.stringify(want)}`);
-  }
-}
 
 async function main() {
   const r = createClient({ socket: { port, reconnectStrategy: false }, RESP });
@@ -60,26 +54,7 @@ async function main() {
       : [1, 5, 4, -1, 1000]);
   }
 
-  // rate-limiter-flexible through node-redis: 3 points per 5 s, the fourth consume is refused.
-  const rl = new RateLimiterRedis({ storeClient: r, useRedisPackage: true, keyPrefix: 'rlf', points: 3, duration: 5 });
-  const seen = [];
-  for (let i = 0; i < 4; i++) {
-    try {
-      const res = await rl.consume('ip1');
-      seen.push(['ok', res.remainingPoints, res.consumedPoints, res.msBeforeNext > 4000 && res.msBeforeNext <= 5000]);
-    } catch (res) {
-      seen.push(['refused', res.remainingPoints, res.consumedPoints, res.msBeforeNext > 4000 && res.msBeforeNext <= 5000]);
-    }
-  }
-  rec('rlf consume', seen);
-  const got = await rl.get('ip1');
-  rec('rlf get', [got.consumedPoints, got.remainingPoints]);
-  rec('rlf penalty', (await rl.penalty('ip1', 2)).consumedPoints);
-  rec('rlf reward', (await rl.reward('ip1', 5)).consumedPoints);
-  rec('rlf set', (await rl.set('ip2', 2, 10)).consumedPoints);
-  rec('rlf delete', await rl.delete('ip1'));
-  const forever = new RateLimiterRedis({ storeClient: r, useRedisPackage: true, keyPrefix: 'rlf0', points: 2, duration: 0 });
-  rec('rlf no duration', (await forever.consume('a')).remainingPoints);
+  await rateLimiterSteps(r, { useRedisPackage: true }, rec);
   await r.quit();
   for (const [name, v] of out) console.log(JSON.stringify([name, v]));
 }
