@@ -101,8 +101,12 @@ impl<S: StateMachine> RaftNode<S> {
         let listener = TcpListener::bind(&bind)
             .await
             .map_err(|e| ClusterError::Startup(format!("binding cluster port {bind}: {e}")))?;
-        let transport = Transport::new(id, config.secret.clone(), config.max_frame_bytes);
-        transport.set_advertise(config.advertise.clone());
+        let transport = Transport::new(
+            id,
+            config.secret.clone(),
+            config.max_frame_bytes,
+            config.advertise.clone(),
+        );
 
         let network = NetworkFactory {
             transport: transport.clone(),
@@ -467,8 +471,8 @@ impl<S: StateMachine> RaftNode<S> {
     /// a cluster connection with it was made; `None` until then, or if it advertises nothing.
     pub fn advertised(&self, id: NodeId) -> Option<String> {
         if id == self.inner.id {
-            let own = &self.inner.config.advertise;
-            return (!own.is_empty()).then(|| own.clone());
+            let own = self.inner.transport.advertise();
+            return (!own.is_empty()).then(|| own.to_string());
         }
         self.inner.transport.advertised(id)
     }

@@ -120,7 +120,7 @@ enum Handshake {
     },
     Proof {
         proof: [u8; 32],
-        /// The client's advertised address (see [`Transport::set_advertise`]).
+        /// The client's advertised address (see [`Transport::new`]).
         advertise: String,
     },
     Welcome {
@@ -170,20 +170,13 @@ struct Core {
     blocked: RwLock<HashSet<NodeId>>,
     shutdown: watch::Receiver<bool>,
     /// What this node tells its peers about itself in the handshake (opaque here; the
-    /// server puts its client address in it).
-    advertise: RwLock<String>,
+    /// server puts its client address in it). Empty: nothing.
+    advertise: String,
     /// What each authenticated peer told about itself, latest connection first.
     advertised: Mutex<HashMap<NodeId, String>>,
 }
 
 impl Core {
-    fn advertise(&self) -> String {
-        self.advertise
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
     /// Remember what an authenticated peer advertised (nothing if it advertised nothing).
     fn heard(&self, peer: NodeId, advertise: String) {
         if advertise.is_empty() || advertise.len() > ADVERTISE_MAX {
@@ -211,9 +204,22 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    /// A transport for `node_id` authenticating with `secret`.
-    pub(crate) fn new(node_id: NodeId, secret: Vec<u8>, max_frame: usize) -> Arc<Transport> {
+    /// A transport for `node_id` authenticating with `secret`, telling its peers
+    /// `advertise` about itself when a connection is made (opaque to the transport; the
+    /// server advertises its client address). Longer than [`ADVERTISE_MAX`] bytes,
+    /// nothing is advertised.
+    pub(crate) fn new(
+        node_id: NodeId,
+        secret: Vec<u8>,
+        max_frame: usize,
+        advertise: String,
+    ) -> Arc<Transport> {
         let (shutdown_tx, shutdown) = watch::channel(false);
+        let advertise = if advertise.len() > ADVERTISE_MAX {
+            String::new()
+        } else {
+            advertise
+        };
         Arc::new(Transport {
             core: Arc::new(Core {
                 node_id,
@@ -221,7 +227,7 @@ impl Transport {
                 max_frame,
                 blocked: RwLock::new(HashSet::new()),
                 shutdown,
-                advertise: RwLock::new(String::new()),
+                advertise,
                 advertised: Mutex::new(HashMap::new()),
             }),
             peers: Mutex::new(HashMap::new()),
@@ -229,20 +235,9 @@ impl Transport {
         })
     }
 
-    /// Set what this node tells its peers about itself when a connection is made (opaque to
-    /// the transport; the server advertises its client address). Longer than
-    /// [`ADVERTISE_MAX`] bytes, nothing is advertised.
-    pub(crate) fn set_advertise(&self, advertise: String) {
-        let advertise = if advertise.len() > ADVERTISE_MAX {
-            String::new()
-        } else {
-            advertise
-        };
-        *self
-            .core
-            .advertise
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = advertise;
+    /// What this node advertises about itself (empty: nothing).
+    pub(crate) fn advertise(&self) -> &str {
+        &self.core.advertise
     }
 
     /// What peer `id` advertised when it last connected to this node or this node to it.
@@ -766,7 +761,7 @@ async fn connect(
             &mut writer,
             &Handshake::Proof {
                 proof: mine.into_bytes().into(),
-                advertise: core.advertise(),
+                advertise: core.advertise.clone(),
             },
         )
         .await?;
@@ -844,7 +839,7 @@ where
     send_handshake(
         writer,
         &Handshake::Welcome {
-            advertise: core.advertise(),
+            advertise: core.advertise.clone(),
         },
     )
     .await?;
@@ -903,7 +898,7 @@ mod tests {
             max_frame: 1 << 20,
             blocked: RwLock::new(HashSet::new()),
             shutdown,
-            advertise: RwLock::new("server-host:7001".into()),
+            advertise: "server-host:7001".into(),
             advertised: Mutex::new(HashMap::new()),
         }
     }
