@@ -77,33 +77,13 @@ fn encode_entries(entries: &[(u64, u64)]) -> Vec<u8> {
     out
 }
 
-/// The entries of an encoded log.
+/// The entries of an encoded log: [`scan`]'s checks, with a window that keeps them all.
 fn decode_entries(bytes: &[u8]) -> Option<Vec<(u64, u64)>> {
-    let mut r = Reader::open(bytes, Algorithm::Log)?;
-    let n = r.varint()?;
-    if n > MAX_LIMIT {
-        return None;
-    }
-    // Each entry takes at least two bytes, so a bogus count reserves little.
-    let room = (n as usize).min(bytes.len() / 2);
-    let mut entries = Vec::with_capacity(room);
-    let mut previous: Option<u64> = None;
-    for _ in 0..n {
-        let at = match previous {
-            None => r.u64()?,
-            Some(p) => match r.varint()? {
-                0 => return None,
-                delta => p.checked_add(delta)?,
-            },
-        };
-        let units = r.varint()?;
-        if units == 0 {
-            return None;
-        }
-        entries.push((at, units));
-        previous = Some(at);
-    }
-    r.finish(entries)
+    let all = scan(bytes, u64::MAX, 0)?;
+    Some(
+        all.first_live
+            .map_or_else(Vec::new, |(_, first)| live_from(bytes, first).collect()),
+    )
 }
 
 /// Charges `cost` units at `now_ms` (cost 0 peeks).
@@ -186,8 +166,9 @@ struct Scan {
     last: Option<Spot>,
 }
 
-/// Reads an encoded log as [`decode_entries`] does (the same checks, `None` for the
-/// same inputs) without collecting its entries.
+/// Reads and checks an encoded log (`None` for a count over [`MAX_LIMIT`], a zero
+/// count of units, timestamps not increasing, a short or overlong encoding) without
+/// collecting its entries.
 fn scan(bytes: &[u8], window: u64, now_ms: u64) -> Option<Scan> {
     let mut r = Reader::open(bytes, Algorithm::Log)?;
     let entries = r.varint()?;
@@ -399,6 +380,31 @@ mod tests {
         );
         assert_eq!(Params::new(0, 1), Err(LimitError::InvalidLimit));
         assert_eq!(Params::new(1, 0), Err(LimitError::InvalidPeriod));
+    }
+
+    #[test]
+    fn decoding_refuses_what_encoding_never_writes() {
+        let good = encode_entries(&[(100, 2), (400, 1)]);
+        assert_eq!(State::decode(&good).unwrap().entries, [(100, 2), (400, 1)]);
+        assert_eq!(State::decode(&encode_entries(&[])).unwrap().entries, []);
+        // Zero units, a repeated timestamp (a zero delta), a short and an overlong encoding.
+        assert_eq!(State::decode(&encode_entries(&[(100, 0)])), None);
+        assert_eq!(State::decode(&encode_entries(&[(100, 1), (100, 1)])), None);
+        assert_eq!(State::decode(&good[..good.len() - 1]), None);
+        assert_eq!(State::decode(&[&good[..], &[1]].concat()), None);
+        // More entries than any limit allows.
+        let mut many = encoder(Algorithm::Log, 8);
+        put_varint(&mut many, MAX_LIMIT + 1);
+        assert_eq!(State::decode(&many), None);
+        // A delta up to the end of time, and one past it.
+        let mut far = encode_entries(&[(u64::MAX - 1, 1)]);
+        far[4] += 1;
+        let (mut to_end, mut past) = (far.clone(), far);
+        to_end.extend_from_slice(&[1, 1]);
+        past.extend_from_slice(&[2, 1]);
+        let last = State::decode(&to_end).unwrap().entries;
+        assert_eq!(last, [(u64::MAX - 1, 1), (u64::MAX, 1)]);
+        assert_eq!(State::decode(&past), None);
     }
 
     #[test]
