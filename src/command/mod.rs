@@ -163,11 +163,16 @@ pub fn sanitize(s: &str) -> String {
 
 /// Check arity against a spec: positive = exact, negative = at least.
 pub fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
-    let a = spec.arity;
-    if a >= 0 {
-        argc == a as usize
+    arity_matches(spec.arity, argc)
+}
+
+/// Whether `argc` arguments (the command name included) fit Redis's `arity`: positive =
+/// exactly that many, negative = at least that many.
+pub fn arity_matches(arity: i32, argc: usize) -> bool {
+    if arity >= 0 {
+        argc == arity as usize
     } else {
-        argc >= (-a) as usize
+        argc >= arity.unsigned_abs() as usize
     }
 }
 

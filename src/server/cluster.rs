@@ -111,14 +111,10 @@ fn standalone_reply(a: &[Bytes]) -> Reply {
             "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
             crate::command::arg_text(&a[1])
         )),
-        Some(&(_, arity)) => {
-            let n = a.len() as i32;
-            if (arity >= 0 && n != arity) || n < arity.abs() {
-                crate::command::arity_error(&format!("cluster|{sub}"))
-            } else {
-                Reply::err(NOT_CLUSTER)
-            }
+        Some(&(_, arity)) if !crate::command::arity_matches(arity, a.len()) => {
+            crate::command::arity_error(&format!("cluster|{sub}"))
         }
+        Some(_) => Reply::err(NOT_CLUSTER),
     }
 }
 
