@@ -375,17 +375,19 @@ fn nodes_report_each_others_client_ports_whatever_the_cluster_ports() {
         .iter()
         .map(|n| format!("127.0.0.1:{}@{}", n.port, n.cluster_port))
         .collect();
-    // Followers hear each other through a connection made for that purpose: bounded wait.
+    // Followers hear each other through a connection made for that purpose: bounded wait
+    // until `n`'s CLUSTER NODES names every node at its client port.
+    let names_everyone = |n: &Node, deadline: Instant| loop {
+        let nodes: String = n.q(&["CLUSTER", "NODES"]).unwrap();
+        if want.iter().all(|w| nodes.contains(w.as_str())) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node {}: {nodes}", n.id);
+        thread::sleep(Duration::from_millis(100));
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     for n in &c.nodes {
-        loop {
-            let nodes: String = n.q(&["CLUSTER", "NODES"]).unwrap();
-            if want.iter().all(|w| nodes.contains(w.as_str())) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "node {}: {nodes}", n.id);
-            thread::sleep(Duration::from_millis(100));
-        }
+        names_everyone(n, deadline);
         // The master of the one slot range is the leader, at its client port.
         let slots: Vec<Vec<redis::Value>> = n.q(&["CLUSTER", "SLOTS"]).unwrap();
         assert_eq!(
@@ -405,15 +407,7 @@ fn nodes_report_each_others_client_ports_whatever_the_cluster_ports() {
     let mut c = c;
     c.nodes[follower].kill9();
     c.nodes[follower].spawn();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let nodes: String = c.nodes[follower].q(&["CLUSTER", "NODES"]).unwrap();
-        if want.iter().all(|w| nodes.contains(w.as_str())) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "restarted node: {nodes}");
-        thread::sleep(Duration::from_millis(100));
-    }
+    names_everyone(&c.nodes[follower], Instant::now() + Duration::from_secs(10));
     let repl: String = c.nodes[follower].q(&["INFO", "replication"]).unwrap();
     let master_port = format!("master_port:{}\r\n", c.nodes[leader].port);
     assert!(repl.contains(&master_port), "{repl}");
