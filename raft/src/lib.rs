@@ -27,7 +27,13 @@
 //! | `service.rs` | what a node answers on its cluster port; membership changes |
 //! | `node.rs` | [`RaftNode`]: start, propose, read barrier, status, admin, shutdown |
 //!
-//! On disk under `data_dir`: `log/vote`, `log/raft.log`, `snapshots/snap-<index>-<term>.snap`.
+//! On disk under `data_dir`: `log/vote`, `log/raft.log`, `snapshots/snap-<index>-<term>.snap`,
+//! and `repair` while a repair is under way; damaged files are kept as `<name>.corrupt`.
+//!
+//! Failures: a node whose storage fails (disk full, I/O error) stops Raft, and
+//! [`RaftNode::storage_failure`] resolves with why, so the server can exit and be restarted;
+//! a node that finds at start that its disk lost acknowledged data is repairing (see
+//! [`RepairStatus`]) until it has caught up from the leader.
 //!
 //! Using it from a server: implement [`StateMachine`] for the keyspace (apply with the `now_ms`
 //! handed in, never a clock), `RaftNode::start(config, Arc::new(keyspace))`, then per client
@@ -45,6 +51,7 @@ mod network;
 mod node;
 mod proposer;
 mod record;
+mod repair;
 mod service;
 mod state_machine;
 mod transport;
@@ -54,6 +61,7 @@ pub use clock::LeaderClock;
 pub use config::{Config, FsyncPolicy, DEFAULT_ELECTION_TIMEOUT_MS, DEFAULT_HEARTBEAT_INTERVAL_MS};
 pub use error::ClusterError;
 pub use node::RaftNode;
+pub use repair::{RepairReason, RepairStatus};
 pub use state_machine::StateMachine;
 pub use types::{
     Batch, BatchOutput, ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId,

@@ -1,15 +1,26 @@
 //! The durable Raft log and vote (openraft's `RaftLogStorage`).
 //!
-//! Layout under `<data_dir>/log/`: `vote` (one CRC-framed record, replaced atomically and always
-//! fsynced) and `raft.log` (an append-only sequence of CRC-framed records: entries, truncations,
-//! purge marks and the commit index). The whole live log is also kept in memory, so reads never
-//! touch the disk; purging after a snapshot keeps memory bounded, and when dead records outweigh
-//! live ones the file is rewritten (temp file + rename).
+//! Layout under `<data_dir>/log/`: `vote` (one CRC-framed record stored twice, replaced
+//! atomically and always fsynced) and `raft.log` (an append-only sequence of CRC-framed
+//! records: entries, truncations, purge marks, the commit index and durability marks). The
+//! whole live log is also kept in memory, so reads never touch the disk; purging after a
+//! snapshot keeps memory bounded, and when dead records outweigh live ones the file is
+//! rewritten (temp file + rename).
 //!
 //! Writes go to one writer thread that does group commit: every append queued while the previous
 //! fsync ran is written and made durable by a single fsync, and only then does openraft hear that
-//! the entries are stored. On open, a torn or corrupt tail (short record, CRC mismatch,
-//! undecodable payload) is cut off with a warning and never replayed.
+//! the entries are stored. After each fsync the writer appends a durability mark ("every byte
+//! before offset N is on disk"), which the next group's fsync makes durable in turn.
+//!
+//! On open, damage is judged by what follows it. A bad record (short, checksum mismatch,
+//! undecodable, or zeros where a record was) with no durability mark after it that covers it is
+//! a *torn tail*: bytes of a write that never completed, so never acknowledged; they are cut
+//! with a warning. A bad record that a later mark proves had been made durable is *corruption*
+//! of acknowledged data: the node records that it is repairing (see `repair`), keeps the log up
+//! to the last good record, sets the damaged file aside as `raft.log.corrupt`, and does not vote
+//! until it has caught up from the leader. An unreadable vote file (both copies damaged) and an
+//! unreadable snapshot with the log purged behind it (see `state_machine`) are handled the same
+//! way.
 //!
 //! The file is allocated ahead of its records (`fallocate`, [`PREALLOCATE_BYTES`] at a time), and
 //! records are written into that space. Appending at the end of the file would change its size
@@ -38,7 +49,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::LeaderClock;
 use crate::config::FsyncPolicy;
-use crate::record::{encode_record, scan_records, sync_parent, write_atomic};
+use crate::record::{
+    encode_record, read_twice, scan_records, sync_parent, write_atomic, write_twice, Twice,
+};
+use crate::repair::{Repair, RepairReason};
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
 
 const LOG_FILE: &str = "raft.log";
@@ -50,9 +64,17 @@ const VOTE_FILE: &str = "vote";
 #[derive(Deserialize)]
 enum LogRecord {
     Entry(Entry),
-    Truncate { since: u64 },
+    Truncate {
+        since: u64,
+    },
     Purged(LogId),
     Committed(LogId),
+    /// Every byte of the file before `upto` had been fsynced when this was written, and the
+    /// vote's term was `term` (a bound on the terms of the entries before it).
+    Synced {
+        upto: u64,
+        term: u64,
+    },
 }
 
 /// The same record shape, borrowed for writing (serializes to identical bytes).
@@ -62,6 +84,7 @@ enum LogRecordRef<'a> {
     Truncate { since: u64 },
     Purged(&'a LogId),
     Committed(&'a LogId),
+    Synced { upto: u64, term: u64 },
 }
 
 /// The in-memory mirror of the log file.
@@ -89,6 +112,10 @@ struct Shared {
     dir: PathBuf,
     clock: Arc<LeaderClock>,
     committed_index: AtomicU64,
+    /// The vote's term, for the writer's durability marks.
+    vote_term: Arc<AtomicU64>,
+    /// Told of every commit: ends a repair once it is proven.
+    repair: Arc<Repair>,
     /// Rewrite the file once dead bytes exceed both the live bytes and this floor.
     compact_min_bytes: u64,
 }
@@ -125,28 +152,138 @@ impl LogHandle {
 }
 
 impl LogStore {
-    /// Open (or create) the log under `dir`, replaying it and cutting off a corrupt tail.
+    /// Open (or create) the log under `dir` and replay it. A torn tail is cut; lost durable
+    /// data (a corrupt log, an unreadable vote, a log purged past `snapshot_last`, the newest
+    /// snapshot that could be loaded) is recorded in `repair` before any file is changed.
     pub(crate) fn open(
         dir: &Path,
         policy: FsyncPolicy,
         compact_min_bytes: u64,
         clock: Arc<LeaderClock>,
+        repair: Arc<Repair>,
+        snapshot_last: Option<LogId>,
     ) -> io::Result<LogStore> {
         fs::create_dir_all(dir)?;
-        let vote = read_vote(&dir.join(VOTE_FILE))?;
+        let vote_path = dir.join(VOTE_FILE);
         let log_path = dir.join(LOG_FILE);
         let _ = fs::remove_file(log_path.with_extension("tmp"));
-        let mut mem = replay(&log_path, &clock)?;
-        mem.vote = vote;
-        // `replay` cut the file right after its last intact record.
+        let vote = read_vote(&vote_path)?;
+        let bytes = match fs::read(&log_path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let replayed = replay(&bytes, &clock);
+        let mut mem = replayed.mem;
+        let vote_term = vote.vote.map_or(0, |v| v.leader_id.term);
+        let max_term = replayed.max_term.max(vote_term);
+
+        if vote.lost {
+            let kept = set_aside(&vote_path)?;
+            repair.require(
+                RepairReason::VoteLost,
+                format!(
+                    "the vote file {} is unreadable (both copies damaged; kept as {}): this node \
+                     does not know what it voted for",
+                    vote_path.display(),
+                    kept.display()
+                ),
+                max_term,
+                None,
+            )?;
+            fs::remove_file(&vote_path)?;
+            sync_parent(&vote_path)?;
+        } else if vote.one_copy {
+            if let Some(v) = &vote.vote {
+                write_twice(&vote_path, &encode_vote(v)?)?;
+            }
+            tracing::warn!(file = %vote_path.display(), "one copy of the raft vote was damaged; restored it from the other");
+        }
+        if repair.record_lost() {
+            repair.require(
+                RepairReason::RecordLost,
+                "the repair record is unreadable".into(),
+                max_term,
+                None,
+            )?;
+        }
+        match replayed.damage {
+            Some(Damage::Corrupt {
+                offset,
+                why,
+                intact_after,
+            }) => {
+                let kept = set_aside(&log_path)?;
+                repair.require(
+                    RepairReason::LogCorruption,
+                    format!(
+                        "{} is damaged at byte {offset} ({why}) and {intact_after} intact records \
+                         written after those bytes had been made durable follow it, so entries \
+                         this node acknowledged are lost; kept the log up to index {} (the \
+                         damaged file is kept as {})",
+                        log_path.display(),
+                        mem.last_index()
+                            .map_or_else(|| "none".into(), |i| i.to_string()),
+                        kept.display()
+                    ),
+                    max_term,
+                    replayed.last_index,
+                )?;
+                write_atomic(&log_path, &bytes[..replayed.good_end])?;
+            }
+            Some(Damage::Torn { offset, why }) => {
+                tracing::warn!(
+                    file = %log_path.display(),
+                    offset,
+                    dropped_bytes = bytes.len() - offset,
+                    reason = why,
+                    "raft log has a torn tail (a write that never completed); cutting it"
+                );
+                cut(&log_path, replayed.good_end as u64)?;
+            }
+            // Allocated space (zeros). A crash can leave a write's later pages on disk and not
+            // its first ones, so even behind zeros there may be stale records that were never
+            // made durable: they must not surface after the records written next.
+            None if bytes.len() > replayed.good_end => cut(&log_path, replayed.good_end as u64)?,
+            None => {}
+        }
+        if mem.last_purged.map(|p| p.index) > snapshot_last.map(|s| s.index) {
+            // The entries up to the purge point live only in a snapshot, and no snapshot that
+            // covers them could be loaded: this node no longer holds what it acknowledged.
+            let through = mem.last_index();
+            repair.require(
+                RepairReason::SnapshotGap,
+                format!(
+                    "the log was purged up to index {} but the newest readable snapshot ends at {}; \
+                     discarded the log (it ended at index {}) to fetch a snapshot from the leader",
+                    mem.last_purged.map_or(0, |p| p.index),
+                    snapshot_last.map_or_else(|| "none".into(), |s| s.index.to_string()),
+                    through.unwrap_or(0),
+                ),
+                max_term,
+                through,
+            )?;
+            write_atomic(&log_path, &[])?;
+            mem = LogMem::default();
+        }
+        mem.vote = vote.vote;
+        if repair.is_active() {
+            // openraft resumes leadership at once when the stored vote is a committed vote
+            // for this node; a node missing acknowledged entries must never do that.
+            if let Some(v) = &mut mem.vote {
+                v.committed = false;
+            }
+        }
         let data_end = mem.file_bytes;
         let file = open_for_writing(&log_path)?;
         sync_parent(&log_path)?;
         let committed_index = AtomicU64::new(mem.committed.map(|c| c.index).unwrap_or(0));
+        let vote_term = Arc::new(AtomicU64::new(vote_term));
         let (tx, rx) = mpsc::channel();
+        let writer = Writer::new(file, data_end, log_path, policy, vote_term.clone());
         thread::Builder::new()
             .name("raft-log-writer".into())
-            .spawn(move || Writer::new(file, data_end, log_path, policy).run(rx))?;
+            .spawn(move || writer.run(rx))?;
         Ok(LogStore {
             shared: Arc::new(Shared {
                 mem: RwLock::new(mem),
@@ -154,6 +291,8 @@ impl LogStore {
                 dir: dir.to_path_buf(),
                 clock,
                 committed_index,
+                vote_term,
+                repair,
                 compact_min_bytes,
             }),
         })
@@ -266,16 +405,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
-        let mut bytes = Vec::new();
-        encode_record(
-            &postcard::to_allocvec(vote).map_err(|e| StorageIOError::write_vote(&e))?,
-            &mut bytes,
-        );
+        let bytes = encode_vote(vote).map_err(|e| StorageIOError::write_vote(&e))?;
         let path = self.shared.dir.join(VOTE_FILE);
-        tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
+        tokio::task::spawn_blocking(move || write_twice(&path, &bytes))
             .await
             .map_err(|e| StorageIOError::write_vote(&e))?
             .map_err(|e| StorageIOError::write_vote(&e))?;
+        self.shared
+            .vote_term
+            .fetch_max(vote.leader_id.term, Ordering::AcqRel);
         self.mem_write().vote = Some(*vote);
         Ok(())
     }
@@ -293,6 +431,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.shared
             .committed_index
             .fetch_max(c.index, Ordering::AcqRel);
+        self.shared.repair.check(&c);
         Ok(())
     }
 
@@ -365,67 +504,194 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 }
 
-/// Read the vote file; a missing file means "never voted", a corrupt one is an error (it is
-/// only ever replaced atomically, so corruption means the disk lies and guessing is unsafe).
-fn read_vote(path: &Path) -> io::Result<Option<Vote<NodeId>>> {
+/// What the vote file holds.
+struct VoteRead {
+    vote: Option<Vote<NodeId>>,
+    /// Neither copy is readable: what this node voted for is unknown.
+    lost: bool,
+    /// One copy was damaged (the file should be written again).
+    one_copy: bool,
+}
+
+fn encode_vote(vote: &Vote<NodeId>) -> io::Result<Vec<u8>> {
+    postcard::to_allocvec(vote).map_err(io::Error::other)
+}
+
+/// Read the vote file; a missing file means "never voted". It is only ever replaced
+/// atomically, so damage means the disk lies: one damaged copy is survived with the other,
+/// two mean the vote is lost.
+fn read_vote(path: &Path) -> io::Result<VoteRead> {
     let _ = fs::remove_file(path.with_extension("tmp"));
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    let decode = |bytes: &[u8]| postcard::from_bytes::<Vote<NodeId>>(bytes).ok();
+    let lost = VoteRead {
+        vote: None,
+        lost: true,
+        one_copy: false,
     };
-    let scan = scan_records(&bytes);
-    let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
-    match (scan.records.first(), scan.bad_tail) {
-        (Some((payload, _)), None) => postcard::from_bytes(payload)
-            .map(Some)
-            .map_err(|e| invalid(format!("vote file {}: {e}", path.display()))),
-        _ => Err(invalid(format!("vote file {} is corrupt", path.display()))),
+    Ok(match read_twice(path)? {
+        Twice::Missing => VoteRead {
+            vote: None,
+            lost: false,
+            one_copy: false,
+        },
+        Twice::Intact(bytes) => match decode(&bytes) {
+            Some(v) => VoteRead {
+                vote: Some(v),
+                lost: false,
+                one_copy: false,
+            },
+            None => lost,
+        },
+        Twice::OneCopy(bytes) => match decode(&bytes) {
+            Some(v) => VoteRead {
+                vote: Some(v),
+                lost: false,
+                one_copy: true,
+            },
+            None => lost,
+        },
+        Twice::Lost => lost,
+    })
+}
+
+/// What damage in `raft.log` means.
+#[derive(Debug, PartialEq, Eq)]
+enum Damage {
+    /// A write that never completed: nothing from `offset` on had been made durable.
+    Torn { offset: usize, why: &'static str },
+    /// Bytes that had been made durable are damaged (a later durability mark covers them).
+    Corrupt {
+        offset: usize,
+        why: &'static str,
+        /// Intact records found after the damage.
+        intact_after: usize,
+    },
+}
+
+/// The log as read back, and what it says about what it held.
+struct Replayed {
+    /// The log up to the first bad record.
+    mem: LogMem,
+    /// Where the intact records before the damage end.
+    good_end: usize,
+    damage: Option<Damage>,
+    /// The highest term any readable record names (entries, commit and purge marks, the vote
+    /// term in durability marks), before or after the damage.
+    max_term: u64,
+    /// The index of the last entry the log held, if known: the log's last index when it is
+    /// whole; with corruption, the last entry record in the file when it lies after the damage
+    /// (any entry written before it with a higher index was truncated first), else unknown.
+    last_index: Option<u64>,
+}
+
+/// Rebuild the in-memory log from the bytes of `raft.log`, stopping at the first bad record,
+/// and judge what follows it (see the module docs).
+fn replay(bytes: &[u8], clock: &LeaderClock) -> Replayed {
+    let scan = scan_records(bytes, true);
+    let mut mem = LogMem::default();
+    let mut good_end = 0usize;
+    let mut max_term = 0u64;
+    let mut bad = None;
+    let mut records = scan.records.into_iter();
+    for r in records.by_ref() {
+        match postcard::from_bytes::<LogRecord>(r.payload) {
+            Ok(record) => {
+                max_term = max_term.max(record_term(&record));
+                apply_record(&mut mem, record, (r.end - good_end) as u64, clock);
+                good_end = r.end;
+            }
+            Err(_) => {
+                bad = Some((r.start, "undecodable record"));
+                break;
+            }
+        }
+    }
+    let mut after: Vec<_> = records.collect();
+    if let Some(b) = scan.bad {
+        bad.get_or_insert((b.offset, b.why));
+        after.extend(b.after);
+    }
+    mem.file_bytes = good_end as u64;
+    let Some((offset, why)) = bad else {
+        let last_index = mem.last_index();
+        return Replayed {
+            mem,
+            good_end,
+            damage: None,
+            max_term,
+            last_index,
+        };
+    };
+    let mut proven_durable = false;
+    let mut last_entry = None;
+    let mut intact_after = 0;
+    for r in &after {
+        let Ok(record) = postcard::from_bytes::<LogRecord>(r.payload) else {
+            continue;
+        };
+        intact_after += 1;
+        max_term = max_term.max(record_term(&record));
+        match &record {
+            LogRecord::Synced { upto, .. } if *upto > offset as u64 => proven_durable = true,
+            LogRecord::Entry(entry) => {
+                if let EntryPayload::Normal(batch) = &entry.payload {
+                    clock.observe(batch.leader_time_ms);
+                }
+                last_entry = Some(entry.log_id.index);
+            }
+            _ => {}
+        }
+    }
+    let (damage, last_index) = if proven_durable {
+        (
+            Damage::Corrupt {
+                offset,
+                why,
+                intact_after,
+            },
+            last_entry,
+        )
+    } else {
+        (Damage::Torn { offset, why }, mem.last_index())
+    };
+    Replayed {
+        mem,
+        good_end,
+        damage: Some(damage),
+        max_term,
+        last_index,
     }
 }
 
-/// Rebuild the in-memory log from `path`, truncating the file at the first bad record.
-fn replay(path: &Path, clock: &LeaderClock) -> io::Result<LogMem> {
-    let mut mem = LogMem::default();
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(mem),
-        Err(e) => return Err(e),
-    };
-    let scan = scan_records(&bytes);
-    let mut good_end = 0usize;
-    let mut bad_tail = scan.bad_tail;
-    for (payload, end) in scan.records {
-        let record: LogRecord = match postcard::from_bytes(payload) {
-            Ok(r) => r,
-            Err(_) => {
-                bad_tail = Some((good_end, "undecodable record"));
-                break;
-            }
-        };
-        let size = (end - good_end) as u64;
-        good_end = end;
-        apply_record(&mut mem, record, size, clock);
+/// The highest term a record names.
+fn record_term(record: &LogRecord) -> u64 {
+    match record {
+        LogRecord::Entry(e) => e.log_id.leader_id.term,
+        LogRecord::Purged(l) | LogRecord::Committed(l) => l.leader_id.term,
+        LogRecord::Synced { term, .. } => *term,
+        LogRecord::Truncate { .. } => 0,
     }
-    mem.file_bytes = good_end as u64;
-    if let Some((offset, why)) = bad_tail {
-        tracing::warn!(
-            file = %path.display(),
-            offset,
-            dropped_bytes = bytes.len() - offset,
-            reason = why,
-            "raft log has a torn or corrupt tail; truncating it"
-        );
+}
+
+/// Keep a copy of damaged `path` as `<path>.corrupt` (replacing an older one) for inspection;
+/// `path` itself stays until it is replaced.
+fn set_aside(path: &Path) -> io::Result<PathBuf> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".corrupt");
+    let kept = PathBuf::from(name);
+    let _ = fs::remove_file(&kept);
+    if fs::hard_link(path, &kept).is_err() {
+        fs::copy(path, &kept)?;
     }
-    if bytes.len() > good_end {
-        // Allocated space (zeros) or a torn tail. A crash can leave a write's later pages on
-        // disk and not its first ones, so even behind zeros there may be stale records that
-        // were never acknowledged: they must not surface after the records written next.
-        let file = open_for_writing(path)?;
-        file.set_len(good_end as u64)?;
-        file.sync_all()?;
-    }
-    Ok(mem)
+    sync_parent(&kept)?;
+    Ok(kept)
+}
+
+/// Cut the file at `len` (after its last intact record) and make that durable.
+fn cut(path: &Path, len: u64) -> io::Result<()> {
+    let file = open_for_writing(path)?;
+    file.set_len(len)?;
+    file.sync_all()
 }
 
 fn apply_record(mem: &mut LogMem, record: LogRecord, size: u64, clock: &LeaderClock) {
@@ -466,6 +732,18 @@ fn apply_record(mem: &mut LogMem, record: LogRecord, size: u64, clock: &LeaderCl
                 mem.committed = Some(log_id);
             }
         }
+        LogRecord::Synced { .. } => {}
+    }
+}
+
+impl LogMem {
+    /// The index of the last entry held, or of the last purged one.
+    fn last_index(&self) -> Option<u64> {
+        self.entries
+            .keys()
+            .next_back()
+            .copied()
+            .or(self.last_purged.map(|p| p.index))
     }
 }
 
@@ -502,10 +780,20 @@ struct Writer {
     last_sync: Instant,
     /// Once a write fails the file's state is unknown: fail everything after it.
     broken: Option<String>,
+    /// The vote's term, written into durability marks.
+    vote_term: Arc<AtomicU64>,
+    /// What the last durability mark covers.
+    marked: u64,
 }
 
 impl Writer {
-    fn new(file: File, data_end: u64, path: PathBuf, policy: FsyncPolicy) -> Self {
+    fn new(
+        file: File,
+        data_end: u64,
+        path: PathBuf,
+        policy: FsyncPolicy,
+        vote_term: Arc<AtomicU64>,
+    ) -> Self {
         Writer {
             file,
             pos: data_end,
@@ -517,6 +805,8 @@ impl Writer {
             dirty: false,
             last_sync: Instant::now(),
             broken: None,
+            vote_term,
+            marked: data_end,
         }
     }
 
@@ -603,11 +893,13 @@ impl Writer {
                 force_sync || self.last_sync.elapsed() >= Duration::from_secs(1)
             }
         };
+        let mut synced = false;
         if self.dirty && must_sync && self.broken.is_none() {
             match self.file.sync_data() {
                 Ok(()) => {
                     self.dirty = false;
                     self.last_sync = Instant::now();
+                    synced = true;
                 }
                 Err(e) => self.broken = Some(format!("fsync {}: {e}", self.path.display())),
             }
@@ -618,6 +910,32 @@ impl Writer {
                 Some(why) => cb.log_io_completed(Err(io::Error::other(why.clone()))),
             }
         }
+        if synced {
+            self.mark_durable();
+        }
+    }
+
+    /// Append a durability mark for everything written so far (just fsynced). It is not
+    /// fsynced itself (that would double the fsyncs): the next group's fsync makes it durable,
+    /// and a crash before that only loses the mark, which makes damage in the last group
+    /// read as a torn tail, as it did before marks existed.
+    fn mark_durable(&mut self) {
+        if self.broken.is_some() || self.pos <= self.marked {
+            return;
+        }
+        let upto = self.pos;
+        let record = LogRecordRef::Synced {
+            upto,
+            term: self.vote_term.load(Ordering::Acquire),
+        };
+        let Ok(payload) = encode(&record) else { return };
+        let mut bytes = Vec::with_capacity(payload.len() + 8);
+        encode_record(&payload, &mut bytes);
+        let dirty = self.dirty;
+        self.write(&bytes);
+        // The mark alone is no reason for an fsync.
+        self.dirty = dirty;
+        self.marked = upto;
     }
 
     fn rewrite(&mut self, bytes: &[u8]) {
@@ -631,7 +949,9 @@ impl Writer {
                 self.pos = bytes.len() as u64;
                 self.allocated = self.pos;
                 self.dirty = false;
+                self.marked = 0;
                 tracing::debug!(file = %self.path.display(), bytes = bytes.len(), "raft log compacted");
+                self.mark_durable();
             }
             Err(e) => self.broken = Some(format!("compact {}: {e}", self.path.display())),
         }
@@ -680,32 +1000,85 @@ mod tests {
     use super::*;
     use openraft::{CommittedLeaderId, EntryPayload};
 
+    fn log_id(term: u64, index: u64) -> LogId {
+        LogId::new(CommittedLeaderId::new(term, 1), index)
+    }
+
     fn entry(index: u64) -> Entry {
         Entry {
-            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            log_id: log_id(1, index),
             payload: EntryPayload::Blank,
         }
     }
 
-    fn record(index: u64) -> Vec<u8> {
+    fn framed(record: &LogRecordRef<'_>) -> Vec<u8> {
         let mut out = Vec::new();
-        encode_record(
-            &encode(&LogRecordRef::Entry(&entry(index))).unwrap(),
-            &mut out,
-        );
+        encode_record(&encode(record).unwrap(), &mut out);
         out
+    }
+
+    fn record(index: u64) -> Vec<u8> {
+        framed(&LogRecordRef::Entry(&entry(index)))
     }
 
     fn indexes(mem: &LogMem) -> Vec<u64> {
         mem.entries.keys().copied().collect()
     }
 
+    fn writer_at(path: &Path, data_end: u64) -> Writer {
+        let file = open_for_writing(path).unwrap();
+        let term = Arc::new(AtomicU64::new(1));
+        Writer::new(
+            file,
+            data_end,
+            path.to_path_buf(),
+            FsyncPolicy::Always,
+            term,
+        )
+    }
+
+    fn replay_file(path: &Path) -> Replayed {
+        replay(&fs::read(path).unwrap(), &LeaderClock::new())
+    }
+
+    /// Open the store under `dir` (its log in `dir/log`), with no snapshot.
+    fn open_store(dir: &Path, snapshot_last: Option<LogId>) -> (LogStore, Arc<Repair>) {
+        let repair = Arc::new(Repair::open(&dir.join("repair")).unwrap());
+        let clock = Arc::new(LeaderClock::new());
+        let store = LogStore::open(
+            &dir.join("log"),
+            FsyncPolicy::Always,
+            1 << 20,
+            clock,
+            repair.clone(),
+            snapshot_last,
+        )
+        .unwrap();
+        (store, repair)
+    }
+
+    /// Write each group of entries, fsynced (and so marked) after each; returns the offset
+    /// where each entry's record starts, and where the data ends.
+    fn write_groups(path: &Path, groups: &[&[u64]]) -> (BTreeMap<u64, u64>, u64) {
+        let mut writer = writer_at(path, 0);
+        let mut starts = BTreeMap::new();
+        for group in groups {
+            for &i in *group {
+                starts.insert(i, writer.pos);
+                writer.write(&record(i));
+            }
+            writer.finish_group(true);
+        }
+        assert!(writer.broken.is_none(), "{:?}", writer.broken);
+        (starts, writer.pos)
+    }
+
     #[test]
-    fn writer_allocates_ahead_and_replay_stops_at_the_allocated_space() {
+    fn writer_allocates_ahead_and_marks_what_each_fsync_made_durable() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(LOG_FILE);
-        let file = open_for_writing(&path).unwrap();
-        let mut writer = Writer::new(file, 0, path.clone(), FsyncPolicy::Always);
+        let path = dir.path().join("log").join(LOG_FILE);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut writer = writer_at(&path, 0);
         let mut written = 0;
         for i in 1..=3 {
             let bytes = record(i);
@@ -716,63 +1089,246 @@ mod tests {
         let first = record(1).len() as u64;
         writer.finish_group(true);
         assert!(writer.broken.is_none(), "{:?}", writer.broken);
-        assert_eq!(writer.pos, written);
+        let mark = framed(&LogRecordRef::Synced {
+            upto: written,
+            term: 1,
+        });
+        assert_eq!(writer.pos, written + mark.len() as u64);
         let len = fs::metadata(&path).unwrap().len();
         if writer.preallocate {
             assert_eq!(len, first + PREALLOCATE_BYTES);
         } else {
-            assert_eq!(len, written);
+            assert_eq!(len, writer.pos);
         }
+        let end = writer.pos;
         drop(writer);
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(&bytes[written as usize..end as usize], &mark[..]);
 
-        let mem = replay(&path, &LeaderClock::new()).unwrap();
-        assert_eq!(indexes(&mem), vec![1, 2, 3]);
-        assert_eq!(mem.file_bytes, written);
+        let replayed = replay_file(&path);
+        assert_eq!(indexes(&replayed.mem), vec![1, 2, 3]);
+        assert_eq!(replayed.damage, None);
+        assert_eq!(replayed.mem.file_bytes, end);
         // The allocated tail is cut on open; the writer allocates again from the data's end.
-        assert_eq!(fs::metadata(&path).unwrap().len(), written);
+        let (store, repair) = open_store(dir.path(), None);
+        assert!(!repair.is_active());
+        assert_eq!(indexes(&store.mem_read()), vec![1, 2, 3]);
+        assert_eq!(fs::metadata(&path).unwrap().len(), end);
     }
 
     #[tokio::test]
     async fn lazy_records_wait_for_the_next_write_and_are_written_on_close() {
         let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(LeaderClock::new());
-        let mut store =
-            LogStore::open(dir.path(), FsyncPolicy::Always, 1 << 20, clock.clone()).unwrap();
-        let committed = LogId::new(CommittedLeaderId::new(1, 1), 5);
+        let (mut store, _) = open_store(dir.path(), None);
+        let committed = log_id(1, 5);
         store.save_committed(Some(committed)).await.unwrap();
         assert_eq!(store.read_committed().await.unwrap(), Some(committed));
         // Nothing went to the writer thread yet: no wake-up, no write.
         assert!(!store.mem_read().lazy.is_empty());
         store.handle().close().await;
-        let mem = replay(&dir.path().join(LOG_FILE), &clock).unwrap();
-        assert_eq!(mem.committed, Some(committed));
+        let replayed = replay_file(&dir.path().join("log").join(LOG_FILE));
+        assert_eq!(replayed.mem.committed, Some(committed));
     }
 
     #[test]
     fn stale_records_behind_zeros_are_cut_on_open() {
         // A crash mid-group can leave a later page of a write on disk without an earlier
-        // one. The record behind the zeros was never acknowledged; it must be dropped, or a
-        // record written after restart could be followed by it on the next replay.
+        // one. The record behind the zeros was never made durable (no mark covers it): a torn
+        // tail, dropped, or a record written after restart could be followed by it on the
+        // next replay.
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(LOG_FILE);
+        let path = dir.path().join("log").join(LOG_FILE);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
         let mut bytes = record(1);
         let good = bytes.len() as u64;
         bytes.extend_from_slice(&[0; 64]);
         bytes.extend_from_slice(&record(3));
         bytes.extend_from_slice(&[0; 100]);
         fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            replay_file(&path).damage,
+            Some(Damage::Torn {
+                offset: good as usize,
+                why: "zeroed bytes"
+            })
+        );
 
-        let mem = replay(&path, &LeaderClock::new()).unwrap();
-        assert_eq!(indexes(&mem), vec![1]);
+        let (store, repair) = open_store(dir.path(), None);
+        drop(store);
+        assert!(!repair.is_active());
         assert_eq!(fs::metadata(&path).unwrap().len(), good);
+        assert_eq!(indexes(&replay_file(&path).mem), vec![1]);
 
         // A record written next lands right after the first one, with nothing stale after it.
-        let file = open_for_writing(&path).unwrap();
-        let mut writer = Writer::new(file, good, path.clone(), FsyncPolicy::Always);
+        let mut writer = writer_at(&path, good);
         writer.write(&record(2));
         writer.finish_group(true);
         drop(writer);
-        let mem = replay(&path, &LeaderClock::new()).unwrap();
-        assert_eq!(indexes(&mem), vec![1, 2]);
+        assert_eq!(indexes(&replay_file(&path).mem), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_bad_record_in_the_middle_is_corruption_and_one_at_the_end_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOG_FILE);
+        let (starts, data_end) = write_groups(&path, &[&[1, 2], &[3, 4], &[5, 6]]);
+        let clean = fs::read(&path).unwrap();
+        let flip = |at: u64| {
+            let mut bytes = clean.clone();
+            bytes[at as usize] ^= 0x04;
+            bytes
+        };
+        // A flipped byte in the middle, with records after it that were written once it was
+        // durable: corruption. The log is kept up to the last good record.
+        let replayed = replay(&flip(starts[&3] + 10), &LeaderClock::new());
+        assert!(
+            matches!(replayed.damage, Some(Damage::Corrupt { offset, why: "record checksum mismatch", .. }) if offset as u64 == starts[&3]),
+            "{:?}",
+            replayed.damage
+        );
+        assert_eq!(indexes(&replayed.mem), vec![1, 2]);
+        assert_eq!(replayed.last_index, Some(6));
+        // A damaged length field too.
+        let replayed = replay(&flip(starts[&4] + 1), &LeaderClock::new());
+        assert!(matches!(replayed.damage, Some(Damage::Corrupt { .. })));
+        assert_eq!(indexes(&replayed.mem), vec![1, 2, 3]);
+        // The last fsynced group is covered by the mark written after its fsync.
+        let replayed = replay(&flip(starts[&6] + 10), &LeaderClock::new());
+        assert!(matches!(replayed.damage, Some(Damage::Corrupt { .. })));
+        // Without that mark (a crash right after the fsync), damage there reads as torn.
+        let end_of_6 = (starts[&6] as usize) + record(6).len();
+        let mut unmarked = flip(starts[&6] + 10);
+        unmarked.truncate(end_of_6);
+        let replayed = replay(&unmarked, &LeaderClock::new());
+        assert!(matches!(replayed.damage, Some(Damage::Torn { .. })));
+        assert_eq!(indexes(&replayed.mem), vec![1, 2, 3, 4, 5]);
+
+        // A group written but never fsynced (no mark after it), cut short: a torn tail.
+        let mut writer = writer_at(&path, data_end);
+        writer.write(&record(7));
+        writer.write(&record(8));
+        drop(writer);
+        let mut torn = fs::read(&path).unwrap();
+        let end = data_end as usize + record(7).len() + record(8).len() - 3;
+        torn.truncate(end);
+        let replayed = replay(&torn, &LeaderClock::new());
+        assert!(
+            matches!(
+                replayed.damage,
+                Some(Damage::Torn {
+                    why: "truncated record payload",
+                    ..
+                })
+            ),
+            "{:?}",
+            replayed.damage
+        );
+        assert_eq!(indexes(&replayed.mem), vec![1, 2, 3, 4, 5, 6, 7]);
+        // ... and so is a flipped byte in it, even with intact records after it.
+        let mut flipped = fs::read(&path).unwrap();
+        flipped[data_end as usize + 10] ^= 0x04;
+        let replayed = replay(&flipped, &LeaderClock::new());
+        assert!(matches!(replayed.damage, Some(Damage::Torn { .. })));
+        assert_eq!(indexes(&replayed.mem), vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_log_is_kept_up_to_the_damage_and_the_node_repairs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log_dir = dir.path().join("log");
+        fs::create_dir_all(&log_dir).unwrap();
+        let path = log_dir.join(LOG_FILE);
+        let (starts, _) = write_groups(&path, &[&[1, 2], &[3, 4], &[5, 6]]);
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[starts[&4] as usize + 10] ^= 0x80;
+        fs::write(&path, &bytes).unwrap();
+
+        let (store, repair) = open_store(dir.path(), None);
+        assert!(repair.is_active());
+        let status = repair.status().unwrap();
+        assert_eq!(status.reasons, vec![RepairReason::LogCorruption]);
+        assert_eq!((status.term_floor, status.index_floor), (1, Some(6)));
+        assert_eq!(indexes(&store.mem_read()), vec![1, 2, 3]);
+        store.handle().close().await;
+        drop(store);
+        // The damaged file is kept aside; the log is the good prefix; a restart still repairs.
+        let mut kept = path.clone().into_os_string();
+        kept.push(".corrupt");
+        assert_eq!(fs::read(&kept).unwrap(), bytes);
+        assert_eq!(fs::metadata(&path).unwrap().len(), starts[&4]);
+        let (mut store, repair) = open_store(dir.path(), None);
+        assert!(repair.is_active());
+        assert_eq!(indexes(&store.mem_read()), vec![1, 2, 3]);
+        // Committing up to the last index the damaged log held ends the repair.
+        store.save_committed(Some(log_id(1, 5))).await.unwrap();
+        assert!(repair.is_active());
+        store.save_committed(Some(log_id(1, 6))).await.unwrap();
+        assert!(!repair.is_active());
+        store.handle().close().await;
+        drop(store);
+        let (_store, repair) = open_store(dir.path(), None);
+        assert!(!repair.is_active());
+    }
+
+    #[tokio::test]
+    async fn one_damaged_vote_copy_is_survived_two_make_the_node_repair() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = open_store(dir.path(), None);
+        let vote = Vote::new_committed(4, 2);
+        store.save_vote(&vote).await.unwrap();
+        store.handle().close().await;
+        drop(store);
+        let path = dir.path().join("log").join(VOTE_FILE);
+        let bytes = fs::read(&path).unwrap();
+
+        let mut one = bytes.clone();
+        one[10] ^= 0x01;
+        fs::write(&path, &one).unwrap();
+        let (mut store, repair) = open_store(dir.path(), None);
+        assert!(!repair.is_active());
+        assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+        assert_eq!(fs::read(&path).unwrap(), bytes, "the file is whole again");
+        store.handle().close().await;
+        drop(store);
+
+        let mut both = bytes.clone();
+        both[10] ^= 0x01;
+        let last = both.len() - 1;
+        both[last] ^= 0x01;
+        fs::write(&path, &both).unwrap();
+        let (mut store, repair) = open_store(dir.path(), None);
+        let status = repair.status().expect("repairing");
+        assert_eq!(status.reasons, vec![RepairReason::VoteLost]);
+        assert_eq!(status.term_floor, 0);
+        assert_eq!(store.read_vote().await.unwrap(), None);
+        // Only a newer term ends it.
+        store.save_committed(Some(log_id(1, 1))).await.unwrap();
+        assert!(!repair.is_active());
+    }
+
+    #[tokio::test]
+    async fn a_log_purged_past_the_loaded_snapshot_is_discarded_and_the_node_repairs() {
+        let dir = tempfile::tempdir().unwrap();
+        let log_dir = dir.path().join("log");
+        fs::create_dir_all(&log_dir).unwrap();
+        let path = log_dir.join(LOG_FILE);
+        let mut bytes = framed(&LogRecordRef::Purged(&log_id(1, 5)));
+        for i in 6..=8 {
+            bytes.extend_from_slice(&record(i));
+        }
+        fs::write(&path, &bytes).unwrap();
+        // A snapshot through index 5 covers the purged entries.
+        let (store, repair) = open_store(dir.path(), Some(log_id(1, 5)));
+        assert!(!repair.is_active());
+        assert_eq!(indexes(&store.mem_read()), vec![6, 7, 8]);
+        store.handle().close().await;
+        drop(store);
+        // Without it they are lost.
+        let (store, repair) = open_store(dir.path(), None);
+        let status = repair.status().expect("repairing");
+        assert_eq!(status.reasons, vec![RepairReason::SnapshotGap]);
+        assert_eq!(status.index_floor, Some(8));
+        assert!(store.mem_read().entries.is_empty());
+        assert!(store.mem_read().last_purged.is_none());
     }
 }

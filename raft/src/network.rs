@@ -1,9 +1,12 @@
 //! openraft's `RaftNetwork` over the cluster transport: turns AppendEntries, Vote and
 //! InstallSnapshot calls into [`Request`] frames to the target node and maps link failures onto
 //! openraft's error kinds (unreachable peers back off, oversized AppendEntries are split).
+//! Also keeps the leader's view of its followers' health ([`PeerHealth`]): when each last
+//! answered an AppendEntries (heartbeats included) and whether it said it is repairing.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
@@ -19,9 +22,38 @@ use openraft::BasicNode;
 use crate::transport::{CallError, PeerClient, Request, Response, Transport};
 use crate::types::{NodeId, TypeConfig};
 
+/// When each peer last answered an AppendEntries, and whether it was repairing then.
+#[derive(Default)]
+pub(crate) struct PeerHealth {
+    seen: Mutex<HashMap<NodeId, (Instant, bool)>>,
+}
+
+impl PeerHealth {
+    fn heard(&self, peer: NodeId, repairing: bool) {
+        self.lock().insert(peer, (Instant::now(), repairing));
+    }
+
+    /// True when `peer` answered an AppendEntries within `within`.
+    pub(crate) fn responding(&self, peer: NodeId, within: Duration) -> bool {
+        self.lock()
+            .get(&peer)
+            .is_some_and(|(at, _)| at.elapsed() <= within)
+    }
+
+    /// True when `peer`'s last answer said it is repairing (so it cannot vote).
+    pub(crate) fn repairing(&self, peer: NodeId) -> bool {
+        self.lock().get(&peer).is_some_and(|(_, r)| *r)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, (Instant, bool)>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// Creates a [`PeerNetwork`] per replication target.
 pub(crate) struct NetworkFactory {
     pub(crate) transport: Arc<Transport>,
+    pub(crate) health: Arc<PeerHealth>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -31,6 +63,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerNetwork {
             target,
             client: self.transport.peer(target, &node.addr),
+            health: self.health.clone(),
         }
     }
 }
@@ -39,6 +72,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 pub(crate) struct PeerNetwork {
     target: NodeId,
     client: Arc<PeerClient>,
+    health: Arc<PeerHealth>,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> =
@@ -88,8 +122,10 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
             .call(&Request::AppendEntries(rpc), option.hard_ttl())
             .await
         {
-            Ok(Response::AppendEntries(Ok(resp))) => Ok(resp),
-            Ok(Response::AppendEntries(Err(e))) => Err(self.remote(e)),
+            Ok(Response::AppendEntries { result, repairing }) => {
+                self.health.heard(self.target, repairing);
+                result.map_err(|e| self.remote(e))
+            }
             Ok(_) => Err(self.unexpected()),
             Err(e) => Err(self.link_error(e, entries)),
         }

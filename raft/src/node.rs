@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::error::{InitializeError, RaftError};
+use openraft::error::{Fatal, InitializeError, RaftError};
 use openraft::metrics::WaitError;
 use openraft::{BasicNode, Raft, RaftMetrics, ServerState};
 use tokio::net::TcpListener;
@@ -21,8 +21,9 @@ use crate::config::Config;
 use crate::error::ClusterError;
 use crate::forwarder::{link_error, remote_error, unexpected, Forwarder};
 use crate::log_store::{LogHandle, LogStore};
-use crate::network::NetworkFactory;
+use crate::network::{NetworkFactory, PeerHealth};
 use crate::proposer::{Gate, Proposer, ReadIndexer};
+use crate::repair::Repair;
 use crate::service::{await_reply, Service};
 use crate::state_machine::{StateMachine, StateMachineStore};
 use crate::transport::{AdminOp, Request, Response, Transport};
@@ -62,6 +63,8 @@ struct Inner<S: StateMachine> {
     leadership_tx: Arc<watch::Sender<Leadership>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     stopping: AtomicBool,
+    repair: Arc<Repair>,
+    health: Arc<PeerHealth>,
 }
 
 impl<S: StateMachine> RaftNode<S> {
@@ -71,7 +74,6 @@ impl<S: StateMachine> RaftNode<S> {
     /// makes that idempotent, and a restarted node skips it).
     pub async fn start(config: Config, state_machine: Arc<S>) -> Result<Self, ClusterError> {
         config.validate()?;
-        let raft_config = Arc::new(config.openraft_config()?);
         let id = config.node_id;
         let clock = Arc::new(LeaderClock::new());
 
@@ -82,10 +84,18 @@ impl<S: StateMachine> RaftNode<S> {
             clock.clone(),
             state_machine.clone(),
         );
-        let (log_store, sm_store) = tokio::task::spawn_blocking(move || {
-            let log = LogStore::open(&dir.join("log"), fsync, compact_min, c.clone())?;
-            let sm = StateMachineStore::open(sm, &dir.join("snapshots"), c)?;
-            Ok::<_, std::io::Error>((log, sm))
+        let (log_store, sm_store, repair) = tokio::task::spawn_blocking(move || {
+            let repair = Arc::new(Repair::open(&dir.join("repair"))?);
+            let sm = StateMachineStore::open(sm, &dir.join("snapshots"), c.clone())?;
+            let log = LogStore::open(
+                &dir.join("log"),
+                fsync,
+                compact_min,
+                c,
+                repair.clone(),
+                sm.applied(),
+            )?;
+            Ok::<_, std::io::Error>((log, sm, repair))
         })
         .await
         .map_err(|e| ClusterError::Startup(e.to_string()))?
@@ -93,6 +103,20 @@ impl<S: StateMachine> RaftNode<S> {
             ClusterError::Startup(format!("opening {}: {e}", config.data_dir.display()))
         })?;
         let log = log_store.handle();
+        let mut raft_config = config.openraft_config()?;
+        if let Some(status) = repair.status() {
+            // One line that says it all; the details were found by the storage.
+            tracing::error!(
+                node = id,
+                reasons = ?status.reasons.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+                "raft node {id} is REPAIRING: {}. It keeps what it has, replicates from the \
+                 leader, and neither votes nor campaigns until it has {status}; then it votes \
+                 again by itself",
+                status.detail
+            );
+            raft_config.enable_elect = false;
+        }
+        let raft_config = Arc::new(raft_config);
 
         let bind = config
             .bind_addr
@@ -108,8 +132,10 @@ impl<S: StateMachine> RaftNode<S> {
             config.advertise.clone(),
         );
 
+        let health = Arc::new(PeerHealth::default());
         let network = NetworkFactory {
             transport: transport.clone(),
+            health: health.clone(),
         };
         let raft = Raft::new(id, raft_config, network, log_store, sm_store)
             .await
@@ -140,8 +166,12 @@ impl<S: StateMachine> RaftNode<S> {
             admin_timeout: admin_timeout(&config),
             leader_lease: Duration::from_millis(config.election_timeout_max_ms),
             election_timeout_min: Duration::from_millis(config.election_timeout_min_ms),
+            repair: repair.clone(),
+            health: health.clone(),
+            responsive_within: Duration::from_millis(3 * config.election_timeout_max_ms),
         };
         let server_task = transport.serve(listener, Arc::new(service.clone()));
+        let repair_task = resume_voting_when_repaired(&repair, raft.clone());
         let (leadership_tx, watch_task) = watch_leadership(id, raft.metrics());
         let leadership = leadership_tx.subscribe();
         let learn_task = learn_advertised(id, raft.clone(), transport.clone());
@@ -168,8 +198,11 @@ impl<S: StateMachine> RaftNode<S> {
                     server_task,
                     watch_task,
                     learn_task,
+                    repair_task,
                 ]),
                 stopping: AtomicBool::new(false),
+                repair,
+                health,
             }),
         };
         node.bootstrap().await?;
@@ -341,7 +374,57 @@ impl<S: StateMachine> RaftNode<S> {
         for member in &mut status.members {
             member.advertised = self.advertised(member.id);
         }
+        let within = Duration::from_millis(3 * self.inner.config.election_timeout_max_ms);
+        for follower in &mut status.replication {
+            follower.responding = self.inner.health.responding(follower.id, within);
+            follower.repairing = self.inner.health.repairing(follower.id);
+        }
+        status.repair = self.inner.repair.status();
         status
+    }
+
+    /// Resolves once Raft has stopped because of an error (a failed write to the log, the
+    /// vote or a snapshot: a full disk, an I/O error), with the reason; never while it runs
+    /// or after a normal shutdown. A node in that state can only answer errors: the server
+    /// exits so that its supervisor restarts it once the disk is fixed.
+    pub async fn storage_failure(&self) -> String {
+        let mut metrics = self.inner.raft.metrics();
+        loop {
+            let failed = match &metrics.borrow_and_update().running_state {
+                Err(Fatal::Stopped) | Ok(()) => None,
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = failed {
+                return why;
+            }
+            if metrics.changed().await.is_err() {
+                // The core is gone: report its last word, or wait forever after a normal stop.
+                if let Err(e) = &metrics.borrow().running_state {
+                    if !matches!(e, Fatal::Stopped) {
+                        return e.to_string();
+                    }
+                }
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// Add node `id` at `addr` as a voter, safely: the leader checks that it answers there with
+    /// the cluster secret, adds it as a learner and promotes it once it has caught up with the
+    /// log, within `catch_up`; otherwise the learner is removed again, the voters are left as
+    /// they were, and the error says why.
+    pub async fn add_node(
+        &self,
+        id: NodeId,
+        addr: impl Into<String>,
+        catch_up: Duration,
+    ) -> Result<(), ClusterError> {
+        self.admin(AdminOp::AddNode {
+            id,
+            addr: addr.into(),
+            catch_up_ms: catch_up.as_millis() as u64,
+        })
+        .await
     }
 
     /// Add node `id` at `addr` as a learner (waits until it has caught up, bounded).
@@ -362,7 +445,9 @@ impl<S: StateMachine> RaftNode<S> {
         self.admin(AdminOp::Promote { id }).await
     }
 
-    /// Remove node `id` (voter or learner) from the cluster.
+    /// Remove node `id` (voter or learner) from the cluster. Refused when it is a voter and
+    /// the remaining voters that answer the leader (and are not repairing) would be fewer than
+    /// a quorum of the new configuration.
     pub async fn remove_node(&self, id: NodeId) -> Result<(), ClusterError> {
         self.admin(AdminOp::Remove { id }).await
     }
@@ -427,7 +512,7 @@ impl<S: StateMachine> RaftNode<S> {
 
     async fn admin(&self, op: AdminOp) -> Result<(), ClusterError> {
         let started = Instant::now();
-        let deadline = started + admin_timeout(&self.inner.config);
+        let deadline = started + admin_timeout(&self.inner.config) + op.extra_time();
         loop {
             let (leader, addr) = self.wait_for_leader(started, deadline).await?;
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -574,6 +659,17 @@ fn learn_advertised(
     })
 }
 
+/// Turn elections back on once the repair (if any) is proven; the storage ends the repair
+/// when it sees the commit that proves it (see `repair`).
+fn resume_voting_when_repaired(repair: &Repair, raft: Raft<TypeConfig>) -> JoinHandle<()> {
+    let mut whole = repair.subscribe();
+    tokio::spawn(async move {
+        if whole.wait_for(|w| *w).await.is_ok() {
+            raft.runtime_config().elect(true);
+        }
+    })
+}
+
 /// How often [`learn_advertised`] looks for members not heard from.
 const LEARN_EVERY: Duration = Duration::from_secs(1);
 
@@ -667,6 +763,8 @@ fn status_from_metrics(
                         id: *id,
                         matched_index,
                         lag: last_log_index.saturating_sub(matched_index.unwrap_or(0)),
+                        responding: false,
+                        repairing: false,
                     }
                 })
                 .collect()
@@ -691,5 +789,6 @@ fn status_from_metrics(
         replication,
         election_timeout_ms: (config.election_timeout_min, config.election_timeout_max),
         heartbeat_interval_ms: config.heartbeat_interval,
+        repair: None,
     }
 }

@@ -1,6 +1,15 @@
 //! What a node answers on its cluster port: openraft's RPCs, plus the requests followers send
 //! their leader (forwarded proposals, read-index confirmations, membership changes, leadership
 //! transfer). Also owns executing those admin operations, since they must run on the leader.
+//!
+//! A repairing node (see `repair`) refuses every vote request and every request to campaign,
+//! and says it is repairing in each AppendEntries answer, so the leader knows it cannot vote.
+//!
+//! Membership changes never weaken the cluster: a node is added as a voter only after it
+//! answered on its address with the cluster secret and, as a learner, caught up with the log
+//! within a timeout (else it is removed again and the voters stay as they were), and a voter is
+//! removed only if the remaining voters that answer the leader (and are not repairing) still
+//! make a quorum of the new configuration.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -9,12 +18,15 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers, LogId, Raft};
+use openraft::raft::VoteResponse;
+use openraft::{BasicNode, ChangeMembers, LogId, Raft, RaftMetrics};
 use tokio::sync::oneshot;
 
 use crate::error::ClusterError;
 use crate::forwarder::unexpected;
+use crate::network::PeerHealth;
 use crate::proposer::{Gate, Proposer, ReadIndexer};
+use crate::repair::Repair;
 use crate::transport::{AdminOp, Request, Response, RpcHandler, Transport};
 use crate::types::{NodeId, TypeConfig};
 
@@ -22,6 +34,8 @@ use crate::types::{NodeId, TypeConfig};
 const TRANSFER_POLL: Duration = Duration::from_millis(10);
 /// How long a transfer waits for its target to catch up (beyond the lease it waits out).
 const TRANSFER_CATCH_UP: Duration = Duration::from_secs(1);
+/// How long adding a node waits for it to answer the cluster handshake.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The request handler registered with the transport, and the executor of admin operations.
 #[derive(Clone)]
@@ -41,12 +55,30 @@ pub(crate) struct Service {
     /// timeout: a transfer waits out the first and must finish well within the second.
     pub(crate) leader_lease: Duration,
     pub(crate) election_timeout_min: Duration,
+    /// This node's repair state: while repairing it grants no vote and never campaigns.
+    pub(crate) repair: Arc<Repair>,
+    /// The leader's view of its followers (see [`PeerHealth`]).
+    pub(crate) health: Arc<PeerHealth>,
+    /// A follower that answered within this long counts as up.
+    pub(crate) responsive_within: Duration,
 }
 
 impl Service {
     fn not_leader(&self) -> Option<ClusterError> {
         let leader = self.raft.metrics().borrow().current_leader;
         (leader != Some(self.node_id)).then_some(ClusterError::NotLeader { leader })
+    }
+
+    /// The answer of a repairing node to a vote request: not granted, its own vote unchanged
+    /// (openraft answers the same way when the candidate's log is behind), and no log id, so
+    /// its incomplete log has no say in when the candidate tries again.
+    fn refuse_vote(&self) -> Response {
+        let vote = self.raft.metrics().borrow().vote;
+        Response::Vote(Ok(VoteResponse {
+            vote,
+            vote_granted: false,
+            last_log_id: None,
+        }))
     }
 }
 
@@ -55,7 +87,18 @@ impl RpcHandler for Service {
         let raft = self.raft.clone();
         match req {
             Request::AppendEntries(rpc) => {
-                async move { Response::AppendEntries(raft.append_entries(rpc).await) }.boxed()
+                let repair = self.repair.clone();
+                async move {
+                    let result = raft.append_entries(rpc).await;
+                    Response::AppendEntries {
+                        result,
+                        repairing: repair.is_active(),
+                    }
+                }
+                .boxed()
+            }
+            Request::Vote(_) if self.repair.is_active() => {
+                futures::future::ready(self.refuse_vote()).boxed()
             }
             Request::Vote(rpc) => async move { Response::Vote(raft.vote(rpc).await) }.boxed(),
             Request::InstallSnapshot(rpc) => {
@@ -92,8 +135,16 @@ impl RpcHandler for Service {
             }
             Request::Admin(op) => {
                 let service = self.clone();
-                async move { Response::Admin(service.run_admin(op, service.admin_timeout).await) }
-                    .boxed()
+                let timeout = service.admin_timeout + op.extra_time();
+                async move { Response::Admin(service.run_admin(op, timeout).await) }.boxed()
+            }
+            Request::Elect if self.repair.is_active() => {
+                let me = self.node_id;
+                futures::future::ready(Response::Elect(Err(ClusterError::Transfer(format!(
+                    "node {me} is repairing (its disk lost acknowledged data) and cannot lead \
+                     until it has caught up"
+                )))))
+                .boxed()
             }
             Request::Elect => {
                 let me = self.node_id;
@@ -152,33 +203,18 @@ impl Service {
                     .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
                     .await
                     .map(|_| ()),
-                AdminOp::Remove { id } => {
-                    let membership = raft.metrics().borrow().membership_config.clone();
-                    let is_voter = membership.membership().voter_ids().any(|v| v == id);
-                    let is_member = membership.membership().get_node(&id).is_some();
-                    let ids = BTreeSet::from([id]);
-                    if is_voter {
-                        raft.change_membership(ChangeMembers::RemoveVoters(ids), false)
-                            .await
-                            .map(|_| ())
-                    } else if is_member {
-                        raft.change_membership(ChangeMembers::RemoveNodes(ids), false)
-                            .await
-                            .map(|_| ())
-                    } else {
-                        Ok(())
-                    }
+                AdminOp::Remove { id } => return self.remove_node(id).await,
+                AdminOp::AddNode {
+                    id,
+                    addr,
+                    catch_up_ms,
+                } => {
+                    return self
+                        .add_node(id, addr, Duration::from_millis(catch_up_ms))
+                        .await
                 }
             };
-            changed.map_err(|e| match e {
-                RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-                    ClusterError::NotLeader {
-                        leader: f.leader_id,
-                    }
-                }
-                RaftError::APIError(e) => ClusterError::Membership(e.to_string()),
-                RaftError::Fatal(_) => ClusterError::ShuttingDown,
-            })
+            changed.map_err(membership_error)
         };
         // Dropping `work` on timeout also ends a transfer's pause (its guards reopen the gate).
         match tokio::time::timeout(timeout, work).await {
@@ -187,6 +223,143 @@ impl Service {
                 waited_ms: timeout.as_millis() as u64,
             }),
         }
+    }
+
+    /// Add node `id` at `addr` as a voter without ever weakening the cluster: it must answer
+    /// there as node `id` with the cluster secret, then catch up as a learner (which counts
+    /// toward no quorum) within `catch_up`; only then is it promoted. Otherwise the learner is
+    /// removed again and the voters are left as they were.
+    async fn add_node(
+        &self,
+        id: NodeId,
+        addr: String,
+        catch_up: Duration,
+    ) -> Result<(), ClusterError> {
+        let refused = |why: String| Err(ClusterError::Membership(why));
+        {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            if m.current_leader != Some(self.node_id) {
+                return Err(ClusterError::NotLeader {
+                    leader: m.current_leader,
+                });
+            }
+            let membership = m.membership_config.membership();
+            if membership.voter_ids().any(|v| v == id) {
+                return refused(format!("node {id} is already a voter of this cluster"));
+            }
+        }
+        if let Err(why) = self.transport.probe(id, &addr, PROBE_TIMEOUT).await {
+            return refused(format!(
+                "cannot add node {id}: {addr} did not pass the cluster handshake ({why}); \
+                 voters unchanged"
+            ));
+        }
+        let added = self
+            .raft
+            .add_learner(id, BasicNode { addr: addr.clone() }, false)
+            .await
+            .map_err(membership_error)?;
+        let admitted = added.log_id.index;
+        let me = self.node_id;
+        let _ = self
+            .raft
+            .wait(Some(catch_up))
+            .metrics(
+                |m| m.current_leader != Some(me) || matched_index(m, id) >= Some(admitted),
+                "new node catches up",
+            )
+            .await;
+        let caught_up = matched_index(&self.raft.metrics().borrow(), id) >= Some(admitted);
+        if !caught_up {
+            let undo = self.remove_learner(id).await;
+            return refused(format!(
+                "node {id} at {addr} did not catch up with the log within {} ms; {undo}, \
+                 voters unchanged",
+                catch_up.as_millis()
+            ));
+        }
+        let promoted = self
+            .raft
+            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            .await;
+        match promoted {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let err = membership_error(e);
+                let undo = self.remove_learner(id).await;
+                refused(format!("promoting node {id} failed ({err}); {undo}"))
+            }
+        }
+    }
+
+    /// Take learner `id` out again; says how that went, for the caller's error.
+    async fn remove_learner(&self, id: NodeId) -> String {
+        let removed = self
+            .raft
+            .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+            .await;
+        match removed {
+            Ok(_) => "it was removed again".into(),
+            Err(e) => format!(
+                "removing it again failed ({}): remove it with RAFT.REMOVENODE {id}",
+                membership_error(e)
+            ),
+        }
+    }
+
+    /// Remove node `id`, unless it is a voter whose removal would leave the other voters
+    /// without a quorum among those that answer this leader and can vote.
+    async fn remove_node(&self, id: NodeId) -> Result<(), ClusterError> {
+        let refused = |why: String| Err(ClusterError::Membership(why));
+        let change = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            if m.current_leader != Some(self.node_id) {
+                return Err(ClusterError::NotLeader {
+                    leader: m.current_leader,
+                });
+            }
+            let membership = m.membership_config.membership();
+            if membership.get_node(&id).is_none() {
+                return refused(format!("node {id} is not a member of this cluster"));
+            }
+            let ids = BTreeSet::from([id]);
+            if membership.voter_ids().any(|v| v == id) {
+                let remaining: BTreeSet<NodeId> =
+                    membership.voter_ids().filter(|v| *v != id).collect();
+                if remaining.is_empty() {
+                    return refused(format!("node {id} is the only voter"));
+                }
+                let up: BTreeSet<NodeId> = remaining
+                    .iter()
+                    .copied()
+                    .filter(|v| {
+                        *v == self.node_id
+                            || (self.health.responding(*v, self.responsive_within)
+                                && !self.health.repairing(*v))
+                    })
+                    .collect();
+                let quorum = remaining.len() / 2 + 1;
+                if up.len() < quorum {
+                    return refused(format!(
+                        "removing node {id} would leave voters {} of which only {} answer the \
+                         leader and can vote, fewer than the {quorum} a quorum needs; bring the \
+                         others back first",
+                        id_list(&remaining),
+                        id_list(&up)
+                    ));
+                }
+                ChangeMembers::RemoveVoters(ids)
+            } else {
+                ChangeMembers::RemoveNodes(ids)
+            }
+        };
+        self.raft
+            .change_membership(change, false)
+            .await
+            .map(|_| ())
+            .map_err(membership_error)
     }
 
     /// Hand leadership to voter `to` (Raft's leadership transfer, built on openraft 0.9, which
@@ -211,6 +384,12 @@ impl Service {
             if !membership.voter_ids().any(|v| v == to) {
                 return Err(ClusterError::Transfer(format!(
                     "node {to} is not a voter of this cluster"
+                )));
+            }
+            if self.health.repairing(to) {
+                return Err(ClusterError::Transfer(format!(
+                    "node {to} is repairing (its disk lost acknowledged data) and cannot lead \
+                     until it has caught up"
                 )));
             }
             match membership.get_node(&to) {
@@ -312,6 +491,32 @@ impl Service {
             )),
         }
     }
+}
+
+/// The error a failed membership change reports.
+fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> ClusterError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ClusterError::NotLeader {
+            leader: f.leader_id,
+        },
+        RaftError::APIError(e) => ClusterError::Membership(e.to_string()),
+        RaftError::Fatal(_) => ClusterError::ShuttingDown,
+    }
+}
+
+/// The highest log index the leader knows `id` holds (`None` if it knows none, or does not
+/// lead).
+fn matched_index(m: &RaftMetrics<NodeId, BasicNode>, id: NodeId) -> Option<u64> {
+    m.replication
+        .as_ref()
+        .and_then(|r| r.get(&id).copied().flatten())
+        .map(|l| l.index)
+}
+
+/// `{1, 2, 3}`.
+fn id_list(ids: &BTreeSet<NodeId>) -> String {
+    let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    format!("{{{}}}", list.join(", "))
 }
 
 /// What a transfer to `to` checks on each poll (see [`Service::still_leading`]).

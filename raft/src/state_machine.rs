@@ -7,6 +7,11 @@
 //! record holding the openraft metadata and the payload (the state machine's bytes plus the time
 //! floor), written to a temp file, fsynced and renamed, after which older snapshots are deleted.
 //! The same payload bytes are what openraft streams to a lagging follower.
+//!
+//! On start the newest intact snapshot is loaded. One that fails its checksum is renamed to
+//! `<name>.corrupt` (kept for inspection) and the next older one, or none, is used instead; if
+//! the log was purged past what is then loaded, the log store makes the node repair (see
+//! `repair`), and the leader sends it a snapshot.
 
 use std::fmt::Debug;
 use std::fs;
@@ -122,7 +127,8 @@ impl SnapshotDir {
         let _ = sync_dir(&self.dir);
     }
 
-    /// The newest intact snapshot file in the directory (corrupt ones are skipped with a warning).
+    /// The newest intact snapshot file in the directory (corrupt ones are set aside with a
+    /// warning).
     fn load_latest(&self) -> io::Result<Option<SnapshotFile>> {
         let mut paths: Vec<PathBuf> = fs::read_dir(&self.dir)?
             .flatten()
@@ -140,9 +146,18 @@ impl SnapshotDir {
                         });
                     return Ok(Some(file));
                 }
-                Err(e) => {
-                    tracing::warn!(file = %path.display(), error = %e, "skipping unreadable snapshot")
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    let mut kept = path.clone().into_os_string();
+                    kept.push(".corrupt");
+                    fs::rename(&path, &kept)?;
+                    sync_dir(&self.dir)?;
+                    tracing::error!(
+                        file = %path.display(),
+                        kept = ?kept,
+                        "snapshot file is corrupt; set it aside and falling back to an older one (or none)"
+                    );
                 }
+                Err(e) => return Err(e),
             }
         }
         Ok(None)
@@ -161,11 +176,12 @@ impl SnapshotDir {
     }
 }
 
+/// Read a snapshot file: `InvalidData` when its checksum fails (or it is cut short).
 fn read_snapshot_file(path: &Path) -> io::Result<SnapshotFile> {
     let bytes = fs::read(path)?;
-    let scan = scan_records(&bytes);
-    match (scan.records.first(), scan.bad_tail) {
-        (Some((body, _)), None) => postcard::from_bytes(body).map_err(io::Error::other),
+    let scan = scan_records(&bytes, false);
+    match (scan.records.first(), scan.bad) {
+        (Some(record), None) => postcard::from_bytes(record.payload).map_err(io::Error::other),
         _ => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "corrupt snapshot file",
@@ -208,6 +224,11 @@ impl<S: StateMachine> StateMachineStore<S> {
             tracing::info!(snapshot = %file.meta, "restored state machine from snapshot");
         }
         Ok(store)
+    }
+
+    /// The last log id the loaded state covers (that of the snapshot restored at open).
+    pub(crate) fn applied(&self) -> Option<LogId> {
+        self.applied
     }
 
     fn restore_from(&mut self, meta: &SnapshotMeta, payload: &[u8]) -> Result<(), String> {

@@ -42,7 +42,7 @@ use crate::error::ClusterError;
 use crate::types::{CommandResult, NodeId, TypeConfig};
 
 /// Bumped whenever frames change incompatibly.
-const PROTOCOL_VERSION: u32 = 4;
+const PROTOCOL_VERSION: u32 = 5;
 /// Frame cap before a peer has authenticated.
 const HANDSHAKE_FRAME_MAX: usize = 512;
 /// Longest address a node advertises in the handshake (a host name is at most 253 bytes).
@@ -72,16 +72,46 @@ pub(crate) enum Request {
 /// Membership changes and leadership transfer, executed on the leader.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum AdminOp {
-    AddLearner { id: NodeId, addr: String },
-    Promote { id: NodeId },
-    Remove { id: NodeId },
-    TransferLeader { to: NodeId },
+    AddLearner {
+        id: NodeId,
+        addr: String,
+    },
+    Promote {
+        id: NodeId,
+    },
+    Remove {
+        id: NodeId,
+    },
+    TransferLeader {
+        to: NodeId,
+    },
+    /// Check that `id` answers at `addr` with the secret, add it as a learner, and make it a
+    /// voter once it has caught up, within `catch_up_ms`; else remove it again.
+    AddNode {
+        id: NodeId,
+        addr: String,
+        catch_up_ms: u64,
+    },
+}
+
+impl AdminOp {
+    /// How much longer than other admin operations this one may take.
+    pub(crate) fn extra_time(&self) -> Duration {
+        match self {
+            AdminOp::AddNode { catch_up_ms, .. } => Duration::from_millis(*catch_up_ms),
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// The answer to a [`Request`] of the same variant.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Response {
-    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    AppendEntries {
+        result: Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>,
+        /// The follower is repairing (see `repair`): it stores entries but cannot vote.
+        repairing: bool,
+    },
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     InstallSnapshot(
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
@@ -272,6 +302,21 @@ impl Transport {
             drop(current);
         }
         client.clone()
+    }
+
+    /// Dial node `id` at `addr` once and run the handshake: `Ok` when it answers as node `id`
+    /// and proves it holds the cluster secret. Uses no cached connection and leaves none open.
+    pub(crate) async fn probe(
+        &self,
+        id: NodeId,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        match tokio::time::timeout(timeout, connect(&self.core, id, addr)).await {
+            Ok(Ok(_connection)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no handshake within {} ms", timeout.as_millis())),
+        }
     }
 
     /// Drop all traffic to and from `blocked` (replacing the previous set).

@@ -7,6 +7,8 @@ use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::repair::RepairStatus;
+
 /// Identifies a node in the cluster.
 pub type NodeId = u64;
 
@@ -124,6 +126,10 @@ pub struct FollowerProgress {
     pub matched_index: Option<u64>,
     /// Entries the follower is behind the leader's last log index.
     pub lag: u64,
+    /// It answered the leader recently (within three election timeouts).
+    pub responding: bool,
+    /// It said it is repairing: it stores entries but cannot vote (see [`RepairStatus`]).
+    pub repairing: bool,
 }
 
 /// A point-in-time view of this node's Raft state.
@@ -155,4 +161,7 @@ pub struct ClusterStatus {
     pub election_timeout_ms: (u64, u64),
     /// The heartbeat interval this node's Raft runs with, in ms.
     pub heartbeat_interval_ms: u64,
+    /// Set while this node is repairing (its disk lost acknowledged data): it neither votes
+    /// nor campaigns until the repair is proven.
+    pub repair: Option<RepairStatus>,
 }
