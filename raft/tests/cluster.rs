@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{eventually, Cmd, Counter, TestCluster};
+use common::{eventually, log_data_end, Cmd, Counter, TestCluster};
 use tokio::sync::Mutex;
 use tollgate_raft::{ClusterError, Role};
 
@@ -296,29 +296,6 @@ async fn restarted_node_recovers_from_disk_and_lagging_node_catches_up_by_snapsh
     let out = cluster.node(lagger).propose(Cmd::Incr).await.unwrap();
     assert_eq!(out.value, 1301);
     cluster.shutdown().await;
-}
-
-/// Walk the log's `[len][crc32][payload]` records: the offset where they end, and whether
-/// only zeros (space allocated ahead of the records) or nothing follows.
-fn log_data_end(bytes: &[u8]) -> (usize, bool) {
-    let mut pos = 0;
-    while pos < bytes.len() {
-        let rest = &bytes[pos..];
-        if rest.iter().take(8).all(|&b| b == 0) {
-            break;
-        }
-        let Some(header) = rest.get(..8) else {
-            return (pos, false);
-        };
-        let len = u32::from_le_bytes(header[..4].try_into().unwrap()) as usize;
-        let crc = u32::from_le_bytes(header[4..].try_into().unwrap());
-        match rest.get(8..8 + len) {
-            Some(payload) if crc32fast::hash(payload) == crc => pos += 8 + len,
-            _ => return (pos, false),
-        }
-    }
-    let clean = bytes[pos..].iter().all(|&b| b == 0);
-    (pos, clean)
 }
 
 /// Write `junk` where the log's records end, as a crash in the middle of a write would.

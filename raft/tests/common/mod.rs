@@ -242,3 +242,26 @@ pub async fn eventually(what: &str, timeout: Duration, mut f: impl FnMut() -> bo
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Walk the log's `[len][crc32][payload]` records: the offset where they end, and whether
+/// only zeros (space allocated ahead of the records) or nothing follows.
+pub fn log_data_end(bytes: &[u8]) -> (usize, bool) {
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        if rest.iter().take(8).all(|&b| b == 0) {
+            break;
+        }
+        let Some(header) = rest.get(..8) else {
+            return (pos, false);
+        };
+        let len = u32::from_le_bytes(header[..4].try_into().unwrap()) as usize;
+        let crc = u32::from_le_bytes(header[4..].try_into().unwrap());
+        match rest.get(8..8 + len) {
+            Some(payload) if crc32fast::hash(payload) == crc => pos += 8 + len,
+            _ => return (pos, false),
+        }
+    }
+    let clean = bytes[pos..].iter().all(|&b| b == 0);
+    (pos, clean)
+}
