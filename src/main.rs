@@ -1,4 +1,6 @@
-//! The `tollgate` binary: parse configuration, start logging, serve until SIGINT/SIGTERM.
+//! The `tollgate` binary: parse configuration, start logging, serve until SIGINT/SIGTERM, or
+//! until a cluster node's storage fails (disk full, I/O error): then it exits with status 3,
+//! so that a supervisor restarts it, instead of staying up answering errors.
 
 use clap::Parser;
 use tollgate::config::{Cli, Config};
@@ -22,7 +24,7 @@ fn main() {
         )
         .init();
     let runtime = tollgate::server::runtime(config.threads).expect("tokio runtime");
-    runtime.block_on(async move {
+    let status = runtime.block_on(async move {
         let server = match Server::bind(config.clone()).await {
             Ok(s) => s,
             Err(e) => {
@@ -30,11 +32,43 @@ fn main() {
                 std::process::exit(1);
             }
         };
-        server.serve(shutdown_signal()).await;
+        let node = server.shared().engine.cluster().cloned();
+        let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = {
+            let failed = failed.clone();
+            async move {
+                let storage = async {
+                    match &node {
+                        Some(node) => node.storage_failure().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = shutdown_signal() => {}
+                    why = storage => {
+                        tracing::error!(
+                            "raft storage failed, this node can no longer store its log: {why}; \
+                             exiting with status {STORAGE_FAILED} so that a supervisor restarts it \
+                             once the disk has space again (the other nodes keep serving)"
+                        );
+                        failed.store(true, std::sync::atomic::Ordering::Release);
+                    }
+                }
+            }
+        };
+        server.serve(stop).await;
+        if failed.load(std::sync::atomic::Ordering::Acquire) {
+            STORAGE_FAILED
+        } else {
+            0
+        }
     });
     // A script may still hold a worker thread (SHUTDOWN NOSAVE during BUSY): exit now.
-    std::process::exit(0);
+    std::process::exit(status);
 }
+
+/// Exit status when a cluster node's storage failed (see the module docs).
+const STORAGE_FAILED: i32 = 3;
 
 /// Resolves on SIGINT or SIGTERM.
 async fn shutdown_signal() {

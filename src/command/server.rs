@@ -61,7 +61,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     // Cluster mode (src/server/cluster.rs); they answer an error on a standalone server.
     crate::cmd!("cluster", -2, CONN, 0, 0, 0),
     crate::cmd!("raft.status", 1, CONN | ADMIN, 0, 0, 0),
-    crate::cmd!("raft.addnode", 3, CONN | ADMIN | NO_MULTI, 0, 0, 0),
+    crate::cmd!("raft.addnode", -3, CONN | ADMIN | NO_MULTI, 0, 0, 0),
     crate::cmd!("raft.removenode", 2, CONN | ADMIN | NO_MULTI, 0, 0, 0),
     crate::cmd!("raft.transfer", 2, CONN | ADMIN | NO_MULTI, 0, 0, 0),
     crate::cmd!("raft.snapshot", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0),

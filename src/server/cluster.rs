@@ -17,7 +17,7 @@ use super::Shared;
 use crate::command::args::int;
 use crate::engine::{cluster_error_reply, ClusterNode};
 use crate::protocol::Reply;
-use tollgate_raft::{ClusterStatus, Member, Role};
+use tollgate_raft::{ClusterStatus, Member, RepairStatus, Role};
 
 /// Redis's reply to CLUSTER on a server without cluster support.
 const NOT_CLUSTER: &str = "ERR This instance has cluster support disabled";
@@ -25,6 +25,10 @@ const NOT_CLUSTER: &str = "ERR This instance has cluster support disabled";
 const NOT_RAFT: &str = "ERR This instance is not running in cluster mode (start it with --node-id)";
 /// Number of hash slots a Redis cluster has.
 const SLOTS: i64 = 16384;
+/// How long RAFT.ADDNODE waits for the new node to catch up before giving up, by default.
+const ADDNODE_CATCH_UP_MS: i64 = 10_000;
+/// The longest catch-up RAFT.ADDNODE accepts (an hour).
+const ADDNODE_CATCH_UP_MAX_MS: i64 = 3_600_000;
 
 /// The 40-character node name Redis clients expect, derived from the numeric Raft id.
 pub fn node_name(id: u64) -> String {
@@ -317,6 +321,17 @@ fn raft_status(s: &ClusterStatus) -> String {
         "election_timeout_ms:{}-{}\r\nheartbeat_interval_ms:{}\r\n",
         s.election_timeout_ms.0, s.election_timeout_ms.1, s.heartbeat_interval_ms
     );
+    match &s.repair {
+        None => out.push_str("repairing:0\r\n"),
+        Some(r) => {
+            let _ = write!(
+                out,
+                "repairing:1\r\nrepair_reason:{}\r\nrepair_until:{r}\r\nrepair_detail:{}\r\n",
+                repair_reasons(r),
+                one_line(&r.detail)
+            );
+        }
+    }
     for m in &s.members {
         let _ = write!(
             out,
@@ -326,16 +341,30 @@ fn raft_status(s: &ClusterStatus) -> String {
             if m.voter { "yes" } else { "no" }
         );
     }
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
     for f in &s.replication {
         let _ = write!(
             out,
-            "follower_{}:matched={},lag={}\r\n",
+            "follower_{}:matched={},lag={},responding={},repairing={}\r\n",
             f.id,
             opt(f.matched_index),
-            f.lag
+            f.lag,
+            yes_no(f.responding),
+            yes_no(f.repairing)
         );
     }
     out
+}
+
+/// The reasons of a repair as one token (`log_corruption+vote_lost`).
+fn repair_reasons(r: &RepairStatus) -> String {
+    let names: Vec<&str> = r.reasons.iter().map(|r| r.as_str()).collect();
+    names.join("+")
+}
+
+/// `text` with line breaks turned into spaces (one `field:value` line).
+fn one_line(text: &str) -> String {
+    text.replace(['\r', '\n'], " ")
 }
 
 /// The `# Replication` section of INFO for a cluster node.
@@ -374,7 +403,7 @@ pub fn replication_info(node: &ClusterNode) -> String {
     }
     let _ = write!(
         out,
-        "raft_node_id:{}\r\nraft_role:{}\r\nraft_leader_id:{}\r\nraft_term:{}\r\nraft_commit_index:{}\r\nraft_applied_index:{}\r\nraft_last_log_index:{}\r\n\r\n",
+        "raft_node_id:{}\r\nraft_role:{}\r\nraft_leader_id:{}\r\nraft_term:{}\r\nraft_commit_index:{}\r\nraft_applied_index:{}\r\nraft_last_log_index:{}\r\nraft_repairing:{}\r\n",
         s.node_id,
         role_name(s.role),
         s.leader_id.map_or_else(|| "-".to_string(), |v| v.to_string()),
@@ -382,7 +411,12 @@ pub fn replication_info(node: &ClusterNode) -> String {
         s.commit_index,
         s.applied_index,
         s.last_log_index,
+        u8::from(s.repair.is_some()),
     );
+    if let Some(r) = &s.repair {
+        let _ = write!(out, "raft_repair_reason:{}\r\n", repair_reasons(r));
+    }
+    out.push_str("\r\n");
     out
 }
 
@@ -407,6 +441,9 @@ pub async fn raft_command(shared: &Shared, name: &str, a: &[Bytes]) -> Reply {
     match name {
         "raft.status" => Reply::Verbatim("txt", Bytes::from(raft_status(&node.status()))),
         "raft.addnode" => {
+            if a.len() > 4 {
+                return Reply::err("ERR syntax error");
+            }
             let id = match parse_id(&a[1]) {
                 Ok(id) => id,
                 Err(e) => return e,
@@ -415,10 +452,18 @@ pub async fn raft_command(shared: &Shared, name: &str, a: &[Bytes]) -> Reply {
             if crate::config::parse_peers(&format!("{id}@{addr}")).is_err() {
                 return Reply::err("ERR cluster address must be host:port");
             }
-            if let Err(e) = node.add_learner(id, addr).await {
-                return cluster_error_reply(&e);
-            }
-            done(node.promote(id).await)
+            let catch_up_ms = match a.get(3).map(|t| int(t)) {
+                None => ADDNODE_CATCH_UP_MS,
+                Some(Ok(ms)) if (1..=ADDNODE_CATCH_UP_MAX_MS).contains(&ms) => ms,
+                Some(Ok(_)) => {
+                    return Reply::err(format!(
+                        "ERR catch-up timeout must be between 1 and {ADDNODE_CATCH_UP_MAX_MS} milliseconds"
+                    ))
+                }
+                Some(Err(e)) => return e,
+            };
+            let catch_up = std::time::Duration::from_millis(catch_up_ms as u64);
+            done(node.add_node(id, addr, catch_up).await)
         }
         "raft.removenode" => match parse_id(&a[1]) {
             Ok(id) => done(node.remove_node(id).await),
