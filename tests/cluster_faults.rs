@@ -298,3 +298,126 @@ fn a_node_whose_disk_fills_exits_and_catches_up_after_restart() {
         assert_eq!(c.nodes[f].digest(), digest, "lead={lead}");
     }
 }
+
+/// RAFT.ADDNODE must not weaken the cluster: an address with nothing listening and a node
+/// holding the wrong secret are refused with the voters unchanged (before, both answered OK
+/// and became voters, so the next failure cost the quorum), and the three nodes still survive
+/// a leader kill. A real fourth node is added as a voter once it has caught up.
+/// RAFT.REMOVENODE refuses a removal that leaves the remaining voters without a quorum among
+/// the nodes that answer the leader.
+#[test]
+fn membership_changes_cannot_weaken_the_cluster() {
+    let _g = serial();
+    let mut c = Cluster::start(3);
+    let l = c.wait_leader(Duration::from_secs(15));
+    incr_n(&c.nodes[l], "m", 10);
+    let three = vec![1, 2, 3];
+
+    // Nothing listening there.
+    let nobody = format!("127.0.0.1:{}", free_port_pair() + 10_000);
+    let asked = (l + 1) % 3;
+    let started = Instant::now();
+    let e = c.nodes[asked]
+        .q::<()>(&["RAFT.ADDNODE", "5", &nobody])
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("cannot add node 5") && text.contains("voters unchanged"),
+        "{text}"
+    );
+    eprintln!("ADDNODE to nothing: {text} ({:?})", started.elapsed());
+    assert_eq!(c.voters(l), three);
+    assert!(c.nodes[l].status("member_5").is_none());
+
+    // A node with the wrong secret.
+    let impostor = c.add_joiner_with_secret(6, "another-secret-0123456789");
+    let addr = c.nodes[impostor].cluster_addr();
+    let e = c.nodes[l]
+        .q::<()>(&["RAFT.ADDNODE", "6", &addr])
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("failed authentication") && text.contains("voters unchanged"),
+        "{text}"
+    );
+    assert_eq!(c.voters(l), three);
+    assert!(c.nodes[l].status("member_6").is_none());
+    // A node that answers as another id.
+    let e = c.nodes[l]
+        .q::<()>(&["RAFT.ADDNODE", "7", &addr])
+        .unwrap_err();
+    assert!(e.to_string().contains("expected node 7"), "{e}");
+    c.nodes[impostor].kill9();
+    // Bad arguments.
+    let e = c.nodes[l]
+        .q::<()>(&["RAFT.ADDNODE", "8", &addr, "0"])
+        .unwrap_err();
+    assert!(e.to_string().contains("catch-up timeout"), "{e}");
+    let e = c.nodes[l]
+        .q::<()>(&["RAFT.ADDNODE", "8", &addr, "10", "x"])
+        .unwrap_err();
+    assert!(e.to_string().contains("syntax error"), "{e}");
+    let leader_id = c.nodes[l].id.to_string();
+    let e = c.nodes[l]
+        .q::<()>(&["RAFT.ADDNODE", &leader_id, "127.0.0.1:1"])
+        .unwrap_err();
+    assert!(e.to_string().contains("already a voter"), "{e}");
+
+    // Still three voters: a leader kill is survived.
+    c.nodes[l].kill9();
+    let new = c.wait_leader(Duration::from_secs(20));
+    assert_eq!(c.nodes[new].q::<i64>(&["INCR", "m"]).unwrap(), 11);
+    c.nodes[l].spawn();
+    c.converged_digest(Duration::from_secs(20));
+
+    // A real fourth node becomes a voter once it has caught up.
+    let j = c.add_joiner(4);
+    let addr = c.nodes[j].cluster_addr();
+    let _: () = c.nodes[l]
+        .q(&["RAFT.ADDNODE", "4", &addr, "20000"])
+        .unwrap();
+    let leader = c.wait_leader(Duration::from_secs(10));
+    assert_eq!(c.voters(leader), vec![1, 2, 3, 4]);
+    assert_eq!(c.nodes[j].q::<i64>(&["GET", "m"]).unwrap(), 11);
+    assert_eq!(c.nodes[j].q::<i64>(&["INCR", "m"]).unwrap(), 12);
+    // Back to three, then lose one: removing a healthy voter would leave the leader alone
+    // with the dead one, so it is refused; removing the dead one is fine.
+    let _: () = c.nodes[leader].q(&["RAFT.REMOVENODE", "4"]).unwrap();
+    c.nodes[j].kill9();
+    let leader = c.wait_leader(Duration::from_secs(10));
+    assert_eq!(c.voters(leader), three);
+    let dead = (leader + 1) % 3;
+    let healthy = (leader + 2) % 3;
+    c.nodes[dead].kill9();
+    let dead_id = c.nodes[dead].id.to_string();
+    eventually(
+        "the leader sees the dead node silent",
+        Duration::from_secs(10),
+        || {
+            c.nodes[leader]
+                .status(&format!("follower_{dead_id}"))
+                .filter(|s| s.contains("responding=no"))
+        },
+    );
+    let healthy_id = c.nodes[healthy].id.to_string();
+    let e = c.nodes[healthy]
+        .q::<()>(&["RAFT.REMOVENODE", &healthy_id])
+        .unwrap_err();
+    assert!(e.to_string().contains("a quorum needs"), "{e}");
+    assert_eq!(c.voters(leader), three);
+    let e = c.nodes[leader]
+        .q::<()>(&["RAFT.REMOVENODE", "9"])
+        .unwrap_err();
+    assert!(e.to_string().contains("not a member"), "{e}");
+    assert_eq!(c.nodes[healthy].q::<i64>(&["INCR", "m"]).unwrap(), 13);
+    let _: () = c.nodes[leader].q(&["RAFT.REMOVENODE", &dead_id]).unwrap();
+    let mut two: Vec<u64> = three
+        .iter()
+        .copied()
+        .filter(|id| id.to_string() != dead_id)
+        .collect();
+    two.sort_unstable();
+    assert_eq!(c.voters(leader), two);
+    assert_eq!(c.nodes[healthy].q::<i64>(&["INCR", "m"]).unwrap(), 14);
+    c.converged_digest(Duration::from_secs(10));
+}

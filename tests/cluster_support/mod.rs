@@ -59,6 +59,8 @@ pub struct Node {
     pub peers: Option<String>,
     /// Further command-line flags for this node.
     pub extra: Vec<String>,
+    /// The cluster secret it starts with.
+    pub secret: String,
     pub child: Option<Child>,
 }
 
@@ -97,7 +99,7 @@ impl Node {
         }
         cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--node-id", &self.id.to_string()])
-            .args(["--cluster-secret", SECRET])
+            .args(["--cluster-secret", &self.secret])
             .args(["--data-dir", &self.dir.to_string_lossy()])
             .args(["--cluster-timeout-ms", &CLUSTER_TIMEOUT_MS.to_string()])
             .args(["--appendfsync", "always", "--enable-debug-command", "yes"])
@@ -254,6 +256,7 @@ impl Cluster {
                 dir: dir.path().join(format!("node-{id}")),
                 peers: Some(peers.clone()),
                 extra: extra.iter().map(|a| a.to_string()).collect(),
+                secret: SECRET.to_string(),
                 child: None,
             })
             .collect();
@@ -267,6 +270,11 @@ impl Cluster {
 
     /// A node that will join later with RAFT.ADDNODE (no --peers).
     pub fn add_joiner(&mut self, id: u64) -> usize {
+        self.add_joiner_with_secret(id, SECRET)
+    }
+
+    /// A node that will be asked to join with RAFT.ADDNODE, holding `secret`.
+    pub fn add_joiner_with_secret(&mut self, id: u64, secret: &str) -> usize {
         let port = free_port_pair();
         let mut node = Node {
             id,
@@ -275,6 +283,7 @@ impl Cluster {
             dir: self.dir.path().join(format!("node-{id}")),
             peers: None,
             extra: Vec::new(),
+            secret: secret.to_string(),
             child: None,
         };
         node.spawn();
@@ -302,6 +311,16 @@ impl Cluster {
             assert!(Instant::now() < deadline, "no agreed leader: {leaders:?}");
             thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The voter ids `node` lists in RAFT.STATUS.
+    pub fn voters(&self, node: usize) -> Vec<u64> {
+        let status: String = self.nodes[node].q(&["RAFT.STATUS"]).unwrap();
+        status
+            .lines()
+            .filter(|l| l.ends_with("voter=yes"))
+            .filter_map(|l| l.strip_prefix("member_")?.split(':').next()?.parse().ok())
+            .collect()
     }
 
     /// Wait until every live node prints the same DEBUG DIGEST; returns it.
