@@ -1,6 +1,7 @@
 //! The `tollgate` binary: parse configuration, start logging, serve until SIGINT/SIGTERM, or
-//! until a cluster node's storage fails (disk full, I/O error): then it exits with status 3,
-//! so that a supervisor restarts it, instead of staying up answering errors.
+//! until a cluster node's Raft stops on an error (a failed disk write: disk full, I/O error):
+//! then it exits with status 3, so that a supervisor restarts it, instead of staying up
+//! answering errors.
 
 use clap::Parser;
 use tollgate::config::{Cli, Config};
@@ -39,7 +40,7 @@ fn main() {
             async move {
                 let storage = async {
                     match &node {
-                        Some(node) => node.storage_failure().await,
+                        Some(node) => node.failure().await,
                         None => std::future::pending().await,
                     }
                 };
@@ -47,9 +48,10 @@ fn main() {
                     _ = shutdown_signal() => {}
                     why = storage => {
                         tracing::error!(
-                            "raft storage failed, this node can no longer store its log: {why}; \
-                             exiting with status {STORAGE_FAILED} so that a supervisor restarts it \
-                             once the disk has space again (the other nodes keep serving)"
+                            "raft stopped on an error, this node can no longer serve: {why}; \
+                             exiting with status {RAFT_FAILED} so that a supervisor restarts it \
+                             (once the disk has space again, if it is full; the other nodes keep \
+                             serving)"
                         );
                         failed.store(true, std::sync::atomic::Ordering::Release);
                     }
@@ -58,7 +60,7 @@ fn main() {
         };
         server.serve(stop).await;
         if failed.load(std::sync::atomic::Ordering::Acquire) {
-            STORAGE_FAILED
+            RAFT_FAILED
         } else {
             0
         }
@@ -67,8 +69,8 @@ fn main() {
     std::process::exit(status);
 }
 
-/// Exit status when a cluster node's storage failed (see the module docs).
-const STORAGE_FAILED: i32 = 3;
+/// Exit status when a cluster node's Raft stopped on an error (see the module docs).
+const RAFT_FAILED: i32 = 3;
 
 /// Resolves on SIGINT or SIGTERM.
 async fn shutdown_signal() {

@@ -276,7 +276,7 @@ fn a_node_whose_disk_fills_exits_and_catches_up_after_restart() {
         assert_eq!(status.code(), Some(3), "{status:?}");
         let log = c.nodes[f].log_text();
         assert_eq!(
-            log.matches("raft storage failed").count(),
+            log.matches("raft stopped on an error").count(),
             usize::from(lead) + 1,
             "one clear line per failure:\n{log}"
         );

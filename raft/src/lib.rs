@@ -31,7 +31,7 @@
 //! and `repair` while a repair is under way; damaged files are kept as `<name>.corrupt`.
 //!
 //! Failures: a node whose storage fails (disk full, I/O error) stops Raft, and
-//! [`RaftNode::storage_failure`] resolves with why, so the server can exit and be restarted;
+//! [`RaftNode::failure`] resolves with why, so the server can exit and be restarted;
 //! a node that finds at start that its disk lost acknowledged data is repairing (see
 //! [`RepairStatus`]) until it has caught up from the leader.
 //!

@@ -168,7 +168,7 @@ impl<S: StateMachine> RaftNode<S> {
             election_timeout_min: Duration::from_millis(config.election_timeout_min_ms),
             repair: repair.clone(),
             health: health.clone(),
-            responsive_within: Duration::from_millis(3 * config.election_timeout_max_ms),
+            responsive_within: responsive_within(&config),
         };
         let server_task = transport.serve(listener, Arc::new(service.clone()));
         let repair_task = resume_voting_when_repaired(&repair, raft.clone());
@@ -374,7 +374,7 @@ impl<S: StateMachine> RaftNode<S> {
         for member in &mut status.members {
             member.advertised = self.advertised(member.id);
         }
-        let within = Duration::from_millis(3 * self.inner.config.election_timeout_max_ms);
+        let within = responsive_within(&self.inner.config);
         for follower in &mut status.replication {
             follower.responding = self.inner.health.responding(follower.id, within);
             follower.repairing = self.inner.health.repairing(follower.id);
@@ -383,11 +383,11 @@ impl<S: StateMachine> RaftNode<S> {
         status
     }
 
-    /// Resolves once Raft has stopped because of an error (a failed write to the log, the
-    /// vote or a snapshot: a full disk, an I/O error), with the reason; never while it runs
-    /// or after a normal shutdown. A node in that state can only answer errors: the server
-    /// exits so that its supervisor restarts it once the disk is fixed.
-    pub async fn storage_failure(&self) -> String {
+    /// Resolves once Raft has stopped by itself because of an error, with the reason: a failed
+    /// write of the log, the vote or a snapshot (a full disk, an I/O error), or a panic inside
+    /// Raft. Never while it runs, nor after [`RaftNode::shutdown`]. A node in that state can
+    /// only answer errors: the server exits so that its supervisor restarts it.
+    pub async fn failure(&self) -> String {
         let mut metrics = self.inner.raft.metrics();
         loop {
             let failed = match &metrics.borrow_and_update().running_state {
@@ -672,6 +672,13 @@ fn resume_voting_when_repaired(repair: &Repair, raft: Raft<TypeConfig>) -> JoinH
 
 /// How often [`learn_advertised`] looks for members not heard from.
 const LEARN_EVERY: Duration = Duration::from_secs(1);
+
+/// A follower that answered the leader within this long counts as up (for RAFT.REMOVENODE
+/// and status): three of the longest election timeouts, so a few lost heartbeats do not
+/// count as down.
+fn responsive_within(config: &Config) -> Duration {
+    Duration::from_millis(3 * config.election_timeout_max_ms)
+}
 
 fn admin_timeout(config: &Config) -> Duration {
     config

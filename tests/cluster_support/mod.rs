@@ -117,9 +117,21 @@ impl Node {
         // The log goes to stdout (as Redis's does by default); both streams to the file.
         cmd.stdout(log.try_clone().unwrap()).stderr(log);
         self.child = Some(cmd.spawn().expect("spawn tollgate"));
+        // The client port is bound before the cluster port, and commands are served once
+        // both are: wait for an answer (RAFT.STATUS: answered without a leader), not just a
+        // connection.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "node {} did not listen", self.id);
+        let url = format!("redis://127.0.0.1:{}/", self.port);
+        let answers = || -> Option<String> {
+            let client = redis::Client::open(url.as_str()).ok()?;
+            let mut c = client
+                .get_connection_with_timeout(Duration::from_millis(500))
+                .ok()?;
+            c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+            redis::cmd("RAFT.STATUS").query(&mut c).ok()
+        };
+        while answers().is_none() {
+            assert!(Instant::now() < deadline, "node {} did not answer", self.id);
             thread::sleep(Duration::from_millis(20));
         }
     }
