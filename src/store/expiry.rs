@@ -67,6 +67,29 @@ impl ExpiryIndex {
             .flat_map(|(_, keys)| keys.iter())
     }
 
+    /// Keys for eviction sampling: from the bucket at or after a second picked by `r`
+    /// between the earliest and the latest deadline (the earliest bucket when `r` is None),
+    /// starting `skip` keys into it, then the later buckets and the earlier ones.
+    pub fn sample_from(&self, r: Option<u64>, skip: usize) -> Box<dyn Iterator<Item = &Key> + '_> {
+        let (Some(&first), Some(&last)) =
+            (self.buckets.keys().next(), self.buckets.keys().next_back())
+        else {
+            return Box::new(std::iter::empty());
+        };
+        let start = match r {
+            Some(r) => first + r % (last - first + 1),
+            None => first,
+        };
+        let buckets = self
+            .buckets
+            .range(start..)
+            .chain(self.buckets.range(..start));
+        Box::new(buckets.enumerate().flat_map(move |(i, (_, keys))| {
+            let skip = if i == 0 { skip % keys.len().max(1) } else { 0 };
+            keys.iter().skip(skip).chain(keys.iter().take(skip))
+        }))
+    }
+
     /// Number of keys with a deadline.
     pub fn len(&self) -> usize {
         self.len

@@ -9,6 +9,7 @@
 //! Reads treat a key whose deadline has passed as absent; mutable access deletes it. All
 //! of this depends only on the `now_ms` handed in, never on a clock (the determinism rule).
 
+pub mod eviction;
 pub mod expiry;
 pub mod small;
 pub mod snapshot;
@@ -19,7 +20,7 @@ use std::collections::HashMap;
 
 use hashbrown::hash_map::RawEntryMut;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -27,6 +28,7 @@ use bytes::Bytes;
 pub use small::{Key, SmallBytes};
 pub use value::{StrValue, Value};
 
+use eviction::AccessClock;
 use expiry::ExpiryIndex;
 
 /// Number of databases (`SELECT 0..15`).
@@ -77,12 +79,40 @@ fn slot<'a>(shards: &'a mut [Shard], key: &[u8]) -> (u64, RawEntryMut<'a, Key, E
     (h, entry)
 }
 
-/// A key's value and deadline.
-#[derive(Debug, Clone)]
+/// A key's value, deadline and access information.
+///
+/// 56 bytes: the deadline is a plain `u64` (`NO_DEADLINE` for none) rather than an
+/// `Option<u64>` (16 bytes), which leaves room for the 32 bits of LRU/LFU access
+/// information (`eviction`) in what was padding.
 pub struct Entry {
     /// The value.
     pub value: Value,
-    expires_at: Option<u64>,
+    deadline: u64,
+    /// Written by reads through `&self` (one relaxed store, under the keyspace lock).
+    access: AtomicU32,
+}
+
+/// `Entry::deadline` of a key without one. No deadline can be this late: commands
+/// refuse times past `i64::MAX` milliseconds.
+const NO_DEADLINE: u64 = u64::MAX;
+
+impl Clone for Entry {
+    fn clone(&self) -> Self {
+        Entry {
+            value: self.value.clone(),
+            deadline: self.deadline,
+            access: AtomicU32::new(self.access.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("value", &self.value)
+            .field("expires_at", &self.expires_at())
+            .finish()
+    }
 }
 
 impl Entry {
@@ -90,20 +120,29 @@ impl Entry {
     pub fn new(value: Value) -> Entry {
         Entry {
             value,
-            expires_at: None,
+            deadline: NO_DEADLINE,
+            access: AtomicU32::new(0),
         }
     }
 
     /// The deadline in unix milliseconds, if any.
     pub fn expires_at(&self) -> Option<u64> {
-        self.expires_at
+        (self.deadline != NO_DEADLINE).then_some(self.deadline)
+    }
+
+    /// Replace the deadline, returning the old one.
+    fn set_deadline(&mut self, deadline: Option<u64>) -> Option<u64> {
+        let new = deadline.map_or(NO_DEADLINE, |t| t.min(NO_DEADLINE - 1));
+        let old = self.expires_at();
+        self.deadline = new;
+        old
     }
 
     /// Whether the deadline has passed. As in Redis (`keyIsExpired`: `now > when`), a key
     /// lives through the millisecond of its deadline: `PTTL` then answers 0, not -2.
     /// (Setting a deadline at or before now deletes the key at once: `EXPIRE` and friends.)
     fn is_expired(&self, now_ms: u64) -> bool {
-        matches!(self.expires_at, Some(t) if t < now_ms)
+        self.deadline < now_ms
     }
 }
 
@@ -119,26 +158,43 @@ pub struct Db {
     expires: ExpiryIndex,
     len: usize,
     watched: HashMap<Bytes, Vec<WatchFlag>, KeyHasher>,
+    /// Shared with the other databases of the keyspace.
+    clock: Arc<AccessClock>,
 }
 
 impl Default for Db {
     fn default() -> Self {
+        Db::with_clock(Arc::default())
+    }
+}
+
+impl Db {
+    /// An empty database writing access information with `clock`.
+    fn with_clock(clock: Arc<AccessClock>) -> Db {
         Db {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             expires: ExpiryIndex::default(),
             len: 0,
             watched: HashMap::default(),
+            clock,
         }
     }
-}
 
-impl Db {
-    /// The live entry for `key`, or None if absent or expired.
+    /// The live entry for `key`, or None if absent or expired. Counts as a use of the key
+    /// for LRU/LFU.
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
-        self.get_raw(key).filter(|e| !e.is_expired(now_ms))
+        let entry = self.get_raw(key).filter(|e| !e.is_expired(now_ms))?;
+        self.clock.touch(entry);
+        Some(entry)
     }
 
-    /// The entry for `key`, expired or not.
+    /// The entry for `key`, expired or not, without counting a use (eviction and
+    /// introspection look at keys this way).
+    pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
+        self.get_raw(key)
+    }
+
+    /// The entry for `key`, expired or not, without counting a use.
     fn get_raw(&self, key: &[u8]) -> Option<&Entry> {
         let h = hash_key(key);
         self.shards[shard_index(h)]
@@ -179,7 +235,11 @@ impl Db {
                 uncount(&mut self.len, &mut self.expires, &k, &entry);
                 None
             }
-            RawEntryMut::Occupied(o) => Some(o.into_mut()),
+            RawEntryMut::Occupied(o) => {
+                let entry = o.into_mut();
+                self.clock.touch(entry);
+                Some(entry)
+            }
             RawEntryMut::Vacant(_) => None,
         }
     }
@@ -203,8 +263,16 @@ impl Db {
                 if let Some((value, deadline)) = write {
                     let (k, entry) = o.get_key_value_mut();
                     entry.value = value;
-                    let old = std::mem::replace(&mut entry.expires_at, deadline);
+                    let old = entry.set_deadline(deadline);
                     self.expires.moved(k, old, deadline);
+                    if live {
+                        self.clock.touch(entry);
+                    } else {
+                        // An expired key's slot reused: a new key.
+                        *entry.access.get_mut() = self.clock.initial();
+                    }
+                } else if live {
+                    self.clock.touch(o.get());
                 }
                 (wrote, out)
             }
@@ -214,14 +282,10 @@ impl Db {
                 if let Some((value, deadline)) = write {
                     // A new key gets its own copy (arguments are slices of the request
                     // frame), inline when short.
-                    let (k, _) = v.insert_hashed_nocheck(
-                        h,
-                        Key::new(key),
-                        Entry {
-                            value,
-                            expires_at: deadline,
-                        },
-                    );
+                    let mut entry = Entry::new(value);
+                    entry.set_deadline(deadline);
+                    *entry.access.get_mut() = self.clock.initial();
+                    let (k, _) = v.insert_hashed_nocheck(h, Key::new(key), entry);
                     self.len += 1;
                     self.expires.moved(k, None, deadline);
                 }
@@ -243,7 +307,8 @@ impl Db {
     pub fn insert(&mut self, key: &[u8], entry: Entry) {
         // Whatever is there, live or expired, is replaced: `modify` writes in place (a
         // replaced key keeps its allocation) or inserts a copy of the key.
-        self.modify(key, 0, |_| (Some((entry.value, entry.expires_at)), ()));
+        let deadline = entry.expires_at();
+        self.modify(key, 0, |_| (Some((entry.value, deadline)), ()));
     }
 
     /// Remove `key`; returns the entry if it was live.
@@ -269,7 +334,7 @@ impl Db {
             return false;
         };
         let (k, entry) = o.get_key_value_mut();
-        let old = std::mem::replace(&mut entry.expires_at, deadline);
+        let old = entry.set_deadline(deadline);
         self.expires.moved(k, old, deadline);
         true
     }
@@ -370,19 +435,19 @@ impl Db {
     /// Delete `key` if its deadline has passed at `now_ms` (a replica applies the leader's
     /// expiry entries with this, so every node deletes exactly the keys expired at that time).
     pub fn purge_if_expired(&mut self, key: &[u8], now_ms: u64) {
-        if let RawEntryMut::Occupied(o) = slot(&mut self.shards, key).1 {
-            if o.get().is_expired(now_ms) {
-                let (k, entry) = o.remove_entry();
-                self.forget(&k, &entry);
-            }
+        if self.get_raw(key).is_some_and(|e| e.is_expired(now_ms)) {
+            self.remove_raw(key);
         }
     }
 
     fn remove_raw(&mut self, key: &[u8]) -> Option<Entry> {
-        let RawEntryMut::Occupied(o) = slot(&mut self.shards, key).1 else {
+        let h = hash_key(key);
+        let shard = &mut self.shards[shard_index(h)];
+        let RawEntryMut::Occupied(o) = shard.raw_entry_mut().from_key_hashed_nocheck(h, key) else {
             return None;
         };
         let (k, entry) = o.remove_entry();
+        shrink_if_sparse(shard);
         self.forget(&k, &entry);
         Some(entry)
     }
@@ -394,11 +459,22 @@ impl Db {
     }
 }
 
+/// Give a shard's table memory back once it is at most an eighth full (as Redis resizes a
+/// dict below a tenth), so that deleting keys frees their slots, not only their values.
+/// Halving the room each time keeps a shard that shrinks and grows again from rehashing
+/// on every call.
+fn shrink_if_sparse(shard: &mut Shard) {
+    let capacity = shard.capacity();
+    if capacity > 8 && shard.len() * 8 < capacity {
+        shard.shrink_to(shard.len() * 2);
+    }
+}
+
 /// The count and deadline-index part of [`Db::forget`], on the fields alone (for callers
 /// that still hold a shard borrow).
 fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &[u8], entry: &Entry) {
     *len -= 1;
-    if let Some(t) = entry.expires_at {
+    if let Some(t) = entry.expires_at() {
         expires.remove(t, key);
     }
 }
@@ -412,13 +488,41 @@ pub struct Keyspace {
 
 impl Default for Keyspace {
     fn default() -> Self {
-        Keyspace {
-            dbs: (0..DATABASES).map(|_| Db::default()).collect(),
-        }
+        Keyspace::with_clock(Arc::default())
     }
 }
 
 impl Keyspace {
+    /// Empty databases writing access information with `clock`.
+    pub fn with_clock(clock: Arc<AccessClock>) -> Keyspace {
+        Keyspace {
+            dbs: (0..DATABASES)
+                .map(|_| Db::with_clock(clock.clone()))
+                .collect(),
+        }
+    }
+
+    /// The clock and mode of the LRU/LFU access information.
+    pub fn clock(&self) -> &Arc<AccessClock> {
+        &self.dbs[0].clock
+    }
+
+    /// Write access information with `clock` from now on (a keyspace restored from a
+    /// snapshot takes over the engine's).
+    pub fn share_clock(&mut self, clock: &Arc<AccessClock>) {
+        for db in &mut self.dbs {
+            db.clock = clock.clone();
+        }
+    }
+
+    /// Delete `key` of database `db` to free memory (wherever its deadline is); returns
+    /// whether it was there. Watchers of the key see it change.
+    pub fn evict(&mut self, db: usize, key: &[u8]) -> bool {
+        self.dbs
+            .get_mut(db)
+            .is_some_and(|d| d.remove_raw(key).is_some())
+    }
+
     /// Total number of keys in all databases.
     pub fn total_keys(&self) -> usize {
         self.dbs.iter().map(Db::len).sum()
@@ -482,6 +586,32 @@ mod tests {
             assert_eq!(db.remove(k.as_bytes(), 0).is_some(), i % 3 != 0, "{k}");
         }
         assert_eq!((db.len(), db.expires_count()), (0, 0));
+    }
+
+    #[test]
+    fn access_information_fits_in_the_entry_padding() {
+        // The value (40 bytes) and the deadline (8) leave 8 bytes of alignment padding;
+        // the 32-bit access field goes there, so a slot is as large as it was without it.
+        assert_eq!(std::mem::size_of::<Entry>(), 56);
+        assert_eq!(std::mem::size_of::<(Key, Entry)>(), 88);
+    }
+
+    #[test]
+    fn reads_and_writes_record_uses() {
+        let mut db = Db::default();
+        db.clock.set_now(10_000);
+        db.set(b"a", Value::string("1"));
+        db.set(b"b", Value::string("1"));
+        db.clock.set_now(70_000);
+        assert!(db.get(b"a", 0).is_some());
+        let idle = |db: &Db, k: &[u8]| db.clock.idle_secs(db.get_raw(k).unwrap());
+        assert_eq!((idle(&db, b"a"), idle(&db, b"b")), (0, 60));
+        db.clock.set_now(80_000);
+        db.modify(b"b", 0, |_| (None, ()));
+        assert_eq!((idle(&db, b"a"), idle(&db, b"b")), (10, 0));
+        // A deadline as late as the "none" marker stays a deadline.
+        db.set_expiry(b"a", Some(u64::MAX));
+        assert!(db.get_raw(b"a").unwrap().expires_at().is_some());
     }
 
     #[test]

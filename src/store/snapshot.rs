@@ -108,7 +108,7 @@ pub fn decode(bytes: &[u8]) -> Result<Keyspace, String> {
     for (db, entries) in ks.dbs.iter_mut().zip(snap.dbs) {
         for e in entries {
             let mut entry = Entry::new(value_of(e.value));
-            entry.expires_at = e.expires_at;
+            entry.set_deadline(e.expires_at);
             db.insert(&e.key, entry);
         }
     }
