@@ -3,7 +3,6 @@
 //! then it exits with status 3, so that a supervisor restarts it, instead of staying up
 //! answering errors.
 
-use clap::Parser;
 use tollgate::config::{Cli, Config};
 use tollgate::server::Server;
 
@@ -11,7 +10,7 @@ use tollgate::server::Server;
 static ALLOC: tollgate::alloc::CountingAlloc = tollgate::alloc::CountingAlloc;
 
 fn main() {
-    let config = match Config::load(Cli::parse()) {
+    let config = match Config::load(Cli::from_args()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("tollgate: {e}");

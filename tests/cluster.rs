@@ -544,3 +544,121 @@ fn leadership_transfer_under_load_loses_nothing() {
         seen.iter().map(|s| s.failed).sum::<u64>()
     );
 }
+
+/// A field of a node's INFO.
+fn info_field(node: &Node, field: &str) -> String {
+    let text: String = node.q(&["INFO", "everything"]).expect("INFO");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("INFO has no {field}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn maxmemory_evictions_are_replicated_and_oom_is_decided_before_the_log() {
+    let _g = serial();
+    // `everysec` and slower elections: this test is about which keys go, not about fsync
+    // latency on a shared disk or a debug build keeping up with heartbeats under load.
+    let c = Cluster::start_with(
+        3,
+        &[
+            "--maxmemory",
+            "6mb",
+            "--maxmemory-policy",
+            "allkeys-lru",
+            "--appendfsync",
+            "everysec",
+            "--election-timeout-ms",
+            "1000",
+            "--heartbeat-interval-ms",
+            "100",
+            "--cluster-timeout-ms",
+            "5000",
+        ],
+    );
+    // Five times the limit in 1 KB values, through each node in turn, 16 SETs a pipeline.
+    let value = vec![b'v'; 1024];
+    let total = 30 * 1024;
+    let mut conns: Vec<Connection> = c.nodes.iter().map(|n| n.conn()).collect();
+    for batch in 0..total / 16 {
+        let mut pipe = redis::pipe();
+        for i in batch * 16..(batch + 1) * 16 {
+            pipe.cmd("SET")
+                .arg(format!("key:{i}"))
+                .arg(&value[..])
+                .ignore();
+        }
+        let _: () = pipe.query(&mut conns[batch % 3]).expect("SET accepted");
+    }
+    // Only the leader chose keys; every node deleted the same ones.
+    let digest = c.converged_digest(Duration::from_secs(20));
+    let sizes: Vec<i64> = c.nodes.iter().map(|n| n.q(&["DBSIZE"]).unwrap()).collect();
+    assert!(sizes.iter().all(|s| *s == sizes[0]), "{sizes:?}");
+    assert!(sizes[0] > 0 && (sizes[0] as usize) < total, "{sizes:?}");
+    for n in &c.nodes {
+        let evicted: i64 = info_field(n, "evicted_keys").parse().unwrap();
+        assert_eq!(evicted as usize + sizes[0] as usize, total, "node {}", n.id);
+    }
+    // With noeviction and memory over the limit, writes through any node are refused
+    // before they reach the log: the commit index does not move and nothing changes.
+    for n in &c.nodes {
+        let _: () = n
+            .q(&[
+                "CONFIG",
+                "SET",
+                "maxmemory-policy",
+                "noeviction",
+                "maxmemory",
+                "1mb",
+            ])
+            .unwrap();
+    }
+    let leader = c.wait_leader(Duration::from_secs(5));
+    let commit = c.nodes[leader].status("commit_index").unwrap();
+    for conn in &mut conns {
+        let e = redis::cmd("SET")
+            .arg("more")
+            .arg(&value[..])
+            .query::<()>(conn)
+            .unwrap_err();
+        assert_eq!(e.code(), Some("OOM"), "{e}");
+        let e = redis::cmd("EVAL")
+            .arg("#!lua\nreturn redis.call('incr', 'n')")
+            .arg(0)
+            .query::<()>(conn)
+            .unwrap_err();
+        assert_eq!(e.code(), Some("OOM"), "{e}");
+        // A script without a shebang enters the log in the out-of-memory state: every node
+        // refuses its first write the same way.
+        let e = redis::cmd("EVAL")
+            .arg("return redis.call('incr', 'n')")
+            .arg(0)
+            .query::<()>(conn)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("command not allowed when used memory"),
+            "{e}"
+        );
+    }
+    let victim: String = redis::cmd("RANDOMKEY").query(&mut conns[0]).unwrap();
+    let deleted: i64 = redis::cmd("DEL").arg(&victim).query(&mut conns[0]).unwrap();
+    assert_eq!(deleted, 1);
+    thread::sleep(Duration::from_millis(300));
+    // The three scripts and the DEL are the only entries.
+    let after: u64 = c.nodes[leader]
+        .status("commit_index")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(after, commit.parse::<u64>().unwrap() + 4);
+    let now = c.converged_digest(Duration::from_secs(10));
+    assert_ne!(now, digest, "the DEL changed the data");
+    let n: Vec<Option<String>> = c
+        .nodes
+        .iter()
+        .map(|node| node.q(&["GET", "n"]).unwrap())
+        .collect();
+    assert_eq!(n, vec![None, None, None]);
+}

@@ -60,7 +60,7 @@ mod types;
 pub use clock::LeaderClock;
 pub use config::{Config, FsyncPolicy, DEFAULT_ELECTION_TIMEOUT_MS, DEFAULT_HEARTBEAT_INTERVAL_MS};
 pub use error::ClusterError;
-pub use node::RaftNode;
+pub use node::{LogMemory, RaftNode};
 pub use repair::{RepairReason, RepairStatus};
 pub use state_machine::StateMachine;
 pub use types::{

@@ -133,6 +133,15 @@ pub(crate) struct LogHandle {
 }
 
 impl LogHandle {
+    /// Bytes of the live entry records; the store keeps these entries in memory too.
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.shared
+            .mem
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .live_bytes
+    }
+
     /// Highest index known committed (persisted lazily with the next group fsync).
     pub(crate) fn committed_index(&self) -> u64 {
         self.shared.committed_index.load(Ordering::Acquire)

@@ -67,7 +67,25 @@ struct Inner<S: StateMachine> {
     health: Arc<PeerHealth>,
 }
 
+/// Reads how many bytes of log entries a node holds in memory (cheap to clone; holds no
+/// reference to the node or its state machine).
+#[derive(Clone)]
+pub struct LogMemory(LogHandle);
+
+impl LogMemory {
+    /// Bytes of the log entries held in memory (those not yet behind a snapshot).
+    pub fn bytes(&self) -> u64 {
+        self.0.live_bytes()
+    }
+}
+
 impl<S: StateMachine> RaftNode<S> {
+    /// A handle on the size of this node's in-memory log (callers that size memory limits
+    /// leave it out, as Redis leaves out its AOF and replication buffers).
+    pub fn log_memory(&self) -> LogMemory {
+        LogMemory(self.inner.log.clone())
+    }
+
     /// Open the node's storage under `config.data_dir` (restoring the latest snapshot and
     /// replaying the log into `state_machine`), listen on the cluster address, and join the
     /// cluster formed by `config.peers` (every node initializes with the same list; openraft

@@ -248,6 +248,7 @@ pub(crate) mod harness {
                 db: 0,
                 now_ms: self.now,
                 resp: self.resp,
+                oom: false,
                 scripts: None,
             };
             execute(&mut ctx, args)

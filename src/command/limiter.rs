@@ -1026,6 +1026,7 @@ mod tests {
             db: 0,
             now_ms: now,
             resp,
+            oom: false,
             scripts: None,
         };
         super::super::execute(&mut ctx, &args)

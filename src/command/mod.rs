@@ -111,6 +111,10 @@ pub struct Ctx<'a> {
     pub now_ms: u64,
     /// The client's protocol version (2 or 3), for replies whose shape differs.
     pub resp: u8,
+    /// Redis's out-of-memory state before this command (`maxmemory` reached and nothing to
+    /// evict): a script without a shebang is then refused its first `denyoom` call made
+    /// before any write.
+    pub oom: bool,
     /// The Lua engine; None inside a script (scripts cannot run scripts).
     pub scripts: Option<Scripts<'a>>,
 }

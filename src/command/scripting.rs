@@ -20,6 +20,7 @@ pub struct Host<'a> {
     ks: &'a mut Keyspace,
     db: usize,
     now_ms: u64,
+    oom: bool,
 }
 
 impl ScriptHost for Host<'_> {
@@ -59,9 +60,14 @@ impl ScriptHost for Host<'_> {
             db: self.db,
             now_ms: self.now_ms,
             resp,
+            oom: self.oom,
             scripts: None,
         };
         super::execute(&mut ctx, args)
+    }
+
+    fn script_oom(&self) -> bool {
+        self.oom
     }
 
     fn script_runs_long(&mut self) -> bool {
@@ -122,6 +128,7 @@ pub fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         ks: ctx.ks,
         db: ctx.db,
         now_ms: ctx.now_ms,
+        oom: ctx.oom,
     };
     let reply = scripts.engine.execute(&mut host, a, &sctx);
     ctx.scripts = Some(scripts);

@@ -58,6 +58,8 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("shutdown", -1, CONN | ADMIN | NO_MULTI, 0, 0, 0),
     crate::cmd!("memory", -2, CONNECTION | READONLY, 0, 0, 0),
     crate::cmd!("lastsave", 1, CONNECTION | FAST, 0, 0, 0),
+    crate::cmd!("save", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0),
+    crate::cmd!("bgsave", -1, CONN | ADMIN, 0, 0, 0),
     // Cluster mode (src/server/cluster.rs); they answer an error on a standalone server.
     crate::cmd!("cluster", -2, CONN, 0, 0, 0),
     crate::cmd!("raft.status", 1, CONN | ADMIN, 0, 0, 0),

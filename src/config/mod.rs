@@ -1,15 +1,26 @@
 //! Configuration: defaults, overridden by a TOML file, overridden by environment
 //! variables (`TOLLGATE_*`), overridden by command-line flags. With `--node-id` the server
 //! runs as a Raft cluster node ([`ClusterConfig`]); without it, standalone.
+//!
+//! Redis's parameters (`port`, `maxmemory`, `hash-max-listpack-entries`, ...) are one
+//! registry ([`params`]): each is a flag `--<name>`, an environment variable
+//! `TOLLGATE_<NAME>` (upper case, `-` as `_`) and a TOML key `<name>`, checked by the same
+//! rules as CONFIG SET. Tollgate's own settings (`--config`, `--log`, `--threads` and the
+//! cluster settings) are the typed flags of [`Cli`].
+
+pub mod params;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use serde::Deserialize;
 
+use crate::store::eviction::MemorySettings;
+
 /// Command-line flags; every one can also come from the environment or the TOML file.
+/// The flags of Redis's parameters are added from [`params::PARAMS`] by [`Cli::from_args`].
 #[derive(Parser, Debug, Default, Clone)]
 #[command(
     name = "tollgate",
@@ -20,30 +31,6 @@ pub struct Cli {
     /// TOML configuration file.
     #[arg(long, env = "TOLLGATE_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, env = "TOLLGATE_BIND")]
-    pub bind: Option<String>,
-    /// Client port.
-    #[arg(long, env = "TOLLGATE_PORT")]
-    pub port: Option<u16>,
-    /// Password clients must send with AUTH.
-    #[arg(long, env = "TOLLGATE_REQUIREPASS")]
-    pub requirepass: Option<String>,
-    /// Maximum simultaneous client connections.
-    #[arg(long, env = "TOLLGATE_MAXCLIENTS")]
-    pub maxclients: Option<usize>,
-    /// Largest bulk string a client may send, in bytes.
-    #[arg(long, env = "TOLLGATE_PROTO_MAX_BULK_LEN")]
-    pub proto_max_bulk_len: Option<usize>,
-    /// Largest unparsed input buffered per client, in bytes.
-    #[arg(long, env = "TOLLGATE_CLIENT_QUERY_BUFFER_LIMIT")]
-    pub client_query_buffer_limit: Option<usize>,
-    /// Milliseconds a script may run before other clients get -BUSY.
-    #[arg(long, env = "TOLLGATE_BUSY_REPLY_THRESHOLD")]
-    pub busy_reply_threshold: Option<u64>,
-    /// Enable the DEBUG command (tests use DEBUG ADVANCE-TIME): yes or no.
-    #[arg(long, env = "TOLLGATE_ENABLE_DEBUG_COMMAND")]
-    pub enable_debug_command: Option<String>,
     /// Log filter, e.g. `info` or `tollgate=debug`.
     #[arg(long, env = "TOLLGATE_LOG")]
     pub log: Option<String>,
@@ -66,9 +53,6 @@ pub struct Cli {
     /// Cluster mode: directory for the Raft log and snapshots (default ./data/node-<id>).
     #[arg(long, env = "TOLLGATE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Cluster mode: `always` (fsync before acknowledging) or `everysec`.
-    #[arg(long, env = "TOLLGATE_APPENDFSYNC")]
-    pub appendfsync: Option<String>,
     /// Cluster mode: how long a client waits for a quorum before -CLUSTERDOWN, in ms.
     #[arg(long, env = "TOLLGATE_CLUSTER_TIMEOUT_MS")]
     pub cluster_timeout_ms: Option<u64>,
@@ -79,20 +63,70 @@ pub struct Cli {
     /// Cluster mode: how often the leader sends heartbeats (ms). Default 50.
     #[arg(long, env = "TOLLGATE_HEARTBEAT_INTERVAL_MS")]
     pub heartbeat_interval_ms: Option<u64>,
+    /// Redis parameters from the environment and then the flags, in that order (the last
+    /// one for a name wins).
+    #[arg(skip)]
+    pub settings: Vec<(String, String)>,
 }
 
-/// The TOML file's shape: the same settings, with Redis-style dashed names allowed.
+impl Cli {
+    /// Parse the process's arguments and environment.
+    pub fn from_args() -> Cli {
+        Cli::parse_args(std::env::args_os(), |name| std::env::var(name).ok())
+    }
+
+    /// Parse `args` (the program name first) with `env` as the environment: Tollgate's
+    /// flags, and `--<name> <value>` for each registry parameter (by its name or alias).
+    pub fn parse_args<I, T>(args: I, env: impl Fn(&str) -> Option<String>) -> Cli
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        // A flag given twice takes its last value (scripts append overrides).
+        let mut command = Cli::command().args_override_self(true);
+        for p in params::PARAMS {
+            let mut arg = clap::Arg::new(p.name)
+                .long(p.name)
+                .value_name("VALUE")
+                .allow_hyphen_values(true)
+                .hide(!p.has_effect())
+                .help(format!(
+                    "Redis's `{}` (default {:?}; see the README's parameter table)",
+                    p.name, p.default
+                ));
+            if let Some(alias) = p.alias {
+                arg = arg.alias(alias);
+            }
+            command = command.arg(arg);
+        }
+        let matches = command.get_matches_from(args);
+        let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        for p in params::PARAMS {
+            for name in std::iter::once(p.name).chain(p.alias) {
+                if let Some(value) = env(&env_var(name)) {
+                    cli.settings.push((name.to_string(), value));
+                }
+            }
+        }
+        for p in params::PARAMS {
+            if let Some(value) = matches.get_one::<String>(p.name) {
+                cli.settings.push((p.name.to_string(), value.clone()));
+            }
+        }
+        cli
+    }
+}
+
+/// The environment variable of parameter `name`: `TOLLGATE_` and the name in upper case
+/// with `_` for `-`.
+pub fn env_var(name: &str) -> String {
+    format!("TOLLGATE_{}", name.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// The TOML file's own (non-registry) settings; every other key must name a parameter.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct FileConfig {
-    bind: Option<String>,
-    port: Option<u16>,
-    requirepass: Option<String>,
-    maxclients: Option<usize>,
-    proto_max_bulk_len: Option<usize>,
-    client_query_buffer_limit: Option<usize>,
-    busy_reply_threshold: Option<u64>,
-    enable_debug_command: Option<String>,
     log: Option<String>,
     threads: Option<usize>,
     node_id: Option<u64>,
@@ -100,10 +134,56 @@ struct FileConfig {
     cluster_port: Option<u16>,
     cluster_secret: Option<String>,
     data_dir: Option<PathBuf>,
-    appendfsync: Option<String>,
     cluster_timeout_ms: Option<u64>,
     election_timeout_ms: Option<u64>,
     heartbeat_interval_ms: Option<u64>,
+}
+
+/// The keys of [`FileConfig`].
+const OWN_KEYS: [&str; 10] = [
+    "log",
+    "threads",
+    "node-id",
+    "peers",
+    "cluster-port",
+    "cluster-secret",
+    "data-dir",
+    "cluster-timeout-ms",
+    "election-timeout-ms",
+    "heartbeat-interval-ms",
+];
+
+/// Read a TOML file: Tollgate's own settings, and the parameters as `(name, value)` text.
+fn read_file(path: &std::path::Path) -> Result<(FileConfig, Vec<(String, String)>), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bad = |e: &dyn std::fmt::Display| format!("bad config {}: {e}", path.display());
+    let table: toml::Table = toml::from_str(&text).map_err(|e| bad(&e))?;
+    let mut own = toml::Table::new();
+    let mut settings = Vec::new();
+    for (key, value) in table {
+        if OWN_KEYS.contains(&key.as_str()) {
+            own.insert(key, value);
+            continue;
+        }
+        if params::lookup(&key).is_none() {
+            return Err(bad(&format!("unknown setting '{key}'")));
+        }
+        let text = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(n) => n.to_string(),
+            toml::Value::Boolean(b) => if b { "yes" } else { "no" }.to_string(),
+            other => {
+                return Err(bad(&format!(
+                    "'{key}' must be a string, an integer or a boolean, not {}",
+                    other.type_str()
+                )))
+            }
+        };
+        settings.push((key, text));
+    }
+    let own: FileConfig = own.try_into().map_err(|e| bad(&e))?;
+    Ok((own, settings))
 }
 
 /// How appended Raft log entries reach the disk (`appendfsync`).
@@ -212,21 +292,8 @@ fn cluster_config(
         .get(&node_id)
         .cloned()
         .unwrap_or_else(|| cluster_bind.clone());
-    let fsync = match cli
-        .appendfsync
-        .as_deref()
-        .or(file.appendfsync.as_deref())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        None | Some("always") => AppendFsync::Always,
-        Some("everysec") => AppendFsync::EverySec,
-        Some(other) => {
-            return Err(format!(
-                "--appendfsync must be always or everysec, got '{other}'"
-            ))
-        }
-    };
+    // `appendfsync` is a parameter; it is applied after this, over the default.
+    let fsync = AppendFsync::Always;
     let timeout_ms = cli
         .cluster_timeout_ms
         .or(file.cluster_timeout_ms)
@@ -306,12 +373,19 @@ pub struct Config {
     pub busy_reply_threshold: u64,
     /// Whether DEBUG is allowed.
     pub enable_debug_command: bool,
+    /// `maxmemory`, its policy and the LFU settings.
+    pub memory: MemorySettings,
+    /// Values of the parameters that have no effect on Tollgate, by name (see
+    /// [`params::Effect::NoEffect`]); a parameter not here has its default.
+    pub stored: BTreeMap<&'static str, String>,
     /// Log filter.
     pub log: String,
     /// Network worker threads (0 = one per CPU core).
     pub threads: usize,
     /// Cluster mode settings (None = standalone).
     pub cluster: Option<ClusterConfig>,
+    /// The TOML file the configuration was read from, if any.
+    pub file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -325,69 +399,55 @@ impl Default for Config {
             client_query_buffer_limit: 1024 * 1024 * 1024,
             busy_reply_threshold: 5000,
             enable_debug_command: false,
+            memory: MemorySettings::default(),
+            stored: BTreeMap::new(),
             log: "info".into(),
             threads: DEFAULT_THREADS,
             cluster: None,
+            file: None,
         }
     }
 }
 
-/// Parse `yes`/`no` like Redis's config.
-pub fn parse_yes_no(s: &str) -> Result<bool, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "yes" | "true" | "1" => Ok(true),
-        "no" | "false" | "0" => Ok(false),
-        _ => Err(format!("expected yes or no, got '{s}'")),
-    }
-}
-
 impl Config {
-    /// Resolve flags (which clap already merged with the environment) over the file over defaults.
+    /// Resolve the flags and environment (`cli`) over the file over the defaults.
     pub fn load(cli: Cli) -> Result<Config, String> {
-        let file: FileConfig = match &cli.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                toml::from_str(&text).map_err(|e| format!("bad config {}: {e}", path.display()))?
-            }
-            None => FileConfig::default(),
+        let (file, file_settings) = match &cli.config {
+            Some(path) => read_file(path)?,
+            None => (FileConfig::default(), Vec::new()),
         };
-        let d = Config::default();
-        let bind = cli.bind.clone().or(file.bind.clone()).unwrap_or(d.bind);
-        let port = cli.port.or(file.port).unwrap_or(d.port);
-        let cluster = cluster_config(&cli, &file, &bind, port)?;
-        let debug = cli.enable_debug_command.or(file.enable_debug_command);
-        Ok(Config {
-            bind,
-            port,
-            requirepass: cli
-                .requirepass
-                .or(file.requirepass)
-                .filter(|p| !p.is_empty()),
-            maxclients: cli.maxclients.or(file.maxclients).unwrap_or(d.maxclients),
-            proto_max_bulk_len: cli
-                .proto_max_bulk_len
-                .or(file.proto_max_bulk_len)
-                .unwrap_or(d.proto_max_bulk_len),
-            client_query_buffer_limit: cli
-                .client_query_buffer_limit
-                .or(file.client_query_buffer_limit)
-                .unwrap_or(d.client_query_buffer_limit),
-            busy_reply_threshold: cli
-                .busy_reply_threshold
-                .or(file.busy_reply_threshold)
-                .unwrap_or(d.busy_reply_threshold),
-            enable_debug_command: match debug {
-                Some(s) => parse_yes_no(&s)?,
-                None => d.enable_debug_command,
-            },
-            log: cli.log.or(file.log).unwrap_or(d.log),
-            threads: match cli.threads.or(file.threads).unwrap_or(d.threads) {
-                n if n <= MAX_THREADS => n,
-                n => return Err(format!("threads must be 0 to {MAX_THREADS}, got {n}")),
-            },
-            cluster,
-        })
+        let file_source = cli
+            .config
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let flag_source = "the command line or environment";
+        let mut c = Config {
+            file: cli.config.clone(),
+            ..Config::default()
+        };
+        // `bind` and `port` decide the cluster addresses, so they go first; the cluster
+        // settings then decide what `appendonly` and `appendfsync` may be.
+        let early = |settings: &[(String, String)]| -> Vec<(String, String)> {
+            settings
+                .iter()
+                .filter(|(n, _)| {
+                    params::lookup(n).is_some_and(|(p, _)| matches!(p.name, "bind" | "port"))
+                })
+                .cloned()
+                .collect()
+        };
+        c.set_params(&file_source, &early(&file_settings))?;
+        c.set_params(flag_source, &early(&cli.settings))?;
+        c.cluster = cluster_config(&cli, &file, &c.bind, c.port)?;
+        c.set_params(&file_source, &file_settings)?;
+        c.set_params(flag_source, &cli.settings)?;
+        c.log = cli.log.or(file.log).unwrap_or(c.log);
+        c.threads = match cli.threads.or(file.threads).unwrap_or(c.threads) {
+            n if n <= MAX_THREADS => n,
+            n => return Err(format!("threads must be 0 to {MAX_THREADS}, got {n}")),
+        };
+        Ok(c)
     }
 }
 
@@ -406,7 +466,7 @@ mod tests {
         .unwrap();
         let cli = Cli {
             config: Some(path),
-            port: Some(7001),
+            settings: settings(&[("port", "7001")]),
             ..Cli::default()
         };
         let c = Config::load(cli).unwrap();
@@ -428,14 +488,100 @@ mod tests {
             .contains("threads must be 0 to 256"));
     }
 
+    fn settings(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn registry_parameters_come_from_flags_environment_and_file() {
+        let env = |name: &str| match name {
+            "TOLLGATE_MAXMEMORY" => Some("1mb".to_string()),
+            "TOLLGATE_HZ" => Some("20".to_string()),
+            _ => None,
+        };
+        let cli = Cli::parse_args(
+            [
+                "tollgate",
+                "--maxmemory",
+                "64mb",
+                "--maxmemory-policy",
+                "allkeys-lru",
+                "--lua-time-limit",
+                "100",
+                "--threads",
+                "2",
+            ],
+            env,
+        );
+        let c = Config::load(cli).unwrap();
+        assert_eq!(
+            c.memory.maxmemory,
+            64 << 20,
+            "the flag wins over the environment"
+        );
+        assert_eq!(c.memory.policy, crate::store::eviction::Policy::AllKeysLru);
+        assert_eq!(c.busy_reply_threshold, 100);
+        assert_eq!(c.threads, 2);
+        let hz = params::lookup("hz").unwrap().0;
+        assert_eq!(c.param_value(hz), "20");
+        let bad = |pairs: &[(&str, &str)]| {
+            Config::load(Cli {
+                settings: settings(pairs),
+                ..Cli::default()
+            })
+            .unwrap_err()
+        };
+        assert!(bad(&[("maxmemory", "lots")]).contains("argument must be a memory value"));
+        assert!(bad(&[("no-such-thing", "1")]).contains("unknown setting 'no-such-thing'"));
+        assert!(bad(&[("appendonly", "yes")]).contains("in memory only"));
+        assert!(bad(&[("appendfsync", "always")]).contains("no file to fsync"));
+        assert!(bad(&[("databases", "32")]).contains("16 databases"));
+        // Start-only parameters can be set at start.
+        let c = Config::load(Cli {
+            settings: settings(&[("port", "0"), ("enable-debug-command", "YES")]),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert!(c.enable_debug_command);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(
+            &path,
+            "maxmemory = \"100mb\"\nactiverehashing = false\nmaxmemory-samples = 10\n",
+        )
+        .unwrap();
+        let c = Config::load(Cli {
+            config: Some(path.clone()),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!((c.memory.maxmemory, c.memory.samples), (100 << 20, 10));
+        assert_eq!(
+            c.param_value(params::lookup("activerehashing").unwrap().0),
+            "no"
+        );
+        std::fs::write(&path, "maxmemory = 1.5\n").unwrap();
+        let e = Config::load(Cli {
+            config: Some(path),
+            ..Cli::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.contains("must be a string, an integer or a boolean"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn cluster_settings_resolve_and_validate() {
         let cli = Cli {
-            port: Some(7001),
             node_id: Some(2),
             peers: Some("1@127.0.0.1:17001,2@127.0.0.1:17002,3@127.0.0.1:17003".into()),
             cluster_secret: Some("0123456789abcdef".into()),
-            appendfsync: Some("everysec".into()),
+            settings: settings(&[("port", "7001"), ("appendfsync", "everysec")]),
             ..Cli::default()
         };
         let c = Config::load(cli.clone()).unwrap().cluster.unwrap();

@@ -10,8 +10,11 @@
 //! of read-only commands waits for a Raft read barrier and then runs locally; any other batch
 //! (writes, scripts, MULTI/EXEC, WATCHed transactions) is proposed as one Raft command and its
 //! replies come back from the leader's apply.
+//!
+//! `maxmemory` (eviction and `-OOM` refusals) is enforced here too; see [`memory`].
 
 pub mod clock;
+pub mod memory;
 pub mod replicated;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,8 +29,10 @@ use tollgate_raft::{ClusterError, RaftNode};
 use crate::command::{self, flags, CommandSpec, Ctx, Scripts};
 use crate::protocol::Reply;
 use crate::scripting::{self, ScriptControl, ScriptEngine, ScriptLimits};
+use crate::store::eviction::Evictor;
 use crate::store::{Keyspace, WatchFlag};
 pub use clock::Clock;
+use memory::MemoryControl;
 use replicated::{Proposal, ReplicatedState};
 
 /// The Raft node type the server runs in cluster mode.
@@ -41,14 +46,21 @@ pub struct State {
     pub scripts: ScriptEngine,
     /// BUSY / SCRIPT KILL control of the running script.
     pub control: Arc<ScriptControl>,
+    /// The `maxmemory` limit and policy (shared with the engine and its eviction task).
+    pub memory: Arc<MemoryControl>,
+    /// The eviction candidate pool (not replicated: only the deciding node uses it).
+    pub evictor: Evictor,
 }
 
 impl Default for State {
     fn default() -> Self {
+        let memory = Arc::new(MemoryControl::default());
         State {
-            ks: Keyspace::default(),
+            ks: Keyspace::with_clock(memory.clock().clone()),
             scripts: ScriptEngine::new(ScriptLimits::default()),
             control: Arc::new(ScriptControl::new()),
+            memory,
+            evictor: Evictor::default(),
         }
     }
 }
@@ -73,6 +85,18 @@ pub enum Op {
         /// Keys the leader found expired.
         keys: Vec<Bytes>,
     },
+    /// Delete these keys of `db` to free memory (the cluster leader's eviction under
+    /// `maxmemory`; no reply). Every node deletes those that are there.
+    Evict {
+        /// Database index.
+        db: usize,
+        /// Keys the leader chose.
+        keys: Vec<Bytes>,
+    },
+    /// The commands after this one run in Redis's "out of memory" state (decided by the node
+    /// that proposed the entry): a script without a shebang is refused its first `denyoom`
+    /// `redis.call` before any write. No reply.
+    OutOfMemory,
     /// A command with a `CommandSpec::fast` handler, its arguments as parsed. Never
     /// replicated as such: a proposal turns it into `Command` (see `Op::into_replicable`).
     /// Last: serde numbers the variants it serializes by their declared position, but the
@@ -118,6 +142,8 @@ pub struct Batch {
     pub ops: Vec<Op>,
     /// For EXEC: abort with a null reply if a watched key changed.
     pub watch: Option<WatchGuard>,
+    /// A `MULTI`/`EXEC` block: checked against `maxmemory` once, as a whole.
+    pub transaction: bool,
 }
 
 impl Batch {
@@ -131,7 +157,7 @@ impl Batch {
                     .or_else(|| args.first().and_then(|n| command::lookup(n)))
                     .is_some_and(only_reads),
                 Op::Select(_) => true,
-                Op::PurgeExpired { .. } => false,
+                Op::PurgeExpired { .. } | Op::Evict { .. } | Op::OutOfMemory => false,
             })
     }
 
@@ -157,6 +183,21 @@ pub struct BatchResult {
     pub replies: Option<Vec<Reply>>,
     /// The selected database after the batch.
     pub db: usize,
+    /// The whole batch was refused before anything ran, with this reply (a transaction
+    /// under `maxmemory`; EXEC answers `-EXECABORT ...` with it).
+    #[serde(default)]
+    pub aborted: Option<Reply>,
+}
+
+impl BatchResult {
+    /// A batch that ran, with its replies.
+    pub fn ran(replies: Option<Vec<Reply>>, db: usize) -> BatchResult {
+        BatchResult {
+            replies,
+            db,
+            aborted: None,
+        }
+    }
 }
 
 /// Settings the engine reads on every batch.
@@ -170,6 +211,7 @@ pub struct EngineSettings {
 pub struct Engine {
     state: Arc<Mutex<State>>,
     control: Arc<ScriptControl>,
+    memory: Arc<MemoryControl>,
     clock: Clock,
     settings: parking_lot::RwLock<EngineSettings>,
     cluster: OnceLock<ClusterNode>,
@@ -187,6 +229,7 @@ impl Engine {
         let state = State::default();
         Arc::new(Engine {
             control: state.control.clone(),
+            memory: state.memory.clone(),
             state: Arc::new(Mutex::new(state)),
             clock,
             settings: parking_lot::RwLock::new(EngineSettings {
@@ -205,7 +248,14 @@ impl Engine {
     /// Switch to cluster mode: from now on batches go through `node` (once; later calls are
     /// ignored).
     pub fn attach_cluster(&self, node: ClusterNode) {
+        let log = node.log_memory();
+        self.memory.set_not_counted(move || log.bytes() as usize);
         let _ = self.cluster.set(node);
+    }
+
+    /// The `maxmemory` limit, policy and eviction counter.
+    pub fn memory(&self) -> &Arc<MemoryControl> {
+        &self.memory
     }
 
     /// The Raft node, in cluster mode.
@@ -328,33 +378,160 @@ impl Engine {
             let now = self.now_ms();
             return self.execute_local(batch, Some(now)).await;
         }
+        let (batch, refused) = match self.memory.excess() {
+            None => (batch, Vec::new()),
+            Some(_) => match self.admit_over_limit(batch).await {
+                Ok(admitted) => admitted,
+                Err(result) => return result,
+            },
+        };
         let n = batch.reply_count();
         let db = batch.db;
-        match node.propose(Proposal::from_batch(batch)).await {
-            Ok(result) => result,
-            Err(e) => BatchResult {
-                replies: Some(vec![cluster_error_reply(&e); n]),
-                db,
-            },
+        if n == 0 && !refused.is_empty() {
+            // Every command was refused: nothing to propose.
+            return merge_refused(
+                BatchResult::ran(Some(Vec::new()), final_db(&batch)),
+                refused,
+            );
         }
+        let result = match node.propose(Proposal::from_batch(batch)).await {
+            Ok(result) => result,
+            Err(e) => BatchResult::ran(Some(vec![cluster_error_reply(&e); n]), db),
+        };
+        merge_refused(result, refused)
     }
 
-    /// Apply under the local lock, at `now` or the local clock.
+    /// Cluster mode, with used memory over `maxmemory`: Redis's out-of-memory check of a
+    /// batch, made here, before it is proposed, so that it is decided once. If the leader
+    /// can evict (an evicting policy and keys it may take) the batch goes ahead and the
+    /// leader's eviction catches up. Otherwise each command that [`memory::denies_oom`] is
+    /// answered `-OOM` here and left out of the entry (a transaction holding one is refused
+    /// whole), and the rest run in the out-of-memory state (an [`Op::OutOfMemory`] first).
+    /// Returns the batch to propose and, per command of the original batch, the refusal
+    /// that replaces its reply.
+    async fn admit_over_limit(
+        &self,
+        mut batch: Batch,
+    ) -> Result<(Batch, Vec<Option<Reply>>), BatchResult> {
+        let denied: Vec<bool> = {
+            let state = self.lock().await;
+            let policy = self.memory.policy();
+            if policy.evicts() && policy.has_candidates(&state.ks) {
+                self.memory.wake_if_over();
+                return Ok((batch, Vec::new()));
+            }
+            batch
+                .ops
+                .iter()
+                .filter(|op| matches!(op, Op::Command(..) | Op::Frame(..)))
+                .map(|op| memory::op_denies_oom(&state.scripts, op))
+                .collect()
+        };
+        if batch.transaction && denied.contains(&true) {
+            return Err(BatchResult {
+                replies: Some(Vec::new()),
+                db: batch.db,
+                aborted: Some(Reply::err(memory::OOM_ERROR)),
+            });
+        }
+        let mut refused = Vec::with_capacity(denied.len());
+        let mut kept = Vec::with_capacity(batch.ops.len() + 1);
+        kept.push(Op::OutOfMemory);
+        let mut denied = denied.into_iter();
+        for op in batch.ops {
+            if matches!(op, Op::Command(..) | Op::Frame(..)) {
+                if denied.next() == Some(true) {
+                    refused.push(Some(Reply::err(memory::OOM_ERROR)));
+                    continue;
+                }
+                refused.push(None);
+            }
+            kept.push(op);
+        }
+        batch.ops = kept;
+        Ok((batch, refused))
+    }
+
+    /// Whether memory is over `maxmemory` with nothing eviction can free (standalone, after
+    /// evicting what it can), Redis's out-of-memory state: then a `MULTI` queue takes no more
+    /// commands.
+    pub async fn out_of_memory(&self) -> bool {
+        if self.memory.excess().is_none() {
+            return false;
+        }
+        let mut state = self.lock().await;
+        if self.cluster.get().is_some() {
+            let policy = self.memory.policy();
+            return !(policy.evicts() && policy.has_candidates(&state.ks));
+        }
+        memory::out_of_memory(&mut state)
+    }
+
+    /// Apply under the local lock, at `now` (a cluster read after its barrier: never evicts)
+    /// or the local clock (standalone).
     async fn execute_local(&self, batch: Batch, now: Option<u64>) -> BatchResult {
         let mut guard = match self.acquire(true).await {
             Ok(g) => g,
             Err(text) => {
-                return BatchResult {
-                    replies: Some(vec![Reply::err(text); batch.reply_count()]),
-                    db: batch.db,
-                }
+                return BatchResult::ran(
+                    Some(vec![Reply::err(text); batch.reply_count()]),
+                    batch.db,
+                )
             }
         };
+        let standalone = now.is_none();
         let now_ms = now.unwrap_or_else(|| self.clock.now_ms());
         // Scripts too run right here: one that runs long hands this runtime worker to
         // another thread from its count hook (see `command::scripting`), so short ones
         // never pay for a thread switch.
-        apply_batch(&mut guard, &batch, now_ms)
+        apply_batch(&mut guard, &batch, now_ms, standalone)
+    }
+
+    /// Evict while used memory is over `maxmemory`: the background half of eviction (a
+    /// standalone server also evicts before each command; this catches up after `CONFIG SET
+    /// maxmemory` lowered the limit, say). In cluster mode only the leader evicts, by
+    /// proposing [`Op::Evict`] entries until memory is under the limit (at most 64 entries a
+    /// cycle). Returns how many keys were evicted (standalone) or proposed for eviction.
+    pub async fn evict_cycle(&self) -> usize {
+        if self.memory.excess().is_none() || !self.memory.policy().evicts() {
+            return 0;
+        }
+        let Some(node) = self.cluster.get() else {
+            let before = self.memory.evicted();
+            let mut state = self.lock().await;
+            memory::evict_inline(&mut state, 10 * memory::INLINE_BUDGET);
+            return (self.memory.evicted() - before) as usize;
+        };
+        let mut total = 0;
+        for _ in 0..64 {
+            if !node.is_leader() || self.memory.excess().is_none() {
+                break;
+            }
+            let ops = memory::choose_evictions(&mut *self.lock().await);
+            let n: usize = ops
+                .iter()
+                .map(|op| match op {
+                    Op::Evict { keys, .. } => keys.len(),
+                    _ => 0,
+                })
+                .sum();
+            if n == 0 {
+                break;
+            }
+            tracing::debug!(keys = n, excess = ?self.memory.excess(), "proposing evictions");
+            let batch = Batch {
+                db: 0,
+                resp: 2,
+                ops,
+                watch: None,
+                transaction: false,
+            };
+            if node.propose(Proposal::from_batch(batch)).await.is_err() {
+                break;
+            }
+            total += n;
+        }
+        total
     }
 
     /// Delete up to `limit` expired keys per database; returns how many were deleted.
@@ -395,6 +572,7 @@ impl Engine {
                 resp: 2,
                 ops,
                 watch: None,
+                transaction: false,
             };
             return match node.propose(Proposal::from_batch(batch)).await {
                 Ok(_) => count,
@@ -417,10 +595,37 @@ impl Engine {
 
 /// Every command of `batch` answered with `e` (CLUSTERDOWN when the cluster has no quorum).
 fn cluster_error(batch: &Batch, e: &ClusterError) -> BatchResult {
-    BatchResult {
-        replies: Some(vec![cluster_error_reply(e); batch.reply_count()]),
-        db: batch.db,
+    BatchResult::ran(
+        Some(vec![cluster_error_reply(e); batch.reply_count()]),
+        batch.db,
+    )
+}
+
+/// `result` of the commands that were proposed, with the `refused` ones' replies put back
+/// in their places (`refused` has one slot per command of the original batch; empty when
+/// none was refused).
+fn merge_refused(mut result: BatchResult, refused: Vec<Option<Reply>>) -> BatchResult {
+    if refused.is_empty() {
+        return result;
     }
+    if let Some(replies) = result.replies.take() {
+        let mut ran = replies.into_iter();
+        result.replies = Some(
+            refused
+                .into_iter()
+                .map(|slot| slot.unwrap_or_else(|| ran.next().unwrap_or(Reply::Nil)))
+                .collect(),
+        );
+    }
+    result
+}
+
+/// The database selected after `batch` runs.
+fn final_db(batch: &Batch) -> usize {
+    batch.ops.iter().fold(batch.db, |db, op| match op {
+        Op::Select(d) => *d,
+        _ => db,
+    })
 }
 
 /// The reply for a failed cluster call: `-CLUSTERDOWN ...` when no leader with a quorum
@@ -434,22 +639,64 @@ pub fn cluster_error_reply(e: &ClusterError) -> Reply {
     }
 }
 
-/// Apply a batch to `state` at time `now_ms`: the deterministic core shared by the
-/// standalone engine and the replicated state machine.
-pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64) -> BatchResult {
+/// Apply a batch to `state` at time `now_ms`, as a standalone server does (or a cluster
+/// node answering reads, with `evict` false): the same deterministic core the replicated
+/// state machine runs, plus `maxmemory` (with `evict`): eviction before each command, and
+/// `-OOM` for the commands that may grow memory when nothing can be evicted. A transaction
+/// is checked once, before it runs, and refused whole.
+pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64, evict: bool) -> BatchResult {
+    let mut admission = Admission::Decided(false);
+    if evict && state.memory.limit() > 0 {
+        admission = Admission::PerCommand;
+        if batch.transaction {
+            state.ks.clock().set_now(now_ms);
+            let oom = memory::out_of_memory(state);
+            if oom
+                && batch
+                    .ops
+                    .iter()
+                    .any(|op| memory::op_denies_oom(&state.scripts, op))
+            {
+                return BatchResult {
+                    replies: Some(Vec::new()),
+                    db: batch.db,
+                    aborted: Some(Reply::err(memory::OOM_ERROR)),
+                };
+            }
+            admission = Admission::Decided(oom);
+        }
+    }
     if let Some(w) = &batch.watch {
         let expired = w
             .existed
             .iter()
             .any(|(db, key)| !state.ks.dbs[*db].contains(key, now_ms));
         if w.flag.load(Ordering::Relaxed) || expired {
-            return BatchResult {
-                replies: None,
-                db: batch.db,
-            };
+            return BatchResult::ran(None, batch.db);
         }
     }
-    apply_ops(state, batch.db, batch.resp, &batch.ops, now_ms)
+    apply_ops_with(state, batch.db, batch.resp, &batch.ops, now_ms, admission)
+}
+
+/// How the commands of a batch meet `maxmemory`.
+#[derive(Clone, Copy)]
+enum Admission {
+    /// Decided before the batch ran: whether it runs in the out-of-memory state (a
+    /// transaction, or a cluster entry, whose proposer refused the `denyoom` commands).
+    Decided(bool),
+    /// Standalone: before each command, evict if over the limit; out of memory when
+    /// nothing can be evicted.
+    PerCommand,
+}
+
+impl Admission {
+    /// Whether the next command runs out of memory.
+    fn out_of_memory(self, state: &mut State) -> bool {
+        match self {
+            Admission::Decided(oom) => oom,
+            Admission::PerCommand => memory::out_of_memory(state),
+        }
+    }
 }
 
 /// Bring the keys of a batch's commands into the cache before running any of them (see
@@ -469,7 +716,9 @@ fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
                 db = *d;
                 continue;
             }
-            Op::PurgeExpired { .. } | Op::Command(_, None) => continue,
+            Op::PurgeExpired { .. } | Op::Evict { .. } | Op::OutOfMemory | Op::Command(_, None) => {
+                continue
+            }
             Op::Command(args, Some(spec)) => {
                 first_key(spec).and_then(|i| args.get(i)).map(|k| &k[..])
             }
@@ -482,12 +731,13 @@ fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
 }
 
 /// What a command of a batch runs against.
-fn command_ctx(state: &mut State, db: usize, now_ms: u64, resp: u8) -> Ctx<'_> {
+fn command_ctx(state: &mut State, db: usize, now_ms: u64, resp: u8, oom: bool) -> Ctx<'_> {
     Ctx {
         ks: &mut state.ks,
         db,
         now_ms,
         resp,
+        oom,
         scripts: Some(Scripts {
             engine: &mut state.scripts,
             control: &state.control,
@@ -495,8 +745,22 @@ fn command_ctx(state: &mut State, db: usize, now_ms: u64, resp: u8) -> Ctx<'_> {
     }
 }
 
-/// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`.
+/// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`: the
+/// replicated state machine's apply (whatever `maxmemory` refuses was refused before the
+/// entry was proposed).
 pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64) -> BatchResult {
+    apply_ops_with(state, db, resp, ops, now_ms, Admission::Decided(false))
+}
+
+fn apply_ops_with(
+    state: &mut State,
+    db: usize,
+    resp: u8,
+    ops: &[Op],
+    now_ms: u64,
+    mut admission: Admission,
+) -> BatchResult {
+    state.ks.clock().set_now(now_ms);
     if ops.len() > 1 {
         warm_keys(state, db, ops);
     }
@@ -512,15 +776,27 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64
                     }
                 }
             }
+            Op::Evict { db: d, keys } => memory::apply_evictions(state, *d, keys),
+            Op::OutOfMemory => admission = Admission::Decided(true),
             Op::Command(args, spec) => {
-                let mut ctx = command_ctx(state, db, now_ms, resp);
+                let oom = admission.out_of_memory(state);
+                if oom && memory::op_denies_oom(&state.scripts, op) {
+                    replies.push(Reply::err(memory::OOM_ERROR));
+                    continue;
+                }
+                let mut ctx = command_ctx(state, db, now_ms, resp, oom);
                 replies.push(match spec {
                     Some(spec) => command::execute_spec(&mut ctx, spec, args),
                     None => command::execute(&mut ctx, args),
                 });
             }
             Op::Frame(frame, spec) => {
-                let mut ctx = command_ctx(state, db, now_ms, resp);
+                let oom = admission.out_of_memory(state);
+                if oom && spec.has(flags::DENYOOM) {
+                    replies.push(Reply::err(memory::OOM_ERROR));
+                    continue;
+                }
+                let mut ctx = command_ctx(state, db, now_ms, resp, oom);
                 // The connection checked the arity, and only specs with a fast handler
                 // make frames.
                 replies.push(match spec.fast {
@@ -530,8 +806,5 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64
             }
         }
     }
-    BatchResult {
-        replies: Some(replies),
-        db,
-    }
+    BatchResult::ran(Some(replies), db)
 }

@@ -79,10 +79,7 @@ pub fn apply_proposal(state: &mut State, p: &Proposal, now_ms: u64) -> BatchResu
                 .is_none_or(|d| snapshot::entry_digest(d, key, now_ms) != *digest)
         });
         if changed {
-            return BatchResult {
-                replies: None,
-                db: p.db,
-            };
+            return BatchResult::ran(None, p.db);
         }
     }
     apply_ops(state, p.db, p.resp, &p.ops, now_ms)
@@ -96,7 +93,11 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         // A script that runs long hands this runtime worker to another thread from its
         // count hook (`command::scripting`), as on a standalone server.
         let mut state = self.state.lock();
-        apply_proposal(&mut state, cmd, now_ms)
+        let result = apply_proposal(&mut state, cmd, now_ms);
+        // The leader evicts when a write left memory over `maxmemory` (a follower's task
+        // finds it is not the leader and does nothing).
+        state.memory.wake_if_over();
+        result
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -111,10 +112,12 @@ impl tollgate_raft::StateMachine for ReplicatedState {
     fn restore(&self, data: &[u8]) -> Result<(), String> {
         let data: SnapshotData =
             postcard::from_bytes(data).map_err(|e| format!("bad state snapshot: {e}"))?;
-        let ks = snapshot::decode(&data.keyspace)?;
+        let mut ks = snapshot::decode(&data.keyspace)?;
         let mut state = self.state.lock();
         state.scripts.import(&data.scripts.clone())?;
+        ks.share_clock(state.memory.clock());
         state.ks = ks;
+        state.evictor.clear();
         Ok(())
     }
 }
@@ -228,6 +231,7 @@ mod tests {
                 cmd(&["GET", "k"]),
             ],
             watch: None,
+            transaction: false,
         };
         let bytes = postcard::to_allocvec(&Proposal::from_batch(batch)).unwrap();
         let back: Proposal = postcard::from_bytes(&bytes).unwrap();

@@ -228,6 +228,7 @@ impl Client {
                 resp: self.resp,
                 ops,
                 watch: None,
+                transaction: false,
             })
             .await;
         for r in result.replies.unwrap_or_default() {
@@ -280,6 +281,12 @@ impl Client {
         {
             if spec.has(flags::NO_MULTI) {
                 self.reject(Reply::err("ERR Command not allowed inside a transaction"))
+                    .await;
+                return Flow::Continue;
+            }
+            // As in Redis, a queue may not grow while memory is over `maxmemory`.
+            if self.shared.engine.out_of_memory().await {
+                self.reject(Reply::err(crate::engine::memory::OOM_ERROR))
                     .await;
                 return Flow::Continue;
             }
@@ -364,20 +371,51 @@ impl Client {
             "command" => info::command(a),
             "debug" => self.debug(a).await,
             "memory" => info::memory(&self.shared, self.db, a).await,
-            "lastsave" => Reply::Integer((self.shared.engine.clock().now_ms() / 1000) as i64),
+            "lastsave" => Reply::Integer(self.shared.last_save.load(Ordering::Relaxed) as i64),
+            "save" | "bgsave" => self.save(spec.name, a).await,
             "cluster" => super::cluster::cluster_command(&self.shared, a),
             "raft.status" | "raft.addnode" | "raft.removenode" | "raft.transfer"
             | "raft.snapshot" | "raft.partition" | "raft.heal" => {
                 super::cluster::raft_command(&self.shared, spec.name, a).await
             }
-            "shutdown" => {
-                self.shared.request_shutdown();
-                return Flow::Close;
-            }
+            "shutdown" => match shutdown_options(a) {
+                Err(e) => e,
+                Ok(Shutdown::Abort) => Reply::err("ERR No shutdown in progress."),
+                Ok(Shutdown::Save) if self.shared.engine.cluster().is_none() => {
+                    Reply::err(NOTHING_TO_SAVE)
+                }
+                Ok(_) => {
+                    self.shared.request_shutdown();
+                    return Flow::Close;
+                }
+            },
             _ => command::unknown_command(a),
         };
         self.push(reply);
         Flow::Continue
+    }
+
+    /// SAVE and BGSAVE. A standalone node keeps its data in memory only: there is nothing
+    /// to save to, and it says so. A cluster node has every acknowledged write in its Raft
+    /// log on disk already; SAVE and BGSAVE also have it write a snapshot.
+    async fn save(&mut self, name: &str, a: &[Bytes]) -> Reply {
+        if a.len() > 2 || a.get(1).is_some_and(|arg| !is(arg, "schedule")) {
+            return Reply::err("ERR syntax error");
+        }
+        let Some(node) = self.shared.engine.cluster() else {
+            return Reply::err(NOTHING_TO_SAVE);
+        };
+        if let Err(e) = node.trigger_snapshot().await {
+            return crate::engine::cluster_error_reply(&e);
+        }
+        self.shared
+            .last_save
+            .store(super::unix_secs(), Ordering::Relaxed);
+        if name == "save" {
+            Reply::ok()
+        } else {
+            Reply::Status("Background saving started".into())
+        }
     }
 
     fn sync_info(&self) {
@@ -573,9 +611,15 @@ impl Client {
                 resp: self.resp,
                 ops,
                 watch,
+                transaction: true,
             })
             .await;
         self.unwatch().await;
+        if let Some(Reply::Error(reason)) = result.aborted {
+            return Reply::err(format!(
+                "EXECABORT Transaction discarded because of: {reason}"
+            ));
+        }
         let Some(replies) = result.replies else {
             return Reply::NilArray;
         };
@@ -807,6 +851,48 @@ impl Client {
             command::arg_text(&a[1])
         ))
     }
+}
+
+/// The answer to SAVE, BGSAVE and SHUTDOWN SAVE on a standalone node.
+const NOTHING_TO_SAVE: &str = "ERR nothing to save to: this standalone node keeps its data in memory only (no RDB or AOF file). SHUTDOWN or SHUTDOWN NOSAVE stops it; for durable storage run a cluster (--node-id and --peers)";
+
+/// What SHUTDOWN was asked to do.
+#[derive(PartialEq)]
+enum Shutdown {
+    /// Stop, saving only where something is saved anyway (the default, NOSAVE).
+    Stop,
+    /// SAVE: stop after saving.
+    Save,
+    /// ABORT: cancel a shutdown in progress.
+    Abort,
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT], with Redis 7.0's syntax errors.
+fn shutdown_options(a: &[Bytes]) -> Result<Shutdown, Reply> {
+    let (mut save, mut nosave, mut abort, mut other) = (false, false, false, false);
+    for arg in &a[1..] {
+        if is(arg, "save") {
+            save = true;
+        } else if is(arg, "nosave") {
+            nosave = true;
+        } else if is(arg, "abort") {
+            abort = true;
+        } else if is(arg, "now") || is(arg, "force") {
+            other = true;
+        } else {
+            return Err(Reply::err("ERR syntax error"));
+        }
+    }
+    if (save && nosave) || (abort && (save || nosave || other)) {
+        return Err(Reply::err("ERR syntax error"));
+    }
+    Ok(if abort {
+        Shutdown::Abort
+    } else if save {
+        Shutdown::Save
+    } else {
+        Shutdown::Stop
+    })
 }
 
 /// Compare secrets without an early exit that leaks their common prefix length.

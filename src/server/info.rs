@@ -2,13 +2,13 @@
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use bytes::Bytes;
 
 use super::{ClientInfo, Shared};
 use crate::command::args::{int, is};
-use crate::command::{self, flags, keys::glob_match};
+use crate::command::{self, flags};
+use crate::config::params;
 use crate::protocol::Reply;
 
 /// The Redis version Tollgate reports to clients (they gate features on it).
@@ -54,10 +54,18 @@ pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
     }
     if want("memory") {
         let used = used_memory();
+        let rss = crate::alloc::resident_bytes();
+        let memory = shared.engine.memory();
+        let max = memory.limit() as usize;
         let _ = write!(
             out,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\nmem_allocator:{}\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:{}\r\nmem_allocator:{}\r\n\r\n",
             human_bytes(used),
+            human_bytes(rss),
+            human_bytes(max),
+            memory.policy().name(),
+            if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+            memory.not_counted(),
             crate::alloc::name()
         );
     }
@@ -65,11 +73,12 @@ pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
         let s = &shared.stats;
         let _ = write!(
             out,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\n\r\n",
             s.total_connections.load(Ordering::Relaxed),
             s.total_commands.load(Ordering::Relaxed),
             s.rejected_connections.load(Ordering::Relaxed),
             s.expired_keys.load(Ordering::Relaxed),
+            shared.engine.memory().evicted(),
         );
     }
     if want("replication") {
@@ -124,60 +133,31 @@ pub fn client_line(c: &ClientInfo) -> String {
     )
 }
 
-/// The settings CONFIG GET reports, with their current values.
-fn config_items(shared: &Shared) -> Vec<(&'static str, String)> {
-    let c = shared.config.read();
-    vec![
-        ("bind", c.bind.clone()),
-        ("port", c.port.to_string()),
-        ("requirepass", c.requirepass.clone().unwrap_or_default()),
-        ("maxclients", c.maxclients.to_string()),
-        ("proto-max-bulk-len", c.proto_max_bulk_len.to_string()),
-        (
-            "client-query-buffer-limit",
-            c.client_query_buffer_limit.to_string(),
-        ),
-        ("busy-reply-threshold", c.busy_reply_threshold.to_string()),
-        ("lua-time-limit", c.busy_reply_threshold.to_string()),
-        (
-            "enable-debug-command",
-            if c.enable_debug_command { "yes" } else { "no" }.into(),
-        ),
-        ("databases", crate::store::DATABASES.to_string()),
-        ("maxmemory", "0".into()),
-        ("maxmemory-policy", "noeviction".into()),
-        ("appendonly", "no".into()),
-        ("save", String::new()),
-    ]
-}
-
-/// CONFIG GET/SET/RESETSTAT/REWRITE.
+/// CONFIG GET/SET/RESETSTAT/REWRITE/HELP, over the parameter registry
+/// (`crate::config::params`).
 pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
         "get" if a.len() >= 3 => {
-            let items = config_items(shared);
-            let pairs = items
-                .into_iter()
-                .filter(|(name, _)| {
-                    a[2..]
-                        .iter()
-                        .any(|p| glob_match(&p.to_ascii_lowercase(), name.as_bytes(), true))
-                })
-                .map(|(n, v)| (Reply::bulk(n), Reply::bulk(v)))
-                .collect();
-            Reply::Map(pairs)
+            let patterns: Vec<&[u8]> = a[2..].iter().map(|p| &p[..]).collect();
+            let pairs = params::config_get(&shared.config.read(), &patterns);
+            Reply::Map(
+                pairs
+                    .into_iter()
+                    .map(|(n, v)| (Reply::bulk(n), Reply::bulk(v)))
+                    .collect(),
+            )
         }
-        "set" if a.len() >= 4 && a.len().is_multiple_of(2) => {
-            for pair in a[2..].chunks(2) {
-                if let Err(e) = config_set(shared, &pair[0], &pair[1]) {
-                    return Reply::err(format!(
-                        "ERR CONFIG SET failed (possibly related to argument '{}') - {e}",
-                        String::from_utf8_lossy(&pair[0]).to_ascii_lowercase()
-                    ));
-                }
+        "set" if a.len() >= 4 => {
+            if !a.len().is_multiple_of(2) {
+                return Reply::err("ERR syntax error");
             }
-            Reply::ok()
+            let pairs: Vec<(&[u8], &[u8])> =
+                a[2..].chunks(2).map(|p| (&p[0][..], &p[1][..])).collect();
+            match config_set(shared, &pairs) {
+                Ok(()) => Reply::ok(),
+                Err(text) => Reply::err(text),
+            }
         }
         "resetstat" if a.len() == 2 => {
             let s = &shared.stats;
@@ -189,10 +169,37 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
             ] {
                 c.store(0, Ordering::Relaxed);
             }
+            shared.engine.memory().reset_stats();
             Reply::ok()
         }
-        "rewrite" if a.len() == 2 => Reply::err("ERR The server is running without a config file"),
-        "get" | "set" | "resetstat" | "rewrite" => command::arity_error(&format!("config|{sub}")),
+        "rewrite" if a.len() == 2 => match &shared.config.read().file {
+            None => Reply::err("ERR The server is running without a config file"),
+            Some(path) => Reply::err(format!(
+                "ERR CONFIG REWRITE is not supported by Tollgate: edit {} (TOML) instead",
+                path.display()
+            )),
+        },
+        "help" if a.len() == 2 => Reply::Array(
+            [
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "REWRITE",
+                "    Rewrite the configuration file.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|l| Reply::Status(l.to_string()))
+            .collect(),
+        ),
+        "get" | "set" | "resetstat" | "rewrite" | "help" => {
+            command::arity_error(&format!("config|{sub}"))
+        }
         _ => Reply::err(format!(
             "ERR unknown subcommand '{}'. Try CONFIG HELP.",
             command::arg_text(&a[1])
@@ -200,29 +207,30 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
     }
 }
 
-fn config_set(shared: &Shared, name: &[u8], value: &[u8]) -> Result<(), String> {
-    let v = String::from_utf8_lossy(value).into_owned();
-    let num = || {
-        v.parse::<u64>()
-            .map_err(|_| "argument couldn't be parsed into an integer".to_string())
-    };
-    let mut c = shared.config.write();
-    match String::from_utf8_lossy(name).to_ascii_lowercase().as_str() {
-        "requirepass" => c.requirepass = (!v.is_empty()).then_some(v),
-        "maxclients" => c.maxclients = num()? as usize,
-        "proto-max-bulk-len" => c.proto_max_bulk_len = (num()? as usize).max(1024 * 1024),
-        "client-query-buffer-limit" => {
-            c.client_query_buffer_limit = (num()? as usize).max(1024 * 1024)
+/// CONFIG SET: check every pair, apply what the running server must update, and only then
+/// publish the new configuration; on any failure nothing changes (Redis's error text).
+fn config_set(shared: &Shared, pairs: &[(&[u8], &[u8])]) -> Result<(), String> {
+    // One CONFIG SET at a time: the check, the apply and the publish are one step.
+    let mut live = shared.config.write();
+    let (next, applies) = params::config_set(&live, pairs)?;
+    for (i, apply) in applies.iter().enumerate() {
+        if let Err(why) = super::apply_config(shared, *apply, &live, &next) {
+            // Put back what the earlier ones changed.
+            for undo in &applies[..i] {
+                let _ = super::apply_config(shared, *undo, &next, &live);
+            }
+            let name = pairs
+                .iter()
+                .find_map(|(n, _)| {
+                    params::lookup(&String::from_utf8_lossy(n))
+                        .filter(|(p, _)| matches!(p.effect, params::Effect::Live { apply: a, .. } if a == *apply))
+                        .map(|(_, name)| name)
+                })
+                .unwrap_or("");
+            return Err(params::set_failed(name, &why));
         }
-        "busy-reply-threshold" | "lua-time-limit" => {
-            let ms = num()?;
-            c.busy_reply_threshold = ms;
-            shared.engine.set_busy_threshold(Duration::from_millis(ms));
-        }
-        "enable-debug-command" => return Err("can't set immutable config".into()),
-        "maxmemory" | "maxmemory-policy" | "appendonly" | "save" => {}
-        _ => return Err("Unknown option or number of arguments for CONFIG SET".into()),
     }
+    *live = next;
     Ok(())
 }
 

@@ -3,18 +3,20 @@
 
 pub mod cluster;
 pub mod connection;
+pub mod fds;
 pub mod info;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Notify};
 
+use crate::config::params::Apply;
 use crate::config::{AppendFsync, Config};
 use crate::engine::{Clock, ClusterNode, Engine};
 
@@ -87,6 +89,13 @@ pub struct Shared {
     pub addr: SocketAddr,
     /// Set to request shutdown (SHUTDOWN command or a signal).
     pub shutdown: watch::Sender<bool>,
+    /// Client connections open now (compared with `maxclients` at accept).
+    pub connected: AtomicUsize,
+    /// Descriptors kept for Tollgate itself (`fds::reserved`).
+    pub reserved_fds: u64,
+    /// LASTSAVE: unix seconds of the last time this node's data was known to be on disk (0
+    /// = never: a standalone node keeps its data in memory only).
+    pub last_save: AtomicU64,
 }
 
 impl Shared {
@@ -105,17 +114,32 @@ pub struct Server {
 impl Server {
     /// Bind the client port; in cluster mode also open the Raft storage and cluster port and
     /// join the cluster.
-    pub async fn bind(config: Config) -> std::io::Result<Server> {
+    pub async fn bind(mut config: Config) -> std::io::Result<Server> {
+        let reserved_fds = fds::reserved(config.cluster.as_ref().map(|c| c.peers.len()));
+        let fit =
+            fds::fit_maxclients(config.maxclients, reserved_fds).map_err(std::io::Error::other)?;
+        if let Some(from) = fit.raised_from {
+            tracing::info!(
+                "Increased maximum number of open files to {} (it was originally set to {from}).",
+                fit.limit
+            );
+        }
+        if let Some(warning) = &fit.warning {
+            tracing::warn!("{warning}");
+        }
+        config.maxclients = fit.maxclients;
         let listener = TcpListener::bind((config.bind.as_str(), config.port)).await?;
         let addr = listener.local_addr()?;
         let engine = Engine::new(Clock::new());
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
+        engine.memory().configure(&config.memory);
         if let Some(c) = &config.cluster {
             let node = start_raft(c, addr.port(), &engine).await?;
             tracing::info!(node_id = c.node_id, cluster_addr = %c.cluster_addr, data_dir = %c.data_dir.display(), "raft node started");
             engine.attach_cluster(node);
         }
         let (shutdown, _) = watch::channel(false);
+        let clustered = config.cluster.is_some();
         let shared = Arc::new(Shared {
             config: RwLock::new(config),
             engine,
@@ -125,6 +149,10 @@ impl Server {
             started: Instant::now(),
             addr,
             shutdown,
+            connected: AtomicUsize::new(0),
+            reserved_fds,
+            // A cluster node starts from what its log and snapshot hold on disk.
+            last_save: AtomicU64::new(if clustered { unix_secs() } else { 0 }),
         });
         Ok(Server { listener, shared })
     }
@@ -142,10 +170,11 @@ impl Server {
     /// Serve until `stop` resolves or SHUTDOWN is requested.
     pub async fn serve(self, stop: impl std::future::Future<Output = ()>) {
         let shared = self.shared;
-        let maxclients = shared.config.read().maxclients;
-        let slots = Arc::new(Semaphore::new(maxclients));
         let mut shutdown_rx = shared.shutdown.subscribe();
         let expiry = tokio::spawn(active_expiry(shared.clone()));
+        let memory = tokio::spawn(memory_cycle(shared.clone()));
+        let mut spare = fds::Spare::new();
+        let mut warned_at: Option<Instant> = None;
         tracing::info!(addr = %shared.addr, "tollgate ready to accept connections");
         tokio::pin!(stop);
         loop {
@@ -155,6 +184,14 @@ impl Server {
                 accepted = self.listener.accept() => {
                     let (socket, peer) = match accepted {
                         Ok(x) => x,
+                        Err(e) if fds::out_of_descriptors(&e) => {
+                            if warned_at.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                                tracing::warn!(error = %e, "out of file descriptors: refusing new connections (raise 'ulimit -n' or lower maxclients)");
+                                warned_at = Some(Instant::now());
+                            }
+                            shed_connection(&self.listener, &mut spare, &shared).await;
+                            continue;
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "accept failed");
                             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -162,28 +199,134 @@ impl Server {
                         }
                     };
                     shared.stats.total_connections.fetch_add(1, Ordering::Relaxed);
-                    match slots.clone().try_acquire_owned() {
-                        Ok(permit) => {
-                            let shared = shared.clone();
-                            tokio::spawn(async move {
-                                connection::serve(shared, socket, peer).await;
-                                drop(permit);
-                            });
-                        }
-                        Err(_) => {
-                            shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
-                            tokio::spawn(connection::refuse(socket));
-                        }
+                    let maxclients = shared.config.read().maxclients;
+                    if shared.connected.fetch_add(1, Ordering::AcqRel) >= maxclients {
+                        shared.connected.fetch_sub(1, Ordering::AcqRel);
+                        shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                        tokio::spawn(connection::refuse(socket));
+                        continue;
                     }
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        connection::serve(shared.clone(), socket, peer).await;
+                        shared.connected.fetch_sub(1, Ordering::AcqRel);
+                    });
                 }
             }
         }
         let _ = shared.shutdown.send(true);
         expiry.abort();
+        memory.abort();
         if let Some(node) = shared.engine.cluster() {
             node.shutdown().await;
         }
         tracing::info!("tollgate is now ready to exit, bye bye");
+    }
+}
+
+/// Out of descriptors with a connection waiting: free the spare descriptor, take the
+/// connection, tell it the server is full and close it, then hold a spare again.
+async fn shed_connection(listener: &TcpListener, spare: &mut fds::Spare, shared: &Shared) {
+    spare.release();
+    let accepted = tokio::time::timeout(Duration::from_millis(10), listener.accept()).await;
+    if let Ok(Ok((socket, _))) = accepted {
+        shared
+            .stats
+            .total_connections
+            .fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        connection::refuse(socket).await;
+    } else {
+        // Nothing could be taken (another thread holds the freed descriptor): pause rather
+        // than spin on a listener that stays ready.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    spare.restore();
+}
+
+/// Seconds since the Unix epoch, by the wall clock.
+pub fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Make the running server follow a CONFIG SET (`old` → `new`); an error refuses it.
+pub fn apply_config(
+    shared: &Shared,
+    what: Apply,
+    old: &Config,
+    new: &Config,
+) -> Result<(), String> {
+    match what {
+        Apply::Nothing => Ok(()),
+        Apply::Memory => {
+            let used = crate::alloc::allocated() as u64;
+            if new.memory.maxmemory != old.memory.maxmemory
+                && new.memory.maxmemory > 0
+                && used > new.memory.maxmemory
+            {
+                tracing::warn!(
+                    "WARNING: the new maxmemory value set via CONFIG SET ({}) is smaller than the current memory usage ({used}). This will result in key eviction and/or the inability to accept new write commands depending on the maxmemory-policy.",
+                    new.memory.maxmemory
+                );
+            }
+            shared.engine.memory().configure(&new.memory);
+            Ok(())
+        }
+        Apply::BusyThreshold => {
+            shared
+                .engine
+                .set_busy_threshold(Duration::from_millis(new.busy_reply_threshold));
+            Ok(())
+        }
+        Apply::MaxClients => {
+            if new.maxclients <= old.maxclients {
+                return Ok(());
+            }
+            let fit = fds::fit_maxclients(new.maxclients, shared.reserved_fds)?;
+            if fit.maxclients < new.maxclients {
+                return Err(format!(
+                    "The operating system is not able to handle the specified number of clients, try with {}",
+                    fit.maxclients
+                ));
+            }
+            Ok(())
+        }
+        Apply::Fsync => {
+            let policy = |c: &Config| c.cluster.as_ref().map(|c| c.fsync);
+            if policy(old) != policy(new) {
+                return Err("the Raft log's fsync policy is fixed at start: restart the node with --appendfsync".into());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Keep used memory within `maxmemory` and give freed memory back to the OS: every 100 ms,
+/// and at once when a write finds memory over the limit (`MemoryControl::wake_if_over`).
+async fn memory_cycle(shared: Arc<Shared>) {
+    let engine = shared.engine.clone();
+    let memory = engine.memory().clone();
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut high = crate::alloc::allocated();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = memory.woken() => {}
+        }
+        engine.evict_cycle().await;
+        let used = crate::alloc::allocated();
+        high = high.max(used);
+        // A quarter of what was in use (and at least 1 MB) is free again: hand it back.
+        if high - used >= (high / 4).max(1 << 20) {
+            crate::alloc::release_free_memory();
+            high = used;
+        }
     }
 }
 
@@ -243,6 +386,8 @@ pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     if threads > 0 {
         builder.worker_threads(threads);
     }
+    // An idle thread hands its free memory back to the OS when asked (`crate::alloc`).
+    builder.on_thread_park(crate::alloc::collect_when_idle);
     builder.enable_all().build()
 }
 

@@ -1,0 +1,836 @@
+//! The CONFIG parameter registry: every Redis setting Tollgate accepts, in one table
+//! ([`PARAMS`]). CONFIG GET and CONFIG SET, the command-line flags, the `TOLLGATE_*`
+//! environment variables and the TOML file all read it, so a parameter is checked the same
+//! way wherever it is set, with Redis 7.0's rules and error texts.
+//!
+//! A row is one of:
+//!
+//! - **live**: Tollgate implements it. The value is a field of [`Config`]; the row's `set`
+//!   may refuse values that would weaken a guarantee (`appendonly yes` on a node that keeps
+//!   data in memory only), and its [`Apply`] names what the running server updates after a
+//!   CONFIG SET.
+//! - **no effect**: Redis uses it to tune something Tollgate does not have (an internal
+//!   encoding, the replication Tollgate does not run). The value is checked as Redis checks
+//!   it, stored, and reported by CONFIG GET, and changes nothing; the README lists these.
+//!
+//! A name that is in neither group is unknown: CONFIG SET answers Redis's
+//! `Unknown option` error, and a flag or TOML key with that name stops the server at start.
+
+use std::collections::BTreeMap;
+
+use super::{AppendFsync, Config};
+use crate::command::keys::glob_match;
+use crate::store::eviction::Policy;
+
+/// How a parameter's value is written, and checked (Redis 7.0's rules and texts).
+#[derive(Clone, Copy)]
+pub enum Kind {
+    /// `yes` or `no`, any case.
+    Bool,
+    /// An integer (`string2ll`: an optional `-`, digits, no leading zero), compared with
+    /// the bounds as a signed number.
+    Int(i64, i64),
+    /// An integer compared with the bounds as unsigned, as Redis does for its unsigned
+    /// types (so `-1` is out of range, not unparsable).
+    UInt(u64, u64),
+    /// A byte count: digits and an optional unit `b`, `k` (1000), `kb` (1024), `m`, `mb`,
+    /// `g`, `gb`, any case; compared as a signed number.
+    Memory(i64, i64),
+    /// A byte count compared as unsigned.
+    MemoryU(u64, u64),
+    /// One of these words, any case.
+    Enum(&'static [&'static str]),
+    /// Any text.
+    Text,
+    /// Checked by its own function, which returns the canonical text or Redis's error.
+    Special(fn(&str) -> Result<String, String>),
+}
+
+/// What the running server updates after a CONFIG SET changed a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Apply {
+    /// Nothing: the value is read where it is used.
+    Nothing,
+    /// `maxmemory`, its policy and the LFU settings (the engine's limit).
+    Memory,
+    /// `busy-reply-threshold`.
+    BusyThreshold,
+    /// `maxclients` (the file-descriptor limit may have to grow).
+    MaxClients,
+    /// `appendfsync` (a cluster node's Raft log policy, fixed at start).
+    Fsync,
+}
+
+/// What setting a parameter does.
+#[derive(Clone, Copy)]
+pub enum Effect {
+    /// Implemented: read and written in a field of [`Config`]. `set` gets the checked,
+    /// canonical value and may refuse it.
+    Live {
+        /// The value as CONFIG GET shows it.
+        get: fn(&Config) -> String,
+        /// Store a checked value (or refuse it with the text after Redis's `... - `).
+        set: fn(&mut Config, &str) -> Result<(), String>,
+        /// What to update after a CONFIG SET.
+        apply: Apply,
+    },
+    /// Accepted and stored, with no effect on Tollgate; the text says why (for the README).
+    NoEffect(&'static str),
+}
+
+/// One parameter.
+#[derive(Clone, Copy)]
+pub struct Param {
+    /// Redis's name.
+    pub name: &'static str,
+    /// Redis's other name for it (`hash-max-ziplist-entries` for `hash-max-listpack-entries`).
+    pub alias: Option<&'static str>,
+    /// Its values.
+    pub kind: Kind,
+    /// Its value when nothing sets it, as CONFIG GET shows it.
+    pub default: &'static str,
+    /// Whether CONFIG SET may change it (otherwise only flags and the file, at start).
+    pub mutable: bool,
+    /// What it does.
+    pub effect: Effect,
+}
+
+impl Param {
+    const fn live(
+        name: &'static str,
+        kind: Kind,
+        default: &'static str,
+        get: fn(&Config) -> String,
+        set: fn(&mut Config, &str) -> Result<(), String>,
+        apply: Apply,
+    ) -> Param {
+        Param {
+            name,
+            alias: None,
+            kind,
+            default,
+            mutable: true,
+            effect: Effect::Live { get, set, apply },
+        }
+    }
+
+    const fn stored(
+        name: &'static str,
+        kind: Kind,
+        default: &'static str,
+        why: &'static str,
+    ) -> Param {
+        Param {
+            name,
+            alias: None,
+            kind,
+            default,
+            mutable: true,
+            effect: Effect::NoEffect(why),
+        }
+    }
+
+    const fn alias(mut self, alias: &'static str) -> Param {
+        self.alias = Some(alias);
+        self
+    }
+
+    const fn at_start_only(mut self) -> Param {
+        self.mutable = false;
+        self
+    }
+
+    /// Whether the parameter changes what Tollgate does.
+    pub fn has_effect(&self) -> bool {
+        matches!(self.effect, Effect::Live { .. })
+    }
+}
+
+const INT_MAX: i64 = i32::MAX as i64;
+const LONG_MAX: i64 = i64::MAX;
+const MB: i64 = 1024 * 1024;
+
+const ENCODING: &str = "tunes an internal encoding; Tollgate's encodings do not read it yet";
+const REPLICATION: &str =
+    "tunes Redis replication, which Tollgate does not run (a cluster replicates through Raft)";
+const INTERNAL: &str = "tunes Redis internals Tollgate does not have";
+
+/// Every parameter, in CONFIG GET's order. To add one, see the README's checklist
+/// ("Configuration" → "Adding a parameter").
+pub static PARAMS: &[Param] = &[
+    // Network and clients.
+    Param::live("bind", Kind::Text, "127.0.0.1", |c| c.bind.clone(), |c, v| {
+        c.bind = v.to_string();
+        Ok(())
+    }, Apply::Nothing)
+    .at_start_only(),
+    Param::live("port", Kind::Int(0, 65535), "6379", |c| c.port.to_string(), |c, v| {
+        c.port = number(v);
+        Ok(())
+    }, Apply::Nothing)
+    .at_start_only(),
+    Param::live("requirepass", Kind::Text, "", |c| c.requirepass.clone().unwrap_or_default(), |c, v| {
+        c.requirepass = (!v.is_empty()).then(|| v.to_string());
+        Ok(())
+    }, Apply::Nothing),
+    Param::live("maxclients", Kind::UInt(1, u32::MAX as u64), "10000", |c| c.maxclients.to_string(), |c, v| {
+        c.maxclients = number(v);
+        Ok(())
+    }, Apply::MaxClients),
+    Param::live("proto-max-bulk-len", Kind::Memory(MB, LONG_MAX), "536870912", |c| c.proto_max_bulk_len.to_string(), |c, v| {
+        c.proto_max_bulk_len = number(v);
+        Ok(())
+    }, Apply::Nothing),
+    Param::live("client-query-buffer-limit", Kind::MemoryU(MB as u64, LONG_MAX as u64), "1073741824", |c| c.client_query_buffer_limit.to_string(), |c, v| {
+        c.client_query_buffer_limit = number(v);
+        Ok(())
+    }, Apply::Nothing),
+    Param::live("busy-reply-threshold", Kind::Int(0, LONG_MAX), "5000", |c| c.busy_reply_threshold.to_string(), |c, v| {
+        c.busy_reply_threshold = number(v);
+        Ok(())
+    }, Apply::BusyThreshold)
+    .alias("lua-time-limit"),
+    Param::live("enable-debug-command", Kind::Enum(&["no", "yes", "local"]), "no", |c| yes_no(c.enable_debug_command), |c, v| {
+        if v == "local" {
+            return Err("'local' is not supported by Tollgate: use yes (trusted networks only) or no".into());
+        }
+        c.enable_debug_command = v == "yes";
+        Ok(())
+    }, Apply::Nothing)
+    .at_start_only(),
+    Param::live("databases", Kind::Int(1, INT_MAX), "16", |_| crate::store::DATABASES.to_string(), |_, v| {
+        if v != crate::store::DATABASES.to_string() {
+            return Err(format!("Tollgate always has {} databases", crate::store::DATABASES));
+        }
+        Ok(())
+    }, Apply::Nothing)
+    .at_start_only(),
+    // Memory.
+    Param::live("maxmemory", Kind::MemoryU(0, u64::MAX), "0", |c| c.memory.maxmemory.to_string(), |c, v| {
+        c.memory.maxmemory = number(v);
+        Ok(())
+    }, Apply::Memory),
+    Param::live("maxmemory-policy", Kind::Enum(&["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"]), "noeviction", |c| c.memory.policy.name().to_string(), |c, v| {
+        c.memory.policy = Policy::parse(v).unwrap_or_default();
+        Ok(())
+    }, Apply::Memory),
+    Param::live("maxmemory-samples", Kind::Int(1, INT_MAX), "5", |c| c.memory.samples.to_string(), |c, v| {
+        c.memory.samples = number(v);
+        Ok(())
+    }, Apply::Memory),
+    Param::live("lfu-log-factor", Kind::Int(0, INT_MAX), "10", |c| c.memory.lfu_log_factor.to_string(), |c, v| {
+        c.memory.lfu_log_factor = number(v);
+        Ok(())
+    }, Apply::Memory),
+    Param::live("lfu-decay-time", Kind::Int(0, INT_MAX), "1", |c| c.memory.lfu_decay_time.to_string(), |c, v| {
+        c.memory.lfu_decay_time = number(v);
+        Ok(())
+    }, Apply::Memory),
+    Param::live("maxmemory-clients", Kind::Special(max_memory_clients), "0", |_| "0".into(), |_, v| {
+        if v != "0" {
+            return Err("client eviction is not implemented by Tollgate; only 0 (off) is accepted".into());
+        }
+        Ok(())
+    }, Apply::Nothing),
+    Param::stored("maxmemory-eviction-tenacity", Kind::Int(0, 100), "10", "Tollgate evicts up to 1,000 keys before a command and the rest in the background, whatever the tenacity"),
+    Param::stored("active-expire-effort", Kind::Int(1, 10), "1", "Tollgate's expiry finds due keys from a deadline index, without sampling effort"),
+    Param::stored("activerehashing", Kind::Bool, "yes", "Tollgate's tables are sharded and rehash one small shard at a time"),
+    Param::live("activedefrag", Kind::Bool, "no", |_| "no".into(), |_, v| {
+        if v == "yes" {
+            return Err("Active defragmentation cannot be enabled: it requires a Redis server compiled with a modified Jemalloc like the one shipped by default with the Redis source distribution".into());
+        }
+        Ok(())
+    }, Apply::Nothing),
+    Param::stored("active-defrag-ignore-bytes", Kind::MemoryU(1, LONG_MAX as u64), "104857600", INTERNAL),
+    Param::stored("active-defrag-threshold-lower", Kind::Int(0, 1000), "10", INTERNAL),
+    Param::stored("active-defrag-threshold-upper", Kind::Int(0, 1000), "100", INTERNAL),
+    Param::stored("active-defrag-cycle-min", Kind::Int(1, 99), "1", INTERNAL),
+    Param::stored("active-defrag-cycle-max", Kind::Int(1, 99), "25", INTERNAL),
+    Param::stored("active-defrag-max-scan-fields", Kind::UInt(1, LONG_MAX as u64), "1000", INTERNAL),
+    Param::stored("lazyfree-lazy-eviction", Kind::Bool, "no", INTERNAL),
+    Param::stored("lazyfree-lazy-expire", Kind::Bool, "no", INTERNAL),
+    Param::stored("lazyfree-lazy-server-del", Kind::Bool, "no", INTERNAL),
+    Param::stored("lazyfree-lazy-user-del", Kind::Bool, "no", INTERNAL),
+    Param::stored("lazyfree-lazy-user-flush", Kind::Bool, "no", INTERNAL),
+    Param::stored("hz", Kind::Special(hz), "10", "Tollgate's background jobs run on their own timers (expiry every 100 ms)"),
+    Param::stored("dynamic-hz", Kind::Bool, "yes", INTERNAL),
+    // Persistence: what this node actually does, or an error.
+    Param::live("appendonly", Kind::Bool, "no", |c| yes_no(c.cluster.is_some()), |c, v| {
+        match (c.cluster.is_some(), v == "yes") {
+            (true, true) | (false, false) => Ok(()),
+            (false, true) => Err(format!("this node keeps its data in memory only, so there is no append-only file; {DURABLE}")),
+            (true, false) => Err("a cluster node always persists every write in its Raft log".into()),
+        }
+    }, Apply::Nothing),
+    Param::live("appendfsync", Kind::Enum(&["everysec", "always", "no"]), "everysec", |c| match &c.cluster {
+        Some(cl) => fsync_name(cl.fsync).into(),
+        None => "everysec".into(),
+    }, set_appendfsync, Apply::Fsync),
+    Param::live("save", Kind::Special(save_points), "", |_| String::new(), |_, v| {
+        if v.is_empty() {
+            return Ok(());
+        }
+        Err(format!("Tollgate does not write RDB snapshots; only \"\" (no snapshots) is accepted. {DURABLE}"))
+    }, Apply::Nothing),
+    Param::live("min-replicas-to-write", Kind::Int(0, INT_MAX), "0", |_| "0".into(), |_, v| {
+        if v != "0" {
+            return Err("Tollgate has no Redis replicas to count; a cluster node acknowledges a write only once a majority of nodes stored it".into());
+        }
+        Ok(())
+    }, Apply::Nothing)
+    .alias("min-slaves-to-write"),
+    Param::live("notify-keyspace-events", Kind::Special(keyspace_events), "", |_| String::new(), |_, v| {
+        if !v.is_empty() {
+            return Err("keyspace notifications are not implemented by Tollgate yet; only \"\" (none) is accepted".into());
+        }
+        Ok(())
+    }, Apply::Nothing),
+    // Encodings of collections.
+    Param::stored("hash-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING).alias("hash-max-ziplist-entries"),
+    Param::stored("hash-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", ENCODING).alias("hash-max-ziplist-value"),
+    Param::stored("zset-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "128", ENCODING).alias("zset-max-ziplist-entries"),
+    Param::stored("zset-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", ENCODING).alias("zset-max-ziplist-value"),
+    Param::stored("set-max-intset-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING),
+    Param::stored("list-max-listpack-size", Kind::Int(i32::MIN as i64, INT_MAX), "-2", ENCODING).alias("list-max-ziplist-size"),
+    Param::stored("list-compress-depth", Kind::Int(0, INT_MAX), "0", ENCODING),
+    Param::stored("stream-node-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "4096", "tunes streams, which Tollgate does not have"),
+    Param::stored("stream-node-max-entries", Kind::Int(0, LONG_MAX), "100", "tunes streams, which Tollgate does not have"),
+    Param::stored("hll-sparse-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "3000", "tunes HyperLogLog, which Tollgate does not have yet"),
+    // Replication.
+    Param::stored("repl-ping-replica-period", Kind::Int(1, INT_MAX), "10", REPLICATION).alias("repl-ping-slave-period"),
+    Param::stored("repl-timeout", Kind::Int(1, INT_MAX), "60", REPLICATION),
+    Param::stored("repl-backlog-size", Kind::Special(repl_backlog_size), "1048576", REPLICATION),
+    Param::stored("repl-backlog-ttl", Kind::Int(0, LONG_MAX), "3600", REPLICATION),
+    Param::stored("repl-disable-tcp-nodelay", Kind::Bool, "no", REPLICATION),
+    Param::stored("repl-diskless-sync", Kind::Bool, "yes", REPLICATION),
+    Param::stored("repl-diskless-sync-delay", Kind::Int(0, INT_MAX), "5", REPLICATION),
+    Param::stored("repl-diskless-sync-max-replicas", Kind::Int(0, INT_MAX), "0", REPLICATION),
+    Param::stored("repl-diskless-load", Kind::Enum(&["disabled", "on-empty-db", "swapdb"]), "disabled", REPLICATION),
+    Param::stored("replica-serve-stale-data", Kind::Bool, "yes", REPLICATION).alias("slave-serve-stale-data"),
+    Param::stored("replica-read-only", Kind::Bool, "yes", REPLICATION).alias("slave-read-only"),
+    Param::stored("replica-lazy-flush", Kind::Bool, "no", REPLICATION).alias("slave-lazy-flush"),
+    Param::stored("replica-ignore-maxmemory", Kind::Bool, "yes", REPLICATION).alias("slave-ignore-maxmemory"),
+    Param::stored("replica-priority", Kind::Int(0, INT_MAX), "100", REPLICATION).alias("slave-priority"),
+    Param::stored("replica-announced", Kind::Bool, "yes", REPLICATION),
+    Param::stored("min-replicas-max-lag", Kind::Int(0, INT_MAX), "10", REPLICATION).alias("min-slaves-max-lag"),
+];
+
+/// Where a durable standalone node will come from.
+const DURABLE: &str = "For durable storage run a cluster (--node-id and --peers), which persists every write in its Raft log.";
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+fn fsync_name(f: AppendFsync) -> &'static str {
+    match f {
+        AppendFsync::Always => "always",
+        AppendFsync::EverySec => "everysec",
+    }
+}
+
+/// A checked numeric value into a field (the kind's bounds make it fit).
+fn number<T: std::str::FromStr + Default>(v: &str) -> T {
+    v.parse().unwrap_or_default()
+}
+
+fn set_appendfsync(c: &mut Config, v: &str) -> Result<(), String> {
+    let Some(cluster) = c.cluster.as_mut() else {
+        return Err(format!("this node keeps its data in memory only (appendonly is no), so there is no file to fsync. {DURABLE}"));
+    };
+    cluster.fsync = match v {
+        "always" => AppendFsync::Always,
+        "everysec" => AppendFsync::EverySec,
+        _ => return Err("a cluster node fsyncs its Raft log always or everysec".into()),
+    };
+    Ok(())
+}
+
+/// `hz`: 0 to INT_MAX, used as 1 to 500 (Redis clamps it the same way).
+fn hz(v: &str) -> Result<String, String> {
+    let n: i64 = check(Kind::Int(0, INT_MAX), v)?.parse().unwrap_or(10);
+    Ok(n.clamp(1, 500).to_string())
+}
+
+/// `repl-backlog-size`: a byte count of at least 1, used as at least 16 kB (as in Redis).
+fn repl_backlog_size(v: &str) -> Result<String, String> {
+    let n: i64 = check(Kind::Memory(1, LONG_MAX), v)?.parse().unwrap_or(1);
+    Ok(n.max(16 * 1024).to_string())
+}
+
+/// `maxmemory-clients`: a byte count or a percentage of `maxmemory` (`10%`).
+fn max_memory_clients(v: &str) -> Result<String, String> {
+    if let Some(n) = memtoull(v) {
+        return match i64::try_from(n) {
+            Ok(n) => Ok(n.to_string()),
+            Err(_) => Err(format!(
+                "argument must be between -100 and {} inclusive",
+                i64::MAX
+            )),
+        };
+    }
+    if let Some(p) = v.strip_suffix('%').filter(|p| !p.is_empty()) {
+        if let Some(n) = string2ll(p).filter(|n| *n >= 0) {
+            if n > 100 {
+                return Err("percentage argument must be less or equal to 100".into());
+            }
+            return Ok(format!("{n}%"));
+        }
+    }
+    Err("argument must be a memory or percent value".into())
+}
+
+/// `save`: pairs of seconds (at least 1) and changes (at least 0), or "" for none.
+fn save_points(v: &str) -> Result<String, String> {
+    if v.is_empty() {
+        return Ok(String::new());
+    }
+    let parts: Vec<&str> = v.split(' ').collect();
+    let valid = parts.len().is_multiple_of(2)
+        && parts.iter().enumerate().all(|(i, p)| {
+            let min = if i % 2 == 0 { 1 } else { 0 };
+            strtoll_whole(p).is_some_and(|n| n >= min)
+        });
+    if !valid {
+        return Err("Invalid save parameters".into());
+    }
+    Ok(v.to_string())
+}
+
+/// `notify-keyspace-events`: Redis's class characters.
+fn keyspace_events(v: &str) -> Result<String, String> {
+    if v.chars().all(|c| "Ag$lshzxeKEtmdn".contains(c)) {
+        Ok(v.to_string())
+    } else {
+        Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
+    }
+}
+
+/// C `strtoll(s, &end, 10)` requiring the whole string to be consumed (leading spaces and
+/// a sign allowed; an empty string is 0).
+fn strtoll_whole(s: &str) -> Option<i64> {
+    let t = s.trim_start();
+    if t.is_empty() {
+        return Some(0);
+    }
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(t.parse::<i64>().unwrap_or(if t.starts_with('-') {
+        i64::MIN
+    } else {
+        i64::MAX
+    }))
+}
+
+/// Redis's `string2ll`: an optional `-`, then digits without a leading zero (or just `0`).
+pub fn string2ll(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && s != "-0";
+    if !canonical {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Redis 7.0's `memtoull`: digits and an optional unit. As in Redis, digits that overflow
+/// saturate and a unit's multiplication wraps.
+pub fn memtoull(s: &str) -> Option<u64> {
+    if s.starts_with('-') {
+        return None;
+    }
+    let end = s
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(s.len());
+    let (digits, unit) = s.split_at(end);
+    let mul: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    let value = if digits.is_empty() {
+        0
+    } else {
+        digits.parse::<u64>().unwrap_or(u64::MAX)
+    };
+    Some(value.wrapping_mul(mul))
+}
+
+/// Check `value` against `kind`: its canonical text, or Redis's error text.
+pub fn check(kind: Kind, value: &str) -> Result<String, String> {
+    let between = |min: &dyn std::fmt::Display, max: &dyn std::fmt::Display| {
+        format!("argument must be between {min} and {max} inclusive")
+    };
+    match kind {
+        Kind::Bool => match value.to_ascii_lowercase().as_str() {
+            "yes" => Ok("yes".into()),
+            "no" => Ok("no".into()),
+            _ => Err("argument must be 'yes' or 'no'".into()),
+        },
+        Kind::Int(min, max) | Kind::Memory(min, max) => {
+            let n = match kind {
+                Kind::Memory(..) => memtoull(value)
+                    .map(|n| n as i64)
+                    .ok_or_else(|| "argument must be a memory value".to_string())?,
+                _ => string2ll(value)
+                    .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?,
+            };
+            if n < min || n > max {
+                return Err(between(&min, &max));
+            }
+            Ok(n.to_string())
+        }
+        Kind::UInt(min, max) | Kind::MemoryU(min, max) => {
+            let n = match kind {
+                Kind::MemoryU(..) => {
+                    memtoull(value).ok_or_else(|| "argument must be a memory value".to_string())?
+                }
+                _ => string2ll(value)
+                    .ok_or_else(|| "argument couldn't be parsed into an integer".to_string())?
+                    as u64,
+            };
+            if n < min || n > max {
+                return Err(between(&min, &max));
+            }
+            Ok(n.to_string())
+        }
+        Kind::Enum(words) => words
+            .iter()
+            .find(|w| w.eq_ignore_ascii_case(value))
+            .map(|w| w.to_string())
+            .ok_or_else(|| {
+                format!(
+                    "argument(s) must be one of the following: {}",
+                    words.join(", ")
+                )
+            }),
+        Kind::Text => Ok(value.to_string()),
+        Kind::Special(f) => f(value),
+    }
+}
+
+/// The parameter called `name` (a name or an alias, any case), and the name it was found
+/// under.
+pub fn lookup(name: &str) -> Option<(&'static Param, &'static str)> {
+    PARAMS.iter().find_map(|p| {
+        if p.name.eq_ignore_ascii_case(name) {
+            Some((p, p.name))
+        } else {
+            p.alias
+                .filter(|a| a.eq_ignore_ascii_case(name))
+                .map(|a| (p, a))
+        }
+    })
+}
+
+impl Config {
+    /// The current value of `p`, as CONFIG GET shows it.
+    pub fn param_value(&self, p: &Param) -> String {
+        match p.effect {
+            Effect::Live { get, .. } => get(self),
+            Effect::NoEffect(_) => self
+                .stored
+                .get(p.name)
+                .cloned()
+                .unwrap_or_else(|| p.default.to_string()),
+        }
+    }
+
+    /// Check `value` for `p` and store it; on error, the text Redis puts after
+    /// `CONFIG SET failed (possibly related to argument '...') - `.
+    pub fn set_param(&mut self, p: &Param, value: &str) -> Result<(), String> {
+        let canonical = check(p.kind, value)?;
+        match p.effect {
+            Effect::Live { set, .. } => set(self, &canonical),
+            Effect::NoEffect(_) => {
+                self.stored.insert(p.name, canonical);
+                Ok(())
+            }
+        }
+    }
+
+    /// Set each `(name, value)` at start (flags, environment, file): any parameter, mutable
+    /// or not. `source` names where they came from, for the error.
+    pub fn set_params(
+        &mut self,
+        source: &str,
+        settings: &[(String, String)],
+    ) -> Result<(), String> {
+        for (name, value) in settings {
+            let (p, _) =
+                lookup(name).ok_or_else(|| format!("unknown setting '{name}' in {source}"))?;
+            self.set_param(p, value)
+                .map_err(|e| format!("bad value '{value}' for '{name}' in {source}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// CONFIG GET: `(name, value)` for each parameter name (aliases included) that one of
+/// `patterns` matches, in the registry's order, each once. A pattern without glob
+/// characters names one parameter (and the reply uses its spelling), as in Redis 7.0.
+pub fn config_get(config: &Config, patterns: &[&[u8]]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut seen: BTreeMap<String, ()> = BTreeMap::new();
+    let mut add = |out: &mut Vec<(String, String)>, name: String, p: &Param| {
+        if seen.insert(name.to_ascii_lowercase(), ()).is_none() {
+            out.push((name, config.param_value(p)));
+        }
+    };
+    for pattern in patterns {
+        if !pattern.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
+            if let Some((p, _)) = std::str::from_utf8(pattern).ok().and_then(lookup) {
+                add(&mut out, String::from_utf8_lossy(pattern).into_owned(), p);
+            }
+            continue;
+        }
+        for p in PARAMS {
+            for name in std::iter::once(p.name).chain(p.alias) {
+                if glob_match(pattern, name.as_bytes(), true) {
+                    add(&mut out, name.to_string(), p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// CONFIG SET's checks, all or nothing, in Redis 7.0's order: every name known, none
+/// immutable or repeated, then every value valid. Returns the changed configuration and
+/// what the server must apply, or Redis's whole error text.
+pub fn config_set(
+    config: &Config,
+    pairs: &[(&[u8], &[u8])],
+) -> Result<(Config, Vec<Apply>), String> {
+    let mut found: Vec<(&'static Param, &'static str)> = Vec::with_capacity(pairs.len());
+    let mut unknown: Option<String> = None;
+    let mut refused: Option<(String, &str)> = None;
+    for (name, _) in pairs {
+        let given = String::from_utf8_lossy(name);
+        let Some(entry) = std::str::from_utf8(name).ok().and_then(lookup) else {
+            unknown.get_or_insert_with(|| crate::command::arg_text(name).into_owned());
+            continue;
+        };
+        if unknown.is_some() || refused.is_some() {
+            continue;
+        }
+        if !entry.0.mutable {
+            refused = Some((given.into_owned(), "can't set immutable config"));
+        } else if found
+            .iter()
+            .any(|(p, n)| std::ptr::eq(*p, entry.0) && *n == entry.1)
+        {
+            refused = Some((given.into_owned(), "duplicate parameter"));
+        }
+        found.push(entry);
+    }
+    if let Some(name) = unknown {
+        return Err(format!(
+            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+        ));
+    }
+    if let Some((name, why)) = refused {
+        return Err(set_failed(&name, why));
+    }
+    let mut next = config.clone();
+    let mut apply = Vec::new();
+    for ((p, name), (_, value)) in found.iter().zip(pairs) {
+        let value = String::from_utf8_lossy(value);
+        next.set_param(p, &value)
+            .map_err(|e| set_failed(name, &e))?;
+        if let Effect::Live { apply: a, .. } = p.effect {
+            if a != Apply::Nothing && !apply.contains(&a) {
+                apply.push(a);
+            }
+        }
+    }
+    Ok((next, apply))
+}
+
+/// Redis's text for a CONFIG SET that failed on parameter `name`.
+pub fn set_failed(name: &str, why: &str) -> String {
+    format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(c: &Config, args: &[&str]) -> Result<Config, String> {
+        let pairs: Vec<(&[u8], &[u8])> = args
+            .chunks(2)
+            .map(|p| (p[0].as_bytes(), p[1].as_bytes()))
+            .collect();
+        config_set(c, &pairs).map(|(c, _)| c)
+    }
+
+    fn get(c: &Config, pattern: &str) -> Vec<(String, String)> {
+        config_get(c, &[pattern.as_bytes()])
+    }
+
+    #[test]
+    fn names_are_unique_and_defaults_pass_their_own_checks() {
+        let mut names = std::collections::HashSet::new();
+        let c = Config::default();
+        for p in PARAMS {
+            for n in std::iter::once(p.name).chain(p.alias) {
+                assert!(names.insert(n), "{n} listed twice");
+                assert_eq!(n, n.to_ascii_lowercase());
+            }
+            assert_eq!(
+                check(p.kind, p.default).as_deref(),
+                Ok(p.default),
+                "{}",
+                p.name
+            );
+            assert_eq!(c.param_value(p), p.default, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn memory_values_parse_like_redis() {
+        for (text, bytes) in [
+            ("0", 0),
+            ("", 0),
+            ("b", 0),
+            ("007", 7),
+            ("1k", 1000),
+            ("1K", 1000),
+            ("1kb", 1024),
+            ("1KB", 1024),
+            ("1m", 1_000_000),
+            ("100mb", 100 << 20),
+            ("1g", 1_000_000_000),
+            ("1gb", 1 << 30),
+            ("99999999999999999999", u64::MAX),
+            ("99999999999999999999kb", 18446744073709550592),
+        ] {
+            assert_eq!(memtoull(text), Some(bytes), "{text}");
+        }
+        for bad in ["-1", "1t", " 100", "100 ", "+5", "0x10", "1.5mb", "abc"] {
+            assert_eq!(memtoull(bad), None, "{bad}");
+        }
+        for (text, n) in [("0", Some(0)), ("-5", Some(-5)), ("10", Some(10))] {
+            assert_eq!(string2ll(text), n);
+        }
+        for bad in ["007", "+5", "-0", " 5", "5.0", "", "99999999999999999999"] {
+            assert_eq!(string2ll(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn config_set_checks_everything_before_changing_anything() {
+        let c = Config::default();
+        let e = |args: &[&str]| set(&c, args).err().unwrap();
+        assert_eq!(
+            e(&["foo", "bar"]),
+            "ERR Unknown option or number of arguments for CONFIG SET - 'foo'"
+        );
+        assert_eq!(
+            e(&["maxmemory", "1", "foo", "1"]),
+            "ERR Unknown option or number of arguments for CONFIG SET - 'foo'"
+        );
+        assert_eq!(e(&["maxmemory", "abc"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value");
+        assert_eq!(e(&["MAXMEMORY", "abc"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value");
+        assert_eq!(e(&["maxmemory", "10", "MAXMEMORY", "20"]), "ERR CONFIG SET failed (possibly related to argument 'MAXMEMORY') - duplicate parameter");
+        assert_eq!(e(&["PORT", "7000"]), "ERR CONFIG SET failed (possibly related to argument 'PORT') - can't set immutable config");
+        assert_eq!(e(&["hz", "abc"]), "ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed into an integer");
+        assert_eq!(e(&["maxmemory-samples", "0"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory-samples') - argument must be between 1 and 2147483647 inclusive");
+        assert_eq!(e(&["set-max-intset-entries", "-1"]), "ERR CONFIG SET failed (possibly related to argument 'set-max-intset-entries') - argument must be between 0 and 9223372036854775807 inclusive");
+        assert_eq!(e(&["maxmemory-policy", "lru"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction");
+        assert_eq!(e(&["activerehashing", "true"]), "ERR CONFIG SET failed (possibly related to argument 'activerehashing') - argument must be 'yes' or 'no'");
+        assert_eq!(e(&["hash-max-ziplist-entries", "x"]), "ERR CONFIG SET failed (possibly related to argument 'hash-max-ziplist-entries') - argument couldn't be parsed into an integer");
+        assert_eq!(
+            e(&["save", "100"]),
+            "ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save parameters"
+        );
+        assert_eq!(e(&["maxmemory-clients", "101%"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - percentage argument must be less or equal to 100");
+        assert_eq!(e(&["proto-max-bulk-len", "100"]), "ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive");
+        // A bad value anywhere leaves every value as it was.
+        assert!(set(&c, &["hz", "5", "maxmemory", "abc"]).is_err());
+        assert_eq!(get(&c, "hz"), [("hz".to_string(), "10".to_string())]);
+    }
+
+    #[test]
+    fn values_are_stored_canonically_and_aliases_share_one_value() {
+        let c = set(
+            &Config::default(),
+            &[
+                "maxmemory",
+                "100MB",
+                "MAXMEMORY-POLICY",
+                "AllKeys-LRU",
+                "hash-max-ziplist-entries",
+                "20",
+                "hash-max-listpack-entries",
+                "21",
+                "hz",
+                "0",
+                "activerehashing",
+                "NO",
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.memory.maxmemory, 100 << 20);
+        assert_eq!(c.memory.policy, Policy::AllKeysLru);
+        let all = get(&c, "*");
+        let value = |n: &str| all.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        assert_eq!(value("hash-max-listpack-entries").as_deref(), Some("21"));
+        assert_eq!(value("hash-max-ziplist-entries").as_deref(), Some("21"));
+        assert_eq!(value("hz").as_deref(), Some("1"));
+        assert_eq!(value("activerehashing").as_deref(), Some("no"));
+        assert_eq!(value("maxmemory").as_deref(), Some("104857600"));
+    }
+
+    #[test]
+    fn config_get_takes_several_patterns_and_names_each_once() {
+        let c = Config::default();
+        let names: Vec<String> =
+            config_get(&c, &[b"maxmemory", b"maxmemory*", b"MAXMEMORY-policy"])
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+        assert_eq!(
+            names,
+            [
+                "maxmemory",
+                "maxmemory-policy",
+                "maxmemory-samples",
+                "maxmemory-clients",
+                "maxmemory-eviction-tenacity"
+            ]
+        );
+        assert_eq!(
+            get(&c, "MAXMEMORY"),
+            [("MAXMEMORY".to_string(), "0".to_string())]
+        );
+        assert!(get(&c, "nomatch").is_empty());
+        assert_eq!(get(&c, "*ziplist-entries").len(), 2);
+    }
+
+    #[test]
+    fn guarantees_are_kept_or_refused() {
+        let c = Config::default();
+        let e = |args: &[&str]| set(&c, args).err().unwrap();
+        assert!(e(&["appendonly", "yes"]).contains("keeps its data in memory only"));
+        assert!(set(&c, &["appendonly", "no"]).is_ok());
+        assert!(e(&["appendfsync", "always"]).contains("no file to fsync"));
+        assert!(e(&["save", "3600 1"]).contains("does not write RDB snapshots"));
+        assert!(set(&c, &["save", ""]).is_ok());
+        assert!(e(&["min-replicas-to-write", "1"]).contains("no Redis replicas"));
+        assert!(e(&["notify-keyspace-events", "KEA"]).contains("not implemented"));
+        assert_eq!(e(&["notify-keyspace-events", "Q"]), "ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
+        assert!(e(&["activedefrag", "yes"]).contains("Active defragmentation cannot be enabled"));
+        assert!(e(&["maxmemory-clients", "10%"]).contains("client eviction"));
+    }
+}
