@@ -661,4 +661,31 @@ fn maxmemory_evictions_are_replicated_and_oom_is_decided_before_the_log() {
         .map(|node| node.q(&["GET", "n"]).unwrap())
         .collect();
     assert_eq!(n, vec![None, None, None]);
+
+    // A cluster node persists every write in its Raft log: CONFIG says so, and SAVE and
+    // BGSAVE also have it write a snapshot.
+    let node = &c.nodes[0];
+    let got: Vec<String> = node
+        .q(&["CONFIG", "GET", "appendonly", "appendfsync", "save"])
+        .unwrap();
+    assert_eq!(
+        got,
+        ["appendonly", "yes", "appendfsync", "everysec", "save", ""]
+    );
+    let e = node
+        .q::<()>(&["CONFIG", "SET", "appendfsync", "always"])
+        .unwrap_err();
+    assert!(e.to_string().contains("fixed at start"), "{e}");
+    let e = node
+        .q::<()>(&["CONFIG", "SET", "appendonly", "no"])
+        .unwrap_err();
+    assert!(e.to_string().contains("always persists"), "{e}");
+    let started: i64 = node.q(&["LASTSAVE"]).unwrap();
+    assert!(started > 1_700_000_000, "{started}");
+    assert_eq!(node.q::<String>(&["SAVE"]).unwrap(), "OK");
+    assert_eq!(
+        node.q::<String>(&["BGSAVE"]).unwrap(),
+        "Background saving started"
+    );
+    assert!(node.q::<i64>(&["LASTSAVE"]).unwrap() >= started);
 }

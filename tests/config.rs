@@ -1,0 +1,218 @@
+//! CONFIG through a real client (the registry's error texts are also diffed against
+//! redis-server in tests/compat/config.txt), and the persistence commands of a node that
+//! keeps its data in memory only.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{err, q, TestServer};
+use redis::Value;
+
+#[test]
+fn every_policy_is_accepted_and_reported_by_info() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    for policy in [
+        "noeviction",
+        "allkeys-lru",
+        "volatile-lru",
+        "allkeys-lfu",
+        "volatile-lfu",
+        "allkeys-random",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
+        q::<()>(&mut c, &["CONFIG", "SET", "maxmemory-policy", policy]);
+        let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxmemory-policy"]);
+        assert_eq!(got[1], policy);
+        let info: String = q(&mut c, &["INFO", "memory"]);
+        assert!(
+            info.contains(&format!("maxmemory_policy:{policy}\r\n")),
+            "{info}"
+        );
+    }
+    q::<()>(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "100mb",
+            "maxmemory-samples",
+            "10",
+        ],
+    );
+    let info: String = q(&mut c, &["INFO", "memory"]);
+    assert!(info.contains("maxmemory:104857600\r\n"), "{info}");
+    assert!(info.contains("maxmemory_human:100.00M\r\n"), "{info}");
+    for field in [
+        "used_memory:",
+        "used_memory_human:",
+        "used_memory_rss:",
+        "mem_allocator:",
+    ] {
+        assert!(info.contains(field), "{field}");
+    }
+    let stats: String = q(&mut c, &["INFO", "stats"]);
+    assert!(stats.contains("evicted_keys:0\r\n"), "{stats}");
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "maxmemory-policy", "lru"]),
+        "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"
+    );
+}
+
+#[test]
+fn config_set_is_all_or_nothing_and_unknown_names_are_errors() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "no-such-param", "1"]),
+        "ERR Unknown option or number of arguments for CONFIG SET - 'no-such-param'"
+    );
+    // The good first pair is not applied when the second is bad.
+    let e = err(&mut c, &["CONFIG", "SET", "maxmemory", "1mb", "hz", "x"]);
+    assert_eq!(e, "ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed into an integer");
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "maxmemory"]);
+    assert_eq!(got[1], "0");
+    // Parameters that tune what Tollgate does not have are stored, with Redis's checks.
+    q::<()>(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "zset-max-ziplist-entries",
+            "0",
+            "repl-ping-replica-period",
+            "3600",
+            "activerehashing",
+            "no",
+        ],
+    );
+    let got: Vec<String> = q(
+        &mut c,
+        &[
+            "CONFIG",
+            "GET",
+            "zset-max-listpack-entries",
+            "repl-ping-slave-period",
+            "activerehashing",
+        ],
+    );
+    assert_eq!(
+        got,
+        [
+            "zset-max-listpack-entries",
+            "0",
+            "repl-ping-slave-period",
+            "3600",
+            "activerehashing",
+            "no"
+        ]
+    );
+    // Immutable ones say so.
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "port", "7000"]),
+        "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
+    );
+    assert_eq!(
+        err(&mut c, &["CONFIG", "REWRITE"]),
+        "ERR The server is running without a config file"
+    );
+}
+
+#[test]
+fn settings_that_would_weaken_a_guarantee_are_refused() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let cases = [
+        (&["appendonly", "yes"][..], "there is no append-only file"),
+        (&["appendfsync", "always"][..], "no file to fsync"),
+        (&["save", "3600 1"][..], "does not write RDB snapshots"),
+        (&["min-replicas-to-write", "1"][..], "no Redis replicas"),
+        (&["notify-keyspace-events", "KEA"][..], "not implemented"),
+        (
+            &["maxmemory-clients", "10%"][..],
+            "client eviction is not implemented",
+        ),
+    ];
+    for (args, why) in cases {
+        let mut cmd = vec!["CONFIG", "SET"];
+        cmd.extend_from_slice(args);
+        let e = err(&mut c, &cmd);
+        assert!(
+            e.starts_with(&format!(
+                "ERR CONFIG SET failed (possibly related to argument '{}') - ",
+                args[0]
+            )) && e.contains(why),
+            "{e}"
+        );
+    }
+    // What the node does is accepted.
+    q::<()>(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "appendonly",
+            "no",
+            "save",
+            "",
+            "min-replicas-to-write",
+            "0",
+        ],
+    );
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendonly", "save"]);
+    assert_eq!(got, ["appendonly", "no", "save", ""]);
+}
+
+#[test]
+fn maxclients_changes_take_effect_at_once() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["CONFIG", "SET", "maxclients", "2"]);
+    let _second = s.conn();
+    let (out, _) = s.closes_after(b"PING\r\n");
+    assert_eq!(out, "-ERR max number of clients reached\r\n");
+    q::<()>(&mut c, &["CONFIG", "SET", "maxclients", "10"]);
+    let mut third = s.conn();
+    assert_eq!(q::<String>(&mut third, &["PING"]), "PONG");
+}
+
+#[test]
+fn an_in_memory_node_does_not_pretend_to_save() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    let nothing = "ERR nothing to save to: this standalone node keeps its data in memory only";
+    for cmd in [
+        &["SAVE"][..],
+        &["BGSAVE"],
+        &["BGSAVE", "SCHEDULE"],
+        &["SHUTDOWN", "SAVE"],
+    ] {
+        let e = err(&mut c, cmd);
+        assert!(e.starts_with(nothing), "{cmd:?}: {e}");
+    }
+    assert_eq!(q::<i64>(&mut c, &["LASTSAVE"]), 0, "no save ever happened");
+    assert_eq!(err(&mut c, &["BGSAVE", "NOW"]), "ERR syntax error");
+    assert_eq!(
+        err(&mut c, &["SHUTDOWN", "SAVE", "NOSAVE"]),
+        "ERR syntax error"
+    );
+    assert_eq!(err(&mut c, &["SHUTDOWN", "LATER"]), "ERR syntax error");
+    assert_eq!(
+        err(&mut c, &["SHUTDOWN", "ABORT"]),
+        "ERR No shutdown in progress."
+    );
+    // After all that the server still runs and holds the data.
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v");
+    // SHUTDOWN NOSAVE stops it.
+    let r = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<Value>(&mut c);
+    assert!(r.is_err(), "the connection closes: {r:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(s.addr).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
