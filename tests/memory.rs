@@ -186,6 +186,7 @@ fn noeviction_refuses_writes_past_the_limit_and_rss_stays_bounded() {
     let s = Server::start(&["--maxmemory", "64mb", "--maxmemory-policy", "noeviction"]);
     let mut c = s.conn();
     let load = write_load(&s, 10 * LIMIT, false);
+    eprintln!("noeviction: {load:?}");
     assert!(load.oom > 0, "{load:?}");
     assert!(load.ok > 0 && load.ok < load.oom, "{load:?}");
     assert!(load.max_rss < 2 * LIMIT, "{load:?}");
@@ -218,6 +219,7 @@ fn evicting_policies_accept_ten_times_the_limit_within_twice_the_memory() {
         let s = Server::start(&["--maxmemory", "64mb", "--maxmemory-policy", policy]);
         let mut c = s.conn();
         let load = write_load(&s, 10 * LIMIT, ttl);
+        eprintln!("{policy}: {load:?}");
         assert_eq!(load.oom, 0, "{policy}: {load:?}");
         assert_eq!(load.ok, 10 * LIMIT / VALUE as u64, "{policy}");
         assert!(load.max_rss < 2 * LIMIT, "{policy}: {load:?}");
@@ -281,7 +283,15 @@ fn flushall_and_deletions_hand_memory_back_to_the_os() {
     let load = write_load(&s, 256 * MB, false);
     assert!(load.max_rss > baseline + 200 * MB, "{load:?}");
     let _: () = q(&mut c, &["FLUSHALL"]);
+    let flushed = Instant::now();
     let rss = rss_falls_under(&s, baseline + 32 * MB, Duration::from_secs(5));
+    eprintln!(
+        "peak RSS {} MB, {} MB {:?} after FLUSHALL (baseline {} MB)",
+        load.max_rss / MB,
+        rss / MB,
+        flushed.elapsed(),
+        baseline / MB
+    );
     assert!(
         rss < baseline + 32 * MB,
         "RSS {rss} after FLUSHALL (baseline {baseline})"

@@ -698,6 +698,20 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_lists_every_parameter() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        for p in PARAMS {
+            for name in std::iter::once(p.name).chain(p.alias) {
+                assert!(
+                    readme.contains(&format!("`{name}`")),
+                    "README's configuration tables do not list `{name}`"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn memory_values_parse_like_redis() {
         for (text, bytes) in [
             ("0", 0),
