@@ -580,7 +580,7 @@ fn maxmemory_evictions_are_replicated_and_oom_is_decided_before_the_log() {
     // Five times the limit in 1 KB values, through each node in turn, 16 SETs a pipeline.
     let value = vec![b'v'; 1024];
     let total = 30 * 1024;
-    let mut conns: Vec<Connection> = c.nodes.iter().map(|n| n.conn()).collect();
+    let mut conns: Vec<redis::Connection> = c.nodes.iter().map(|n| n.conn()).collect();
     for batch in 0..total / 16 {
         let mut pipe = redis::pipe();
         for i in batch * 16..(batch + 1) * 16 {

@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -47,11 +47,18 @@ impl Server {
             .unwrap()
             .port();
         let log = tempfile::NamedTempFile::new().unwrap();
+        // The log goes to stdout; both streams into one file.
+        let append = || {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(log.path())
+                .unwrap()
+        };
         cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
             .args(["--log", "info"])
             .args(args)
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap());
+            .stdout(append())
+            .stderr(append());
         let child = cmd.spawn().expect("spawn tollgate");
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
