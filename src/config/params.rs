@@ -210,7 +210,7 @@ pub static PARAMS: &[Param] = &[
         c.memory.maxmemory = number(v);
         Ok(())
     }, Apply::Memory),
-    Param::live("maxmemory-policy", Kind::Enum(&["volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random", "noeviction"]), "noeviction", |c| c.memory.policy.name().to_string(), |c, v| {
+    Param::live("maxmemory-policy", Kind::Enum(&Policy::NAMES), "noeviction", |c| c.memory.policy.name().to_string(), |c, v| {
         c.memory.policy = Policy::parse(v).unwrap_or_default();
         Ok(())
     }, Apply::Memory),

@@ -59,6 +59,18 @@ impl Policy {
         Policy::NoEviction,
     ];
 
+    /// The names of [`Policy::ALL`], in the same order.
+    pub const NAMES: [&'static str; 8] = [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+        "allkeys-lru",
+        "allkeys-lfu",
+        "allkeys-random",
+        "noeviction",
+    ];
+
     /// The name CONFIG uses.
     pub fn name(self) -> &'static str {
         match self {
@@ -493,7 +505,8 @@ mod tests {
 
     #[test]
     fn policy_names_round_trip_in_any_case() {
-        for p in Policy::ALL {
+        for (i, p) in Policy::ALL.into_iter().enumerate() {
+            assert_eq!(p.name(), Policy::NAMES[i]);
             assert_eq!(Policy::parse(p.name()), Some(p));
             assert_eq!(Policy::parse(&p.name().to_ascii_uppercase()), Some(p));
         }
