@@ -5,14 +5,15 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::ptr;
 
+use super::boundary;
 use super::lua::{
     c_strtod, ffi, fmt_g, lua_State, protect, push_bytes, push_str, raw_set_str, string_at,
     type_name, CResult, CjsonConfig, Raise, VmShared,
 };
 
-/// Hard cap on nesting handled by recursion (Lua's own stack limit is reached first
-/// with the default settings).
-const MAX_NESTING: i32 = 4000;
+/// Hard cap on nesting, above what Lua's stack allows (`lua_checkstack` fails first, at
+/// the depth where Redis fails); the recursion itself runs on `boundary::deep`.
+const MAX_NESTING: i32 = 10_000;
 
 /// Push a new `cjson` module table; the first one opened in a VM becomes the
 /// global module whose settings are reset before every script.
@@ -311,21 +312,7 @@ unsafe fn append_data(
                     "Cannot serialise, excessive nesting ({depth})"
                 )));
             }
-            match array_length(l, cfg)? {
-                Some(len) if len > 0 => {
-                    out.push(b'[');
-                    for i in 1..=len {
-                        if i > 1 {
-                            out.push(b',');
-                        }
-                        ffi::lua_rawgeti_(l, -1, i);
-                        append_data(l, cfg, depth, out)?;
-                        ffi::lua_pop(l, 1);
-                    }
-                    out.push(b']');
-                }
-                _ => append_object(l, cfg, depth, out)?,
-            }
+            boundary::deep(|| append_table(l, cfg, depth, out))?;
         }
         ffi::LUA_TNIL => out.extend_from_slice(b"null"),
         ffi::LUA_TLIGHTUSERDATA if ffi::lua_touserdata(l, -1).is_null() => {
@@ -334,6 +321,31 @@ unsafe fn append_data(
         _ => return Err(exception(&type_name(l, -1), "type not supported")),
     }
     Ok(())
+}
+
+/// An array or object for the table on top (nesting already checked).
+unsafe fn append_table(
+    l: *mut lua_State,
+    cfg: &CjsonConfig,
+    depth: i32,
+    out: &mut Vec<u8>,
+) -> Result<(), Raise> {
+    match array_length(l, cfg)? {
+        Some(len) if len > 0 => {
+            out.push(b'[');
+            for i in 1..=len {
+                if i > 1 {
+                    out.push(b',');
+                }
+                ffi::lua_rawgeti_(l, -1, i);
+                append_data(l, cfg, depth, out)?;
+                ffi::lua_pop(l, 1);
+            }
+            out.push(b']');
+            Ok(())
+        }
+        _ => append_object(l, cfg, depth, out),
+    }
 }
 
 unsafe fn append_object(
@@ -654,8 +666,8 @@ impl Parser<'_> {
             Tok::Str => push_bytes(l, &self.tmp),
             Tok::Number(n) => ffi::lua_pushnumber(l, n),
             Tok::Boolean(b) => ffi::lua_pushboolean(l, c_int::from(b)),
-            Tok::ObjBegin => self.object(l)?,
-            Tok::ArrBegin => self.array(l)?,
+            Tok::ObjBegin => boundary::deep(|| self.object(l))?,
+            Tok::ArrBegin => boundary::deep(|| self.array(l))?,
             Tok::Null => ffi::lua_pushlightuserdata(l, ptr::null_mut()),
             _ => return Err(self.parse_error("value", tok, index)),
         }

@@ -5,14 +5,16 @@
 
 use std::ffi::c_int;
 
+use super::boundary;
 use super::lua::{
     f64_to_i64_c, ffi, lua_State, protect, push_bytes, push_str, raw_set_str, set_fn, string_at,
     CResult, Raise,
 };
 
 const MAX_NESTING: i32 = 16;
-/// Decoding recursion cap (Lua's stack limit is normally hit first).
-const MAX_DECODE_DEPTH: usize = 5000;
+/// Decoding recursion cap, above what Lua's stack allows (`lua_checkstack` fails first,
+/// at the depth where Redis fails); the recursion itself runs on `boundary::deep`.
+const MAX_DECODE_DEPTH: usize = 10_000;
 
 /// Push the `cmsgpack` module table.
 pub(crate) unsafe fn open(l: *mut lua_State) {
@@ -163,32 +165,38 @@ unsafe fn encode_value(l: *mut lua_State, level: i32, out: &mut Vec<u8>) -> Resu
                     "stack overflow (in function mp_encode_lua_table)".into(),
                 ));
             }
-            if table_is_an_array(l) {
-                let len = ffi::lua_objlen(l, -1);
-                encode_len(len, 0x90, 0xdc, 0xdd, out);
-                for j in 1..=len {
-                    ffi::lua_rawgeti_(l, -1, c_int::try_from(j).unwrap_or(c_int::MAX));
-                    encode_value(l, level + 1, out)?;
-                }
-            } else {
-                let mut len = 0usize;
-                ffi::lua_pushnil(l);
-                while ffi::lua_next(l, -2) != 0 {
-                    ffi::lua_pop(l, 1);
-                    len += 1;
-                }
-                encode_len(len, 0x80, 0xde, 0xdf, out);
-                ffi::lua_pushnil(l);
-                while ffi::lua_next(l, -2) != 0 {
-                    ffi::lua_pushvalue(l, -2);
-                    encode_value(l, level + 1, out)?;
-                    encode_value(l, level + 1, out)?;
-                }
-            }
+            boundary::deep(|| encode_table(l, level, out))?;
         }
         _ => out.push(0xc0),
     }
     ffi::lua_pop(l, 1);
+    Ok(())
+}
+
+/// Encode the table on top (left on the stack) as an array or a map.
+unsafe fn encode_table(l: *mut lua_State, level: i32, out: &mut Vec<u8>) -> Result<(), Raise> {
+    if table_is_an_array(l) {
+        let len = ffi::lua_objlen(l, -1);
+        encode_len(len, 0x90, 0xdc, 0xdd, out);
+        for j in 1..=len {
+            ffi::lua_rawgeti_(l, -1, c_int::try_from(j).unwrap_or(c_int::MAX));
+            encode_value(l, level + 1, out)?;
+        }
+    } else {
+        let mut len = 0usize;
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, -2) != 0 {
+            ffi::lua_pop(l, 1);
+            len += 1;
+        }
+        encode_len(len, 0x80, 0xde, 0xdf, out);
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, -2) != 0 {
+            ffi::lua_pushvalue(l, -2);
+            encode_value(l, level + 1, out)?;
+            encode_value(l, level + 1, out)?;
+        }
+    }
     Ok(())
 }
 
@@ -362,8 +370,8 @@ unsafe fn decode_value(l: *mut lua_State, c: &mut Cursor, depth: usize) -> Resul
     c.pos += consumed;
     match kind {
         None => Ok(()),
-        Some((false, len)) => decode_array(l, c, len, depth),
-        Some((true, len)) => decode_map(l, c, len, depth),
+        Some((false, len)) => boundary::deep(|| decode_array(l, c, len, depth)),
+        Some((true, len)) => boundary::deep(|| decode_map(l, c, len, depth)),
     }
 }
 
@@ -474,7 +482,8 @@ unsafe extern "C-unwind" fn mp_unpack(l: *mut lua_State) -> c_int {
 }
 
 unsafe extern "C-unwind" fn mp_unpack_one(l: *mut lua_State) -> c_int {
-    let offset = i64::from(ffi::luaL_optinteger(l, 2, 0) as i32);
+    // Redis's lua-cmsgpack keeps offsets and limits as lua_Integer (64 bits).
+    let offset = ffi::luaL_optinteger(l, 2, 0);
     if ffi::lua_gettop(l) > 1 {
         ffi::lua_settop(l, 1);
     }
@@ -483,8 +492,8 @@ unsafe extern "C-unwind" fn mp_unpack_one(l: *mut lua_State) -> c_int {
 }
 
 unsafe extern "C-unwind" fn mp_unpack_limit(l: *mut lua_State) -> c_int {
-    let limit = i64::from(ffi::luaL_checkinteger(l, 2) as i32);
-    let offset = i64::from(ffi::luaL_optinteger(l, 3, 0) as i32);
+    let limit = ffi::luaL_checkinteger(l, 2);
+    let offset = ffi::luaL_optinteger(l, 3, 0);
     if ffi::lua_gettop(l) > 1 {
         ffi::lua_settop(l, 1);
     }

@@ -7,6 +7,7 @@ use std::ffi::c_int;
 
 use bytes::Bytes;
 
+use super::boundary;
 use super::lua::{
     f64_to_i64_c, ffi, lua_State, push_bytes, push_error_table, push_str, raw_get_str, raw_set_str,
     string_at,
@@ -17,6 +18,10 @@ use crate::protocol::{format_double, Reply};
 /// Tables are created empty and grown like Redis does, so `pairs` visits their keys
 /// in the same order as in Redis.
 pub(crate) unsafe fn push_reply(l: *mut lua_State, reply: &Reply, resp: u8) {
+    boundary::deep(|| push_reply_value(l, reply, resp))
+}
+
+unsafe fn push_reply_value(l: *mut lua_State, reply: &Reply, resp: u8) {
     if ffi::lua_checkstack(l, 4) == 0 {
         // Redis panics here; a nil keeps the VM consistent.
         ffi::lua_pushnil(l);
@@ -203,7 +208,7 @@ unsafe fn pop_nested(l: *mut lua_State, script_resp: u8, depth: usize) -> Reply 
             }
         }
         ffi::LUA_TNUMBER => Reply::Integer(f64_to_i64_c(ffi::lua_tonumber(l, -1))),
-        ffi::LUA_TTABLE => table_reply(l, script_resp, depth + 1),
+        ffi::LUA_TTABLE => boundary::deep(|| table_reply(l, script_resp, depth + 1)),
         _ => Reply::Nil,
     };
     ffi::lua_pop(l, 1);

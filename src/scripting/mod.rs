@@ -19,6 +19,7 @@
 
 mod api;
 mod bitop;
+mod boundary;
 mod cjson;
 mod cmsgpack;
 mod convert;

@@ -19,7 +19,7 @@ use super::lua::{
     abs_index, ffi, load_text, lua_State, protect, push_str, raw_get_str, raw_set_str,
     registry_get, registry_set, set_fn, VmShared, HOOK_INTERVAL,
 };
-use super::{bitop, cjson, cmsgpack, rand48, structlib};
+use super::{bitop, boundary, cjson, cmsgpack, rand48, structlib};
 
 /// Registry key of the table mapping protected tables to their targets (proxies)
 /// or `true` (read-only real tables).
@@ -74,6 +74,7 @@ pub(crate) unsafe fn build(l: *mut lua_State) {
         ffi::lua_pushnil(l);
         raw_set_str(l, storage, name);
     }
+    boundary::install(l, storage);
     cjson::open(l);
     raw_set_str(l, storage, "cjson");
     structlib::open(l);
