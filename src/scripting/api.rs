@@ -7,6 +7,7 @@ use std::ffi::c_int;
 
 use bytes::Bytes;
 
+use super::budget::{self, Output};
 use super::convert::push_reply;
 use super::functions::{verify_name, RegisteredFunction, NAME_ERROR};
 use super::lua::{
@@ -102,6 +103,13 @@ unsafe fn command_args(l: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
     Ok(args)
 }
 
+/// Bytes the string arguments of a `redis.call`-like function take (numbers are short).
+unsafe fn args_bytes(l: *mut lua_State) -> usize {
+    (1..=ffi::lua_gettop(l))
+        .filter_map(|j| string_at(l, j))
+        .fold(0usize, |acc, s| acc.saturating_add(s.len()))
+}
+
 /// Redis's `lookupCommand` through the host: container commands resolve their
 /// subcommand from the second argument.
 fn lookup(host: &dyn ScriptHost, args: &[Bytes]) -> Option<super::CommandInfo> {
@@ -159,6 +167,8 @@ unsafe fn generic_command(l: *mut lua_State, raise: bool) -> c_int {
                 "redis.call/pcall can only be called inside a script invocation".into(),
             ));
         };
+        // The arguments are copied out of Lua: they count against the VM's cap.
+        budget::fits(l, args_bytes(l))?;
         let args = match command_args(l) {
             Ok(a) => a,
             Err(msg) => {
@@ -170,6 +180,7 @@ unsafe fn generic_command(l: *mut lua_State, raise: bool) -> c_int {
         match script_call(run, &args) {
             Ok(reply) => {
                 raise_now = raise && reply.is_error();
+                budget::fits(l, budget::reply_lua_bytes(&reply))?;
                 push_reply(l, &reply, run.resp);
             }
             Err(msg) => {
@@ -258,13 +269,13 @@ unsafe extern "C-unwind" fn redis_log(l: *mut lua_State) -> c_int {
         if !(0..=3).contains(&level) {
             return Err(Raise::Table("Invalid debug level.".into()));
         }
-        let mut msg = Vec::new();
+        let mut msg = Output::for_vm(l);
         for j in 2..=argc {
             if let Some(s) = string_or_number(l, j) {
                 if j != 2 {
                     msg.push(b' ');
                 }
-                msg.extend_from_slice(&s);
+                msg.extend_checked(&s)?;
             }
         }
         let msg = String::from_utf8_lossy(&msg);

@@ -6,6 +6,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::ptr;
 
 use super::boundary;
+use super::budget::{self, Output};
 use super::lua::{
     c_strtod, ffi, fmt_g, lua_State, protect, push_bytes, push_str, raw_set_str, string_at,
     type_name, CResult, CjsonConfig, Raise, VmShared,
@@ -177,10 +178,9 @@ unsafe extern "C-unwind" fn json_encode(l: *mut lua_State) -> c_int {
     }
     let cfg = *config(l);
     protect(l, || {
-        let mut out = Vec::new();
+        let mut out = Output::for_vm(l);
         append_data(l, &cfg, 0, &mut out)?;
-        push_bytes(l, &out);
-        Ok(1)
+        out.into_lua(l)
     })
 }
 
@@ -208,23 +208,26 @@ fn escape(b: u8) -> Option<&'static [u8]> {
 }
 
 /// Append `s` as a JSON string literal with lua-cjson's escapes.
-fn append_string(s: &[u8], out: &mut Vec<u8>) {
-    out.reserve(s.len() + 2);
+fn append_string(s: &[u8], out: &mut Output) -> Result<(), Raise> {
     out.push(b'"');
-    for &b in s {
-        match escape(b) {
-            Some(e) => out.extend_from_slice(e),
-            None => out.push(b),
+    out.extend_with(s, |piece, out| {
+        out.reserve(piece.len());
+        for &b in piece {
+            match escape(b) {
+                Some(e) => out.extend_from_slice(e),
+                None => out.push(b),
+            }
         }
-    }
+    })?;
     out.push(b'"');
+    Ok(())
 }
 
 unsafe fn append_number(
     l: *mut lua_State,
     cfg: &CjsonConfig,
     idx: c_int,
-    out: &mut Vec<u8>,
+    out: &mut Output,
 ) -> Result<(), Raise> {
     let num = ffi::lua_tonumber(l, idx);
     let invalid = num.is_nan() || num.is_infinite();
@@ -292,10 +295,10 @@ unsafe fn append_data(
     l: *mut lua_State,
     cfg: &CjsonConfig,
     depth: i32,
-    out: &mut Vec<u8>,
+    out: &mut Output,
 ) -> Result<(), Raise> {
     match ffi::lua_type(l, -1) {
-        ffi::LUA_TSTRING => append_string(string_at(l, -1).unwrap_or_default(), out),
+        ffi::LUA_TSTRING => append_string(string_at(l, -1).unwrap_or_default(), out)?,
         ffi::LUA_TNUMBER => append_number(l, cfg, -1, out)?,
         ffi::LUA_TBOOLEAN => {
             out.extend_from_slice(if ffi::lua_toboolean(l, -1) != 0 {
@@ -328,7 +331,7 @@ unsafe fn append_table(
     l: *mut lua_State,
     cfg: &CjsonConfig,
     depth: i32,
-    out: &mut Vec<u8>,
+    out: &mut Output,
 ) -> Result<(), Raise> {
     match array_length(l, cfg)? {
         Some(len) if len > 0 => {
@@ -340,6 +343,7 @@ unsafe fn append_table(
                 ffi::lua_rawgeti_(l, -1, i);
                 append_data(l, cfg, depth, out)?;
                 ffi::lua_pop(l, 1);
+                out.check()?;
             }
             out.push(b']');
             Ok(())
@@ -352,7 +356,7 @@ unsafe fn append_object(
     l: *mut lua_State,
     cfg: &CjsonConfig,
     depth: i32,
-    out: &mut Vec<u8>,
+    out: &mut Output,
 ) -> Result<(), Raise> {
     out.push(b'{');
     let mut comma = false;
@@ -369,7 +373,7 @@ unsafe fn append_object(
                 out.extend_from_slice(b"\":");
             }
             ffi::LUA_TSTRING => {
-                append_string(string_at(l, -2).unwrap_or_default(), out);
+                append_string(string_at(l, -2).unwrap_or_default(), out)?;
                 out.push(b':');
             }
             _ => {
@@ -381,6 +385,7 @@ unsafe fn append_object(
         }
         append_data(l, cfg, depth, out)?;
         ffi::lua_pop(l, 1);
+        out.check()?;
     }
     out.push(b'}');
     Ok(())
@@ -663,7 +668,10 @@ impl Parser<'_> {
 
     unsafe fn value(&mut self, l: *mut lua_State, tok: Tok, index: usize) -> Result<(), Raise> {
         match tok {
-            Tok::Str => push_bytes(l, &self.tmp),
+            Tok::Str => {
+                budget::lua_room(l)?;
+                push_bytes(l, &self.tmp)
+            }
             Tok::Number(n) => ffi::lua_pushnumber(l, n),
             Tok::Boolean(b) => ffi::lua_pushboolean(l, c_int::from(b)),
             Tok::ObjBegin => boundary::deep(|| self.object(l))?,
@@ -682,10 +690,13 @@ impl Parser<'_> {
             self.depth -= 1;
             return Ok(());
         }
+        let mut count = 0usize;
         loop {
             if tok != Tok::Str {
                 return Err(self.parse_error("object key string", tok, index));
             }
+            count += 1;
+            budget::table_room(l, count, budget::HASH_NODE)?;
             push_bytes(l, &self.tmp);
             let (t, i) = self.next();
             if t != Tok::Colon {
@@ -716,6 +727,7 @@ impl Parser<'_> {
         }
         let mut i: c_int = 1;
         loop {
+            budget::table_room(l, i as usize, budget::ARRAY_SLOT)?;
             self.value(l, tok, index)?;
             ffi::lua_rawseti_(l, -2, i);
             i = i.wrapping_add(1);

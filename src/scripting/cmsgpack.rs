@@ -6,6 +6,7 @@
 use std::ffi::c_int;
 
 use super::boundary;
+use super::budget::{self, Output};
 use super::lua::{
     f64_to_i64_c, ffi, lua_State, protect, push_bytes, push_str, raw_set_str, set_fn, string_at,
     CResult, Raise,
@@ -36,7 +37,7 @@ pub(crate) unsafe fn open(l: *mut lua_State) {
 
 // ===== Encoding =====
 
-fn encode_bytes(s: &[u8], out: &mut Vec<u8>) {
+fn encode_bytes(s: &[u8], out: &mut Output) -> Result<(), Raise> {
     let len = s.len();
     if len < 32 {
         out.push(0xa0 | len as u8);
@@ -49,7 +50,7 @@ fn encode_bytes(s: &[u8], out: &mut Vec<u8>) {
         out.push(0xdb);
         out.extend_from_slice(&(len as u32).to_be_bytes());
     }
-    out.extend_from_slice(s);
+    out.extend_checked(s)
 }
 
 fn encode_double(d: f64, out: &mut Vec<u8>) {
@@ -139,13 +140,13 @@ unsafe fn table_is_an_array(l: *mut lua_State) -> bool {
 }
 
 /// Encode the value on top and pop it.
-unsafe fn encode_value(l: *mut lua_State, level: i32, out: &mut Vec<u8>) -> Result<(), Raise> {
+unsafe fn encode_value(l: *mut lua_State, level: i32, out: &mut Output) -> Result<(), Raise> {
     let mut t = ffi::lua_type(l, -1);
     if t == ffi::LUA_TTABLE && level == MAX_NESTING {
         t = ffi::LUA_TNIL;
     }
     match t {
-        ffi::LUA_TSTRING => encode_bytes(string_at(l, -1).unwrap_or_default(), out),
+        ffi::LUA_TSTRING => encode_bytes(string_at(l, -1).unwrap_or_default(), out)?,
         ffi::LUA_TBOOLEAN => out.push(if ffi::lua_toboolean(l, -1) != 0 {
             0xc3
         } else {
@@ -174,13 +175,14 @@ unsafe fn encode_value(l: *mut lua_State, level: i32, out: &mut Vec<u8>) -> Resu
 }
 
 /// Encode the table on top (left on the stack) as an array or a map.
-unsafe fn encode_table(l: *mut lua_State, level: i32, out: &mut Vec<u8>) -> Result<(), Raise> {
+unsafe fn encode_table(l: *mut lua_State, level: i32, out: &mut Output) -> Result<(), Raise> {
     if table_is_an_array(l) {
         let len = ffi::lua_objlen(l, -1);
         encode_len(len, 0x90, 0xdc, 0xdd, out);
         for j in 1..=len {
             ffi::lua_rawgeti_(l, -1, c_int::try_from(j).unwrap_or(c_int::MAX));
             encode_value(l, level + 1, out)?;
+            out.check()?;
         }
     } else {
         let mut len = 0usize;
@@ -195,6 +197,7 @@ unsafe fn encode_table(l: *mut lua_State, level: i32, out: &mut Vec<u8>) -> Resu
             ffi::lua_pushvalue(l, -2);
             encode_value(l, level + 1, out)?;
             encode_value(l, level + 1, out)?;
+            out.check()?;
         }
     }
     Ok(())
@@ -212,13 +215,13 @@ unsafe extern "C-unwind" fn mp_pack(l: *mut lua_State) -> c_int {
                 "Too many arguments for MessagePack pack.".into(),
             ));
         }
-        let mut out = Vec::new();
+        let mut out = Output::for_vm(l);
         for i in 1..=nargs {
             ffi::lua_pushvalue(l, i);
             encode_value(l, 0, &mut out)?;
+            out.check()?;
         }
-        push_bytes(l, &out);
-        Ok(1)
+        out.into_lua(l)
     })
 }
 
@@ -262,6 +265,7 @@ const TOO_MANY: &str =
 
 unsafe fn decode_value(l: *mut lua_State, c: &mut Cursor, depth: usize) -> Result<(), DecodeError> {
     c.need(1)?;
+    budget::lua_room(l).map_err(DecodeError::Lua)?;
     if depth > MAX_DECODE_DEPTH || ffi::lua_checkstack(l, 1) == 0 {
         return Err(DecodeError::Lua(Raise::Msg(TOO_MANY.into())));
     }
@@ -388,6 +392,7 @@ unsafe fn decode_array(
         )));
     }
     for index in 1..=len {
+        budget::table_room(l, index, budget::ARRAY_SLOT).map_err(DecodeError::Lua)?;
         ffi::lua_pushnumber(l, index as f64);
         decode_value(l, c, depth + 1)?;
         ffi::lua_rawset(l, -3);
@@ -402,7 +407,8 @@ unsafe fn decode_map(
     depth: usize,
 ) -> Result<(), DecodeError> {
     ffi::lua_newtable(l);
-    for _ in 0..len {
+    for n in 1..=len {
+        budget::table_room(l, n, budget::HASH_NODE).map_err(DecodeError::Lua)?;
         decode_value(l, c, depth + 1)?;
         decode_value(l, c, depth + 1)?;
         match ffi::lua_type(l, -2) {

@@ -8,6 +8,7 @@ use std::ffi::c_int;
 use bytes::Bytes;
 
 use super::boundary;
+use super::budget;
 use super::lua::{
     f64_to_i64_c, ffi, lua_State, push_bytes, push_error_table, push_str, raw_get_str, raw_set_str,
     string_at,
@@ -177,129 +178,179 @@ pub(crate) fn error_reply_text(s: &[u8]) -> String {
 }
 
 /// Convert the value on top of the stack to a reply and pop it. `script_resp` is the
-/// protocol the script selected (it decides how booleans are returned).
-pub(crate) unsafe fn pop_reply(l: *mut lua_State, script_resp: u8) -> Reply {
-    pop_nested(l, script_resp, 0)
+/// protocol the script selected (it decides how booleans are returned). The reply is
+/// a copy held outside Lua, so it counts against the VM's cap: `Err(())` when it would
+/// need more than the VM has left (see `scripting::budget`).
+pub(crate) unsafe fn pop_reply(l: *mut lua_State, script_resp: u8) -> Result<Reply, ()> {
+    let mut conv = Conversion {
+        resp: script_resp,
+        left: budget::free_bytes(l),
+        over: false,
+    };
+    let reply = conv.pop_nested(l, 0);
+    if conv.over {
+        Err(())
+    } else {
+        Ok(reply)
+    }
 }
 
-/// Nesting beyond this is answered like Lua's own stack exhaustion (it bounds the
-/// native recursion well below a thread's stack).
+/// Nesting beyond this is answered like Lua's own stack exhaustion ("reached lua stack
+/// limit"; Redis reaches it at about 8,000 levels): it keeps the recursive encoding and
+/// dropping of replies elsewhere in the server shallow.
 const MAX_REPLY_DEPTH: usize = 1000;
 
-unsafe fn pop_nested(l: *mut lua_State, script_resp: u8, depth: usize) -> Reply {
-    if depth > MAX_REPLY_DEPTH || ffi::lua_checkstack(l, 4) == 0 {
-        ffi::lua_pop(l, 1);
-        return Reply::err("ERR reached lua stack limit");
-    }
-    let reply = match ffi::lua_type(l, -1) {
-        ffi::LUA_TSTRING => {
-            Reply::Bulk(Bytes::copy_from_slice(string_at(l, -1).unwrap_or_default()))
+/// One script reply being converted.
+struct Conversion {
+    /// The protocol the script selected.
+    resp: u8,
+    /// Bytes the reply may still take.
+    left: usize,
+    /// The reply needed more than the VM had left; the rest is skipped.
+    over: bool,
+}
+
+impl Conversion {
+    /// Account for `bytes` more of the reply; false once over budget.
+    fn take(&mut self, bytes: usize) -> bool {
+        match self.left.checked_sub(bytes) {
+            Some(left) if !self.over => {
+                self.left = left;
+                true
+            }
+            _ => {
+                self.over = true;
+                false
+            }
         }
-        ffi::LUA_TBOOLEAN => {
-            let b = ffi::lua_toboolean(l, -1) != 0;
-            if script_resp == 2 {
-                if b {
-                    Reply::Integer(1)
+    }
+
+    unsafe fn pop_nested(&mut self, l: *mut lua_State, depth: usize) -> Reply {
+        if depth > MAX_REPLY_DEPTH || ffi::lua_checkstack(l, 4) == 0 {
+            ffi::lua_pop(l, 1);
+            return Reply::err("ERR reached lua stack limit");
+        }
+        if !self.take(std::mem::size_of::<Reply>()) {
+            ffi::lua_pop(l, 1);
+            return Reply::Nil;
+        }
+        let reply = match ffi::lua_type(l, -1) {
+            ffi::LUA_TSTRING => {
+                let s = string_at(l, -1).unwrap_or_default();
+                if self.take(s.len()) {
+                    Reply::Bulk(Bytes::copy_from_slice(s))
                 } else {
                     Reply::Nil
                 }
-            } else {
-                Reply::Bool(b)
             }
-        }
-        ffi::LUA_TNUMBER => Reply::Integer(f64_to_i64_c(ffi::lua_tonumber(l, -1))),
-        ffi::LUA_TTABLE => boundary::deep(|| table_reply(l, script_resp, depth + 1)),
-        _ => Reply::Nil,
-    };
-    ffi::lua_pop(l, 1);
-    reply
-}
+            ffi::LUA_TBOOLEAN => {
+                let b = ffi::lua_toboolean(l, -1) != 0;
+                if self.resp == 2 {
+                    if b {
+                        Reply::Integer(1)
+                    } else {
+                        Reply::Nil
+                    }
+                } else {
+                    Reply::Bool(b)
+                }
+            }
+            ffi::LUA_TNUMBER => Reply::Integer(f64_to_i64_c(ffi::lua_tonumber(l, -1))),
+            ffi::LUA_TTABLE => boundary::deep(|| self.table_reply(l, depth + 1)),
+            _ => Reply::Nil,
+        };
+        ffi::lua_pop(l, 1);
+        reply
+    }
 
-/// The reply for the table on top (left on the stack).
-unsafe fn table_reply(l: *mut lua_State, script_resp: u8, depth: usize) -> Reply {
-    if raw_get_str(l, -1, "err") == ffi::LUA_TSTRING {
-        let msg = error_reply_text(string_at(l, -1).unwrap_or_default());
-        ffi::lua_pop(l, 1);
-        return Reply::Error(msg);
-    }
-    ffi::lua_pop(l, 1);
-    if raw_get_str(l, -1, "ok") == ffi::LUA_TSTRING {
-        let s = map_crlf(string_at(l, -1).unwrap_or_default());
-        ffi::lua_pop(l, 1);
-        return Reply::Status(s);
-    }
-    ffi::lua_pop(l, 1);
-    if raw_get_str(l, -1, "double") == ffi::LUA_TNUMBER {
-        let d = ffi::lua_tonumber(l, -1);
-        ffi::lua_pop(l, 1);
-        return Reply::Double(d);
-    }
-    ffi::lua_pop(l, 1);
-    if raw_get_str(l, -1, "big_number") == ffi::LUA_TSTRING {
-        let s = map_crlf(string_at(l, -1).unwrap_or_default());
-        ffi::lua_pop(l, 1);
-        return Reply::BigNumber(s);
-    }
-    ffi::lua_pop(l, 1);
-    if raw_get_str(l, -1, "verbatim_string") == ffi::LUA_TTABLE {
-        let format = (raw_get_str(l, -1, "format") == ffi::LUA_TSTRING)
-            .then(|| string_at(l, -1).unwrap_or_default());
-        let text = (raw_get_str(l, -2, "string") == ffi::LUA_TSTRING)
-            .then(|| string_at(l, -1).unwrap_or_default());
-        let verbatim = match (format, text) {
-            (Some(f), Some(t)) => Some(Reply::Verbatim(
-                verbatim_format(f),
-                Bytes::copy_from_slice(t),
-            )),
-            _ => None,
-        };
-        ffi::lua_pop(l, 3);
-        if let Some(v) = verbatim {
-            return v;
-        }
-    } else {
-        ffi::lua_pop(l, 1);
-    }
-    if raw_get_str(l, -1, "map") == ffi::LUA_TTABLE {
-        let mut pairs = Vec::new();
-        ffi::lua_pushnil(l);
-        while ffi::lua_next(l, -2) != 0 {
-            ffi::lua_pushvalue(l, -2);
-            let k = pop_nested(l, script_resp, depth);
-            let v = pop_nested(l, script_resp, depth);
-            pairs.push((k, v));
+    /// The reply for the table on top (left on the stack).
+    unsafe fn table_reply(&mut self, l: *mut lua_State, depth: usize) -> Reply {
+        if raw_get_str(l, -1, "err") == ffi::LUA_TSTRING {
+            let msg = error_reply_text(string_at(l, -1).unwrap_or_default());
+            ffi::lua_pop(l, 1);
+            return Reply::Error(msg);
         }
         ffi::lua_pop(l, 1);
-        return Reply::Map(pairs);
-    }
-    ffi::lua_pop(l, 1);
-    if raw_get_str(l, -1, "set") == ffi::LUA_TTABLE {
+        if raw_get_str(l, -1, "ok") == ffi::LUA_TSTRING {
+            let s = map_crlf(string_at(l, -1).unwrap_or_default());
+            ffi::lua_pop(l, 1);
+            return Reply::Status(s);
+        }
+        ffi::lua_pop(l, 1);
+        if raw_get_str(l, -1, "double") == ffi::LUA_TNUMBER {
+            let d = ffi::lua_tonumber(l, -1);
+            ffi::lua_pop(l, 1);
+            return Reply::Double(d);
+        }
+        ffi::lua_pop(l, 1);
+        if raw_get_str(l, -1, "big_number") == ffi::LUA_TSTRING {
+            let s = map_crlf(string_at(l, -1).unwrap_or_default());
+            ffi::lua_pop(l, 1);
+            return Reply::BigNumber(s);
+        }
+        ffi::lua_pop(l, 1);
+        if raw_get_str(l, -1, "verbatim_string") == ffi::LUA_TTABLE {
+            let format = (raw_get_str(l, -1, "format") == ffi::LUA_TSTRING)
+                .then(|| string_at(l, -1).unwrap_or_default());
+            let text = (raw_get_str(l, -2, "string") == ffi::LUA_TSTRING)
+                .then(|| string_at(l, -1).unwrap_or_default());
+            let verbatim = match (format, text) {
+                (Some(f), Some(t)) => Some(Reply::Verbatim(
+                    verbatim_format(f),
+                    Bytes::copy_from_slice(t),
+                )),
+                _ => None,
+            };
+            ffi::lua_pop(l, 3);
+            if let Some(v) = verbatim {
+                return v;
+            }
+        } else {
+            ffi::lua_pop(l, 1);
+        }
+        if raw_get_str(l, -1, "map") == ffi::LUA_TTABLE {
+            let mut pairs = Vec::new();
+            ffi::lua_pushnil(l);
+            while !self.over && ffi::lua_next(l, -2) != 0 {
+                ffi::lua_pushvalue(l, -2);
+                let k = self.pop_nested(l, depth);
+                let v = self.pop_nested(l, depth);
+                pairs.push((k, v));
+            }
+            // Cut short, the last key is still on the stack above the map.
+            ffi::lua_pop(l, if self.over { 2 } else { 1 });
+            return Reply::Map(pairs);
+        }
+        ffi::lua_pop(l, 1);
+        if raw_get_str(l, -1, "set") == ffi::LUA_TTABLE {
+            let mut items = Vec::new();
+            ffi::lua_pushnil(l);
+            while !self.over && ffi::lua_next(l, -2) != 0 {
+                ffi::lua_pop(l, 1);
+                ffi::lua_pushvalue(l, -1);
+                items.push(self.pop_nested(l, depth));
+            }
+            // Cut short, the last key is still on the stack above the set.
+            ffi::lua_pop(l, if self.over { 2 } else { 1 });
+            return Reply::Set(items);
+        }
+        ffi::lua_pop(l, 1);
         let mut items = Vec::new();
-        ffi::lua_pushnil(l);
-        while ffi::lua_next(l, -2) != 0 {
-            ffi::lua_pop(l, 1);
-            ffi::lua_pushvalue(l, -1);
-            items.push(pop_nested(l, script_resp, depth));
+        let mut j: c_int = 1;
+        while !self.over {
+            ffi::lua_rawgeti_(l, -1, j);
+            if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
+                ffi::lua_pop(l, 1);
+                break;
+            }
+            items.push(self.pop_nested(l, depth));
+            j = match j.checked_add(1) {
+                Some(n) => n,
+                None => break,
+            };
         }
-        ffi::lua_pop(l, 1);
-        return Reply::Set(items);
+        Reply::Array(items)
     }
-    ffi::lua_pop(l, 1);
-    let mut items = Vec::new();
-    let mut j: c_int = 1;
-    loop {
-        ffi::lua_rawgeti_(l, -1, j);
-        if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
-            ffi::lua_pop(l, 1);
-            break;
-        }
-        items.push(pop_nested(l, script_resp, depth));
-        j = match j.checked_add(1) {
-            Some(n) => n,
-            None => break,
-        };
-    }
-    Reply::Array(items)
 }
 
 /// The verbatim format as the reply type stores it (Redis uses the first three bytes).

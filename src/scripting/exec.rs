@@ -126,7 +126,13 @@ pub(crate) fn run(
     // SAFETY: the result (or error) and the handler are on the stack.
     let reply = vm.relaxed(|l| unsafe {
         let reply = if status == 0 {
-            pop_reply(l, resp)
+            // Like a script whose own allocations hit the cap (see `scripting::budget`).
+            pop_reply(l, resp).unwrap_or_else(|()| {
+                Reply::Error(format!(
+                    "ERR Error running script {}, not enough memory",
+                    inv.name
+                ))
+            })
         } else {
             error_reply(l, inv.name)
         };

@@ -180,6 +180,16 @@ impl VmShared {
         &mut *(ud as *mut VmShared)
     }
 
+    /// Bytes Lua has allocated in this VM.
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// The VM's memory cap in bytes.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
+    }
+
     /// The running script, if any.
     pub(crate) fn run<'a>(&self) -> Option<&'a mut RunState> {
         // SAFETY: `run` is either null or points to a RunState living on the stack
@@ -398,6 +408,9 @@ pub(crate) enum Raise {
     Arg(c_int, String),
     /// `luaL_typerror(narg, tname)`: "bad argument #n to 'f' (tname expected, got x)".
     Type(c_int, &'static str),
+    /// The VM's memory cap would be exceeded: raised as Lua's own out-of-memory error
+    /// (`LUA_ERRMEM`, "not enough memory"), see `scripting::budget`.
+    Memory,
 }
 
 /// Result of the Rust part of a C function: number of results pushed, or the error.
@@ -416,10 +429,13 @@ pub(crate) unsafe fn protect(l: *mut lua_State, body: impl FnOnce() -> CResult) 
         Ok(Ok(n)) => {
             (*shared).relax -= 1;
             if (*shared).used > (*shared).limit {
-                push_str(l, "not enough memory");
-                ffi::lua_error(l);
+                raise_memory_error(l);
             }
             return n;
+        }
+        Ok(Err(Raise::Memory)) => {
+            (*shared).relax -= 1;
+            raise_memory_error(l);
         }
         Ok(Err(raise)) => {
             // The failed body may have filled the stack; if there is no room left for
@@ -448,6 +464,21 @@ pub(crate) unsafe fn protect(l: *mut lua_State, body: impl FnOnce() -> CResult) 
     ffi::lua_error(l)
 }
 
+/// Raise Lua's own out-of-memory error (`LUA_ERRMEM`, whose value is "not enough
+/// memory"): ask the capped allocator for more than the cap, which it refuses.
+///
+/// # Safety
+/// `l` must be a state created by [`Vm::new`], not relaxed, inside a protected call.
+unsafe fn raise_memory_error(l: *mut lua_State) -> ! {
+    let shared = VmShared::get(l);
+    if shared.relax == 0 {
+        ffi::lua_newuserdata(l, shared.limit.saturating_add(1));
+    }
+    // Only reached when relaxed (never from a script's own call): a plain error.
+    push_str(l, "not enough memory");
+    ffi::lua_error(l)
+}
+
 /// Push the error value for `raise`; returns the argument number for arg errors.
 unsafe fn push_raise(l: *mut lua_State, raise: Raise) -> Option<(c_int, Option<&'static CStr>)> {
     match raise {
@@ -468,6 +499,10 @@ unsafe fn push_raise(l: *mut lua_State, raise: Raise) -> Option<(c_int, Option<&
         Raise::Arg(n, m) => {
             push_str(l, &m);
             Some((n, None))
+        }
+        Raise::Memory => {
+            push_str(l, "not enough memory");
+            None
         }
         Raise::Type(n, t) => {
             let t: &'static CStr = match t {

@@ -20,6 +20,7 @@
 mod api;
 mod bitop;
 mod boundary;
+mod budget;
 mod cjson;
 mod cmsgpack;
 mod convert;

@@ -4,6 +4,7 @@
 
 use std::ffi::c_int;
 
+use super::budget::Output;
 use super::lua::{
     f64_to_i64_c, f64_to_u64_c, ffi, lua_State, protect, push_bytes, set_fn, string_at, CResult,
     Raise,
@@ -183,13 +184,15 @@ unsafe extern "C-unwind" fn b_pack(l: *mut lua_State) -> c_int {
         let mut f = Fmt { s: &fmt, pos: 0 };
         let mut h = default_header();
         let mut arg: c_int = 2;
-        let mut out: Vec<u8> = Vec::new();
+        let mut out = Output::for_vm(l);
         let mut total = 0usize;
         while let Some(opt) = f.next() {
+            out.check()?;
             let mut size = f.optsize(opt)?;
             let toalign = gettoalign(total, &h, opt, size);
             total += toalign;
-            out.resize(out.len() + toalign, 0);
+            let len = out.len();
+            out.resize(len + toalign, 0);
             match opt {
                 b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
                     let n = check_number(l, arg)?;
@@ -224,7 +227,7 @@ unsafe extern "C-unwind" fn b_pack(l: *mut lua_State) -> c_int {
                     if s.len() < size {
                         return Err(Raise::Arg(arg, "string too short".into()));
                     }
-                    out.extend_from_slice(&s[..size]);
+                    out.extend_checked(&s[..size])?;
                     if opt == b's' {
                         out.push(0);
                         size += 1;
@@ -234,8 +237,7 @@ unsafe extern "C-unwind" fn b_pack(l: *mut lua_State) -> c_int {
             }
             total += size;
         }
-        push_bytes(l, &out);
-        Ok(1)
+        out.into_lua(l)
     })
 }
 
