@@ -15,6 +15,7 @@
 
 pub mod clock;
 pub mod memory;
+pub mod poison;
 pub mod replicated;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -784,11 +785,15 @@ fn apply_ops_with(
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
-                let mut ctx = command_ctx(state, db, now_ms, resp, oom);
-                replies.push(match spec {
-                    Some(spec) => command::execute_spec(&mut ctx, spec, args),
-                    None => command::execute(&mut ctx, args),
-                });
+                let name = args.first().map_or(&b""[..], |n| &n[..]);
+                replies.push(poison::guarded(state, name, |state| {
+                    poison::check_trigger(args);
+                    let mut ctx = command_ctx(state, db, now_ms, resp, oom);
+                    match spec {
+                        Some(spec) => command::execute_spec(&mut ctx, spec, args),
+                        None => command::execute(&mut ctx, args),
+                    }
+                }));
             }
             Op::Frame(frame, spec) => {
                 let oom = admission.out_of_memory(state);
@@ -796,13 +801,15 @@ fn apply_ops_with(
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
-                let mut ctx = command_ctx(state, db, now_ms, resp, oom);
-                // The connection checked the arity, and only specs with a fast handler
-                // make frames.
-                replies.push(match spec.fast {
-                    Some(fast) => frame.with_args(|args| fast(&mut ctx, args)),
-                    None => command::execute_spec(&mut ctx, spec, &frame.clone().into_args()),
-                });
+                replies.push(poison::guarded(state, spec.name.as_bytes(), |state| {
+                    let mut ctx = command_ctx(state, db, now_ms, resp, oom);
+                    // The connection checked the arity, and only specs with a fast handler
+                    // make frames.
+                    match spec.fast {
+                        Some(fast) => frame.with_args(|args| fast(&mut ctx, args)),
+                        None => command::execute_spec(&mut ctx, spec, &frame.clone().into_args()),
+                    }
+                }));
             }
         }
     }

@@ -470,6 +470,20 @@ impl ScriptEngine {
         Ok(())
     }
 
+    /// After a panic unwound through the engine (see `engine::poison`): mark no script as
+    /// running and rebuild both Lua VMs from the script cache and function libraries,
+    /// since the unwind may have left a VM in the middle of a call. Deterministic, so
+    /// every replica that applies the same entry ends up with the same engine.
+    pub fn recover_after_panic(&mut self, control: &ScriptControl) {
+        control.finish();
+        let export = self.export();
+        if let Err(e) = self.import(&export) {
+            tracing::error!(error = %e, "could not rebuild the script engine; starting it empty");
+            self.eval = eval::EvalScripts::new(self.limits);
+            self.functions = functions::Functions::new(self.limits);
+        }
+    }
+
     /// Number of scripts in the EVAL cache (for INFO).
     pub fn cached_scripts(&self) -> usize {
         self.eval.len()

@@ -838,6 +838,21 @@ impl Client {
             let d = crate::store::snapshot::digest(&state.ks, now);
             return Reply::Status(format!("{d:016x}"));
         }
+        if is(&a[1], "panic-on-apply") && a.len() == 2 {
+            // Replicated like a write: every node panics applying it (engine::poison).
+            let batch = Batch {
+                db: self.db,
+                resp: self.resp,
+                ops: vec![crate::engine::poison::panic_trigger_op()],
+                watch: None,
+                transaction: false,
+            };
+            let result = self.shared.engine.execute(batch).await;
+            return result
+                .replies
+                .and_then(|r| r.into_iter().next())
+                .unwrap_or(Reply::Nil);
+        }
         if is(&a[1], "sleep") && a.len() == 3 {
             let secs = crate::command::args::parse_f64(&a[2])
                 .unwrap_or(0.0)
