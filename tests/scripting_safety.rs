@@ -145,6 +145,9 @@ fn failing_cases() -> Vec<(String, String)> {
         "local s = string.rep('x', 2^20) local t = {'MSET'} for i=1,2000 do t[#t+1] = 'k'..i t[#t+1] = s end return redis.call(unpack(t))",
         "return #cjson.decode('[' .. string.rep('[],', 2^22) .. '[]]')",
         "return #cmsgpack.unpack('\\221\\0\\64\\0\\0' .. string.rep('\\144', 2^22))",
+        // Found by fuzz/lua_eval: every level past the nesting limit made one error reply
+        // per element without counting it, 255^n of them (the process grew past 2 GB).
+        "local v = {} for i = 1, 255 do v[i] = v end return v",
     ] {
         cases.push((script.to_string(), out_of_memory(script)));
     }

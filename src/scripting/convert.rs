@@ -200,6 +200,9 @@ pub(crate) unsafe fn pop_reply(l: *mut lua_State, script_resp: u8) -> Result<Rep
 /// dropping of replies elsewhere in the server shallow.
 const MAX_REPLY_DEPTH: usize = 1000;
 
+/// Redis's reply where nesting goes past the Lua stack.
+const LIMIT_ERROR: &str = "ERR reached lua stack limit";
+
 /// One script reply being converted.
 struct Conversion {
     /// The protocol the script selected.
@@ -226,13 +229,15 @@ impl Conversion {
     }
 
     unsafe fn pop_nested(&mut self, l: *mut lua_State, depth: usize) -> Reply {
-        if depth > MAX_REPLY_DEPTH || ffi::lua_checkstack(l, 4) == 0 {
-            ffi::lua_pop(l, 1);
-            return Reply::err("ERR reached lua stack limit");
-        }
-        if !self.take(std::mem::size_of::<Reply>()) {
+        // Every element counts, errors included: a wide table nested past the depth limit
+        // would otherwise make an unbounded number of error replies.
+        if !self.take(std::mem::size_of::<Reply>() + LIMIT_ERROR.len()) {
             ffi::lua_pop(l, 1);
             return Reply::Nil;
+        }
+        if depth > MAX_REPLY_DEPTH || ffi::lua_checkstack(l, 4) == 0 {
+            ffi::lua_pop(l, 1);
+            return Reply::err(LIMIT_ERROR);
         }
         let reply = match ffi::lua_type(l, -1) {
             ffi::LUA_TSTRING => {
@@ -266,13 +271,23 @@ impl Conversion {
     /// The reply for the table on top (left on the stack).
     unsafe fn table_reply(&mut self, l: *mut lua_State, depth: usize) -> Reply {
         if raw_get_str(l, -1, "err") == ffi::LUA_TSTRING {
-            let msg = error_reply_text(string_at(l, -1).unwrap_or_default());
+            let text = string_at(l, -1).unwrap_or_default();
+            if !self.take(text.len()) {
+                ffi::lua_pop(l, 1);
+                return Reply::Nil;
+            }
+            let msg = error_reply_text(text);
             ffi::lua_pop(l, 1);
             return Reply::Error(msg);
         }
         ffi::lua_pop(l, 1);
         if raw_get_str(l, -1, "ok") == ffi::LUA_TSTRING {
-            let s = map_crlf(string_at(l, -1).unwrap_or_default());
+            let text = string_at(l, -1).unwrap_or_default();
+            if !self.take(text.len()) {
+                ffi::lua_pop(l, 1);
+                return Reply::Nil;
+            }
+            let s = map_crlf(text);
             ffi::lua_pop(l, 1);
             return Reply::Status(s);
         }
@@ -284,7 +299,12 @@ impl Conversion {
         }
         ffi::lua_pop(l, 1);
         if raw_get_str(l, -1, "big_number") == ffi::LUA_TSTRING {
-            let s = map_crlf(string_at(l, -1).unwrap_or_default());
+            let text = string_at(l, -1).unwrap_or_default();
+            if !self.take(text.len()) {
+                ffi::lua_pop(l, 1);
+                return Reply::Nil;
+            }
+            let s = map_crlf(text);
             ffi::lua_pop(l, 1);
             return Reply::BigNumber(s);
         }
@@ -295,7 +315,7 @@ impl Conversion {
             let text = (raw_get_str(l, -2, "string") == ffi::LUA_TSTRING)
                 .then(|| string_at(l, -1).unwrap_or_default());
             let verbatim = match (format, text) {
-                (Some(f), Some(t)) => Some(Reply::Verbatim(
+                (Some(f), Some(t)) if self.take(t.len()) => Some(Reply::Verbatim(
                     verbatim_format(f),
                     Bytes::copy_from_slice(t),
                 )),
