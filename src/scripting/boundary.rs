@@ -8,6 +8,9 @@
 //!   `unpack({}, -2^31, 0)` then writes two billion values past the stack). This is
 //!   Redis's fix for CVE-2025-46817: the count is computed unsigned and checked
 //!   against `INT_MAX` before `lua_checkstack`. Results and error texts are Lua's.
+//! - `string.rep` of an empty string answers at once, and `table.insert` shifts a range of
+//!   65,536 slots or more by the keys that hold values ([`shift_up_sparse`]): both used to
+//!   loop up to two billion times in C, where no script kill reaches.
 //! - `string.find`/`match`/`gmatch`/`gsub` recurse in C once per pattern item with a
 //!   quantifier or capture (Lua 5.1's `match` has no depth limit; 5.2 added one). The
 //!   wrappers refuse a pattern that could recurse deeper than
@@ -53,6 +56,9 @@ pub(crate) unsafe fn install(l: *mut lua_State, storage: c_int) {
     raw_set_str(l, storage, "unpack");
     raw_get_str(l, storage, "string");
     let string = ffi::lua_gettop(l);
+    raw_get_str(l, string, "rep");
+    ffi::lua_pushcclosure(l, string_rep, 1);
+    raw_set_str(l, string, "rep");
     for (name, plain_arg) in [("find", 4), ("match", 0), ("gmatch", 0), ("gsub", 0)] {
         raw_get_str(l, string, name);
         ffi::lua_pushinteger(l, plain_arg);
@@ -88,6 +94,66 @@ unsafe extern "C-unwind" fn unpack(l: *mut lua_State) -> c_int {
         ffi::lua_rawgeti_(l, 1, k);
     }
     (n + 1) as c_int
+}
+
+/// `string.rep(s, n)`: an empty string or a count below one is answered at once; Lua's
+/// own loop would append nothing `n` times (two billion iterations, seconds in which a
+/// script cannot be killed). Everything else goes to the original (upvalue 1).
+unsafe extern "C-unwind" fn string_rep(l: *mut lua_State) -> c_int {
+    let mut len = 0usize;
+    ffi::luaL_checklstring(l, 1, &mut len);
+    let n = ffi::luaL_checkinteger(l, 2) as c_int;
+    if len == 0 || n <= 0 {
+        ffi::lua_pushlstring_(l, c"".as_ptr(), 0);
+        return 1;
+    }
+    match ffi::lua_tocfunction(l, ffi::lua_upvalueindex(1)) {
+        Some(original) => original(l),
+        None => ffi::luaL_error(l, c"string library function is unavailable".as_ptr()),
+    }
+}
+
+/// `table.insert(t, pos, v)` shifts `t[pos..e-1]` up by one; from this many slots on, the
+/// shift goes through [`shift_up_sparse`].
+pub(crate) const SPARSE_SHIFT: i64 = 1 << 16;
+
+/// `t[i] = t[i-1]` for every `pos < i <= e`, for the (unprotected) table at index 1,
+/// touching only the keys that hold values. Lua's loop does the same one slot at a time:
+/// `table.insert(t, -2^31, v)` took over a minute of C code that a script kill cannot
+/// interrupt. The table's contents end up the same; only the order `pairs` visits a table
+/// changed this way may differ from Redis's, since Lua's loop also leaves dead keys behind.
+///
+/// # Safety
+/// Called from `table.insert` with the table at index 1, after the read-only check.
+pub(crate) unsafe fn shift_up_sparse(l: *mut lua_State, pos: i64, e: i64) {
+    super::lua::protect(l, || {
+        let mut keys: Vec<i64> = Vec::new();
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, 1) != 0 {
+            ffi::lua_pop(l, 1);
+            if ffi::lua_type(l, -1) == ffi::LUA_TNUMBER {
+                let k = ffi::lua_tonumber(l, -1);
+                if k.fract() == 0.0 && k >= pos as f64 && k <= (e - 1) as f64 {
+                    keys.push(k as i64);
+                }
+            }
+        }
+        // Each move may add one key to the table.
+        super::budget::fits(l, keys.len().saturating_mul(2 * super::budget::HASH_NODE))?;
+        keys.sort_unstable_by(|a, b| b.cmp(a));
+        for &k in &keys {
+            ffi::lua_rawgeti_(l, 1, k as c_int);
+            ffi::lua_rawseti_(l, 1, (k + 1) as c_int);
+        }
+        // A slot whose lower neighbour held nothing receives nil.
+        for (i, &k) in keys.iter().enumerate() {
+            if k > pos && keys.get(i + 1) != Some(&(k - 1)) {
+                ffi::lua_pushnil(l);
+                ffi::lua_rawseti_(l, 1, k as c_int);
+            }
+        }
+        Ok(0)
+    });
 }
 
 /// The pattern functions: refuse a pattern that could recurse too deep, then call the

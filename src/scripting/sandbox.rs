@@ -476,11 +476,15 @@ unsafe extern "C-unwind" fn table_insert(l: *mut lua_State) -> c_int {
             if is_protected(l, 1) {
                 raise_readonly(l);
             }
-            let mut i = e;
-            while i > pos {
-                ffi::lua_rawgeti_(l, 1, (i - 1) as c_int);
-                ffi::lua_rawseti_(l, 1, i as c_int);
-                i -= 1;
+            if e - pos >= boundary::SPARSE_SHIFT {
+                boundary::shift_up_sparse(l, pos, e);
+            } else {
+                let mut i = e;
+                while i > pos {
+                    ffi::lua_rawgeti_(l, 1, (i - 1) as c_int);
+                    ffi::lua_rawseti_(l, 1, i as c_int);
+                    i -= 1;
+                }
             }
             pos
         }
