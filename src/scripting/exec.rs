@@ -123,6 +123,12 @@ pub(crate) fn run(
     });
     ctx.control.finish();
     let resp = state.resp;
+    if status == 0 {
+        // The reply's copy counts against what the VM has left (`scripting::budget`):
+        // garbage the script left behind must not make it fail (the result is on the
+        // stack, so it survives the collection).
+        vm.collect_if_crowded();
+    }
     // SAFETY: the result (or error) and the handler are on the stack.
     let reply = vm.relaxed(|l| unsafe {
         let reply = if status == 0 {
