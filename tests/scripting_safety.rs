@@ -427,6 +427,12 @@ fn cluster_survives_the_unpack_script_and_a_panicking_entry() {
     cluster.nodes[restart].spawn();
     cluster.wait_leader(Duration::from_secs(20));
     assert_eq!(cluster.converged_digest(Duration::from_secs(20)), before);
+    // It did replay them: three panics logged before the restart, three more after.
+    let panics = cluster.nodes[restart]
+        .log_text()
+        .matches("a command panicked while it was applied")
+        .count();
+    assert_eq!(panics, 6, "panics logged by the restarted node");
     assert_eq!(cluster.nodes[restart].q::<i64>(&["INCR", "k"]).unwrap(), 5);
     cluster.converged_digest(Duration::from_secs(10));
     for node in &mut cluster.nodes {

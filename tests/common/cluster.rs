@@ -5,7 +5,7 @@
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,8 @@ impl Node {
             .append(true)
             .open(self.dir.with_extension("log"))
             .unwrap();
-        cmd.stdout(Stdio::null()).stderr(log);
+        // The log goes to stdout, panic messages to stderr: both into the file.
+        cmd.stdout(log.try_clone().unwrap()).stderr(log);
         self.child = Some(cmd.spawn().expect("spawn tollgate"));
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
@@ -95,6 +96,11 @@ impl Node {
             cmd.arg(*a);
         }
         cmd.query(&mut self.conn())
+    }
+
+    /// What the process logged so far (all its runs).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dir.with_extension("log")).unwrap_or_default()
     }
 
     /// A field of RAFT.STATUS.
