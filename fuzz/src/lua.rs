@@ -10,13 +10,10 @@
 //! does not hide the rest of the program, and the program returns its values, so reply
 //! conversion is exercised too.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use tollgate::engine::{apply_ops, Op, State};
 use tollgate::protocol::Reply;
-use tollgate::scripting::{ScriptControl, ScriptEngine, ScriptLimits};
-use tollgate::store::Keyspace;
+use tollgate::scripting::{ScriptEngine, ScriptLimits};
 
 /// Numbers that sit on the edges of the C types and Lua's limits.
 const NUMBERS: &[&str] = &[
@@ -341,11 +338,10 @@ fn value(c: &mut Choices, kind: Arg, vars: usize) -> String {
 /// reaches "not enough memory" sooner, so runs stay fast).
 fn state() -> State {
     State {
-        ks: Keyspace::default(),
         scripts: ScriptEngine::new(ScriptLimits {
             memory_bytes: 32 << 20,
         }),
-        control: Arc::new(ScriptControl::new()),
+        ..State::default()
     }
 }
 
