@@ -18,6 +18,14 @@ use std::time::{Duration, Instant};
 use common::{err, q, TestServer};
 use redis::Value;
 
+/// The tests that start processes or fill a VM run one at a time: on a shared two-core
+/// machine a cluster starved of CPU answers CLUSTERDOWN instead of what is tested.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// SHA1 of a script, as the error suffix names it.
 fn sha(code: &str) -> String {
     sha1_smol::Sha1::from(code).digest().to_string()
@@ -256,6 +264,7 @@ fn passing_cases() -> Vec<(&'static str, Value)> {
 
 #[test]
 fn boundary_scripts_answer_errors_and_the_server_keeps_serving() {
+    let _serial = serial();
     let server = TestServer::start();
     let mut c = server.conn();
     for (script, expected) in failing_cases() {
@@ -355,6 +364,7 @@ impl Drop for Process {
 
 #[test]
 fn encoders_stay_within_the_lua_memory_cap() {
+    let _serial = serial();
     const CAP: u64 = 256 << 20;
     // Room for the server itself (a debug build), the 1 MB string and its table.
     const MARGIN: u64 = 112 << 20;
@@ -395,6 +405,7 @@ fn a_panicking_command_answers_an_error_and_the_server_keeps_serving() {
 
 #[test]
 fn cluster_survives_the_unpack_script_and_a_panicking_entry() {
+    let _serial = serial();
     let mut cluster = cluster::Cluster::start();
     cluster.nodes[0].q::<()>(&["SET", "k", "1"]).unwrap();
     // The script is replicated: every node applies it and answers the same error.
