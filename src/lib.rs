@@ -17,6 +17,7 @@ pub mod command;
 pub mod config;
 pub mod engine;
 pub mod limiter;
+pub mod persistence;
 pub mod protocol;
 pub mod scripting;
 pub mod server;

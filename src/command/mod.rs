@@ -11,6 +11,7 @@
 
 pub mod args;
 pub mod collection;
+pub mod dump;
 pub mod float;
 pub mod hashes;
 pub mod keys;

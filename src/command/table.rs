@@ -135,6 +135,7 @@ macro_rules! cmd {
 const FAMILIES: &[&[CommandSpec]] = &[
     super::strings::COMMANDS,
     super::keys::COMMANDS,
+    super::dump::COMMANDS,
     super::hashes::COMMANDS,
     super::lists::COMMANDS,
     super::sets::COMMANDS,
