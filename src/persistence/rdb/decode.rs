@@ -53,14 +53,14 @@ pub fn is_value_type(b: u8) -> bool {
 }
 
 /// The value inside a DUMP payload: the footer is checked first (RDB version at most
-/// Redis 7.0's, CRC64), then the type and serialization. Bytes between the value and the
-/// footer are ignored, as Redis ignores them.
+/// Redis 7.0's, CRC64), then the type and serialization. As in Redis, the value is read
+/// from the whole payload (a value may run into the footer's bytes), and bytes between
+/// the value and the footer are ignored.
 pub fn restore_payload(payload: &[u8]) -> Result<Value, PayloadError> {
     if !verify_payload(payload) {
         return Err(PayloadError::Footer);
     }
-    let body = &payload[..payload.len() - 10];
-    let mut r = Reader::new(body);
+    let mut r = Reader::new(payload);
     let type_id = r
         .byte()
         .ok()
