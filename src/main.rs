@@ -1,4 +1,5 @@
-//! The `tollgate` binary: parse configuration, start logging, serve until SIGINT/SIGTERM, or
+//! The `tollgate` binary (and `tollgate import-rdb`, see [`tollgate::persistence::import`]):
+//! parse configuration, start logging, serve until SIGINT/SIGTERM, or
 //! until a cluster node's Raft stops on an error (a failed disk write: disk full, I/O error):
 //! then it exits with status 3, so that a supervisor restarts it, instead of staying up
 //! answering errors.
@@ -10,6 +11,12 @@ use tollgate::server::Server;
 static ALLOC: tollgate::alloc::CountingAlloc = tollgate::alloc::CountingAlloc;
 
 fn main() {
+    // `tollgate import-rdb FILE ...` is a client tool, not a server start.
+    if std::env::args().nth(1).as_deref() == Some("import-rdb") {
+        std::process::exit(tollgate::persistence::import::main(
+            std::env::args().skip(1),
+        ));
+    }
     let config = match Config::load(Cli::from_args()) {
         Ok(c) => c,
         Err(e) => {

@@ -3,4 +3,5 @@
 //! `tollgate import-rdb` tool that loads a Redis RDB file into a running server
 //! ([`import`]).
 
+pub mod import;
 pub mod rdb;

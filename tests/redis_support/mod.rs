@@ -27,7 +27,15 @@ impl RedisServer {
 
     /// Start with extra configuration arguments (`--name value` pairs).
     pub fn with_args(extra: &[&str]) -> RedisServer {
+        Self::loading(None, extra)
+    }
+
+    /// Start loading `rdb` (copied into its directory as `dump.rdb`) at start-up.
+    pub fn loading(rdb: Option<&std::path::Path>, extra: &[&str]) -> RedisServer {
         let dir = tempfile::tempdir().unwrap();
+        if let Some(rdb) = rdb {
+            std::fs::copy(rdb, dir.path().join("dump.rdb")).unwrap();
+        }
         // A port that is free now; redis-server binds it a moment later.
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -39,7 +47,7 @@ impl RedisServer {
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(dir.path())
-            .args(["--logfile", "redis.log"])
+            .args(["--logfile", "redis.log", "--dbfilename", "dump.rdb"])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -65,6 +73,11 @@ impl RedisServer {
     /// A connection.
     pub fn conn(&self) -> Connection {
         self.try_conn().unwrap()
+    }
+
+    /// Every key of database `db`, sorted.
+    pub fn keys(&self, db: usize) -> Vec<Vec<u8>> {
+        keys(&mut self.conn(), db)
     }
 
     /// The path of `dump.rdb` in its directory.
@@ -133,4 +146,12 @@ pub fn describe(c: &mut Connection, key: &[u8], ordered: bool) -> String {
         other => panic!("unexpected type {other}"),
     };
     format!("{t}:{body}")
+}
+
+/// Every key of database `db` on a connection (left selected), sorted.
+pub fn keys(c: &mut Connection, db: usize) -> Vec<Vec<u8>> {
+    redis::cmd("SELECT").arg(db).query::<()>(c).unwrap();
+    let mut keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+    keys.sort();
+    keys
 }
