@@ -97,7 +97,7 @@ pub fn read_value(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
         types::STRING => Value::string(r.string()?),
         types::LIST => {
             let n = r.count()?;
-            let mut list = VecDeque::with_capacity(n);
+            let mut list = VecDeque::with_capacity(prealloc(n));
             for _ in 0..n {
                 list.push_back(Bytes::from(r.string()?.into_owned()));
             }
@@ -112,7 +112,7 @@ pub fn read_value(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
         }
         types::SET => {
             let n = r.count()?;
-            let mut set = SetValue::with_capacity_and_hasher(n, KeyHasher);
+            let mut set = SetValue::with_capacity_and_hasher(prealloc(n), KeyHasher);
             for _ in 0..n {
                 if !set.insert(Bytes::from(r.string()?.into_owned())) {
                     return Err(Corrupt("duplicate set members detected").into());
@@ -128,7 +128,7 @@ pub fn read_value(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
         }
         types::ZSET | types::ZSET_2 => {
             let n = r.count()?;
-            let mut items = Vec::with_capacity(n);
+            let mut items = Vec::with_capacity(prealloc(n));
             for _ in 0..n {
                 let member = Bytes::from(r.string()?.into_owned());
                 let score = if type_id == types::ZSET_2 {
@@ -162,7 +162,7 @@ pub fn read_value(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
         }
         types::HASH => {
             let n = r.count()?;
-            let mut pairs = Vec::with_capacity(n);
+            let mut pairs = Vec::with_capacity(prealloc(n));
             for _ in 0..n {
                 let f = Bytes::from(r.string()?.into_owned());
                 let v = Bytes::from(r.string()?.into_owned());
@@ -208,6 +208,13 @@ pub fn read_value(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
         return Err(DecodeError::Empty);
     }
     Ok(value)
+}
+
+/// Room to reserve for `n` elements a payload announces: every element takes at least a
+/// byte of the payload, but a structure takes tens of bytes per element, so an announced
+/// count only sizes the first allocation up to a bound (the rest grows as elements come).
+fn prealloc(n: usize) -> usize {
+    n.min(1 << 16)
 }
 
 /// A quicklist: nodes of ziplists (type 14) or of listpacks or plain elements (type 18).
