@@ -11,6 +11,9 @@
 //!   `apply` path is deterministic (no clock reads, no randomness, no dependence on hash
 //!   iteration order), so the same code can serve as a replicated state machine.
 //! - [`store`]: 16 databases of sharded maps of values with millisecond expiry.
+//!
+//! Beside them, [`persistence`] holds Redis's RDB format (DUMP/RESTORE payloads, whole
+//! `dump.rdb` files) and the `tollgate import-rdb` client tool.
 
 pub mod alloc;
 pub mod command;
