@@ -5,8 +5,9 @@
 //! RESTORE is an ordinary write: it depends only on the keyspace, its arguments and the
 //! command's `now_ms` (a relative TTL counts from it), so in a cluster the payload is
 //! replicated with the command and every node decodes it to the same value. IDLETIME and
-//! FREQ are checked as Redis checks them; Tollgate keeps no per-key access time or
-//! frequency (nothing reads one: there is no OBJECT IDLETIME/FREQ), so they change nothing.
+//! FREQ are checked as Redis checks them and set the key's LRU time or LFU counter, the one
+//! the eviction policy uses, as Redis does (that access information is per node and not
+//! replicated state; see `store::eviction`).
 
 use bytes::Bytes;
 
@@ -106,6 +107,7 @@ fn restore_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     }
     let at = deadline.map(|t| t as u64);
     db.modify(key, now, |_| (Some((value, at)), ()));
+    db.hint_access(key, idle.map(|v| v as u64), freq.map(|v| v as u8));
     Ok(Reply::ok())
 }
 

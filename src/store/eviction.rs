@@ -262,6 +262,18 @@ impl AccessClock {
         }
     }
 
+    /// Redis's `objectSetLRUOrLFU` (RESTORE ... IDLETIME / FREQ): in LFU mode a use counter
+    /// of `freq` as of now, in LRU mode a last use `idle_secs` ago; None when the option for
+    /// the current mode was not given (the key keeps what creating it wrote).
+    pub fn hinted(&self, idle_secs: Option<u64>, freq: Option<u8>) -> Option<u32> {
+        if self.lfu.load(Ordering::Relaxed) {
+            freq.map(|f| (self.minutes() << 8) | u32::from(f))
+        } else {
+            let idle = u32::try_from(idle_secs?).unwrap_or(u32::MAX);
+            Some(self.secs.load(Ordering::Relaxed).saturating_sub(idle))
+        }
+    }
+
     /// Seconds since the last use (OBJECT IDLETIME; LRU mode only).
     pub fn idle_secs(&self, entry: &Entry) -> u64 {
         u64::from(

@@ -339,6 +339,16 @@ impl Db {
         true
     }
 
+    /// Set `key`'s access information as RESTORE's IDLETIME / FREQ ask (see
+    /// [`AccessClock::hinted`]); nothing happens to an absent key or without a hint for the
+    /// current mode.
+    pub fn hint_access(&self, key: &[u8], idle_secs: Option<u64>, freq: Option<u8>) {
+        if let (Some(entry), Some(access)) = (self.get_raw(key), self.clock.hinted(idle_secs, freq))
+        {
+            entry.access.store(access, Ordering::Relaxed);
+        }
+    }
+
     /// Up to `limit` keys whose deadline passed before the current second of `now_ms`.
     fn due(&self, now_ms: u64, limit: usize) -> impl Iterator<Item = &Key> + '_ {
         self.expires
@@ -612,6 +622,24 @@ mod tests {
         // A deadline as late as the "none" marker stays a deadline.
         db.set_expiry(b"a", Some(u64::MAX));
         assert!(db.get_raw(b"a").unwrap().expires_at().is_some());
+    }
+
+    #[test]
+    fn restore_hints_set_the_access_information() {
+        let mut db = Db::default();
+        db.clock.set_now(1_000_000);
+        db.set(b"a", Value::string("1"));
+        let idle = |db: &Db, k: &[u8]| db.clock.idle_secs(db.get_raw(k).unwrap());
+        db.hint_access(b"a", Some(300), None);
+        assert_eq!(idle(&db, b"a"), 300);
+        // FREQ means nothing in LRU mode, IDLETIME nothing in LFU mode (as in Redis).
+        db.hint_access(b"a", None, Some(7));
+        assert_eq!(idle(&db, b"a"), 300);
+        db.clock.configure(true, 10, 1);
+        db.hint_access(b"a", Some(5), None);
+        db.hint_access(b"a", None, Some(200));
+        assert_eq!(db.clock.frequency(db.get_raw(b"a").unwrap()), 200);
+        db.hint_access(b"missing", Some(1), Some(1));
     }
 
     #[test]
