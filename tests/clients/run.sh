@@ -20,7 +20,10 @@ cargo build -q
 BIN=target/debug/tollgate
 RPORT=${RPORT:-16420}
 TPORT=${TPORT:-16421}
-CPORTS=(16431 16432 16433)
+# Client ports of the three cluster nodes, and their cluster ports (default: client + 10000);
+# both are space-separated lists that the environment may override.
+read -r -a CPORTS <<<"${CPORTS:-16431 16432 16433}"
+read -r -a RAFT_PORTS <<<"${RAFT_PORTS:-$((CPORTS[0] + 10000)) $((CPORTS[1] + 10000)) $((CPORTS[2] + 10000))}"
 SECRET=client-checks-secret-0123456789
 if [ ! -d "$HERE/node_modules/ioredis" ]; then
   npm ci --prefix "$HERE" --silent --no-audit --no-fund
@@ -81,8 +84,8 @@ python3 "$HERE/limits_check.py" "redis://127.0.0.1:$TPORT" >"$WORK/limits-tollga
 same "python limits" "$WORK/limits-redis.txt" "$WORK/limits-tollgate.txt"
 kill "$TPID"
 
-# A three-node cluster; client port p has cluster port p + 10000.
-PEERS="1@127.0.0.1:$((CPORTS[0] + 10000)),2@127.0.0.1:$((CPORTS[1] + 10000)),3@127.0.0.1:$((CPORTS[2] + 10000))"
+# A three-node cluster; node i has client port CPORTS[i] and cluster port RAFT_PORTS[i].
+PEERS="1@127.0.0.1:${RAFT_PORTS[0]},2@127.0.0.1:${RAFT_PORTS[1]},3@127.0.0.1:${RAFT_PORTS[2]}"
 NODE_PIDS=()
 for i in 0 1 2; do
   "$BIN" --port "${CPORTS[$i]}" --node-id $((i + 1)) --peers "$PEERS" --cluster-secret "$SECRET" \
