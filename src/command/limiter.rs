@@ -936,9 +936,8 @@ use super::flags::{DENYOOM, FAST, READONLY, WRITE};
 /// Limiter commands.
 ///
 /// `cl.throttle` has arity -1 so that every wrong argument count gets
-/// redis-cell's own usage error rather than Redis's arity error. `limit.all`
-/// lists no key positions: its keys follow the rule grammar ([`limit_all_keys`],
-/// used by `CommandSpec::keys` for COMMAND GETKEYS).
+/// redis-cell's own usage error rather than Redis's arity error. The keys of
+/// `limit.all` follow the rule grammar ([`limit_all_keys`]).
 pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!(
         "cl.throttle",
@@ -996,7 +995,13 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         fast: limit_gcra
     ),
-    crate::cmd!("limit.all", -5, WRITE | DENYOOM, 0, 0, 0, fast: limit_all),
+    crate::cmd!(
+        "limit.all",
+        -5,
+        WRITE | DENYOOM,
+        keys: super::Keys::Parsed(limit_all_keys),
+        fast: limit_all
+    ),
     crate::cmd!(
         "limit.acquire",
         5,

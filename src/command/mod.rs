@@ -1,13 +1,25 @@
-//! The command table: the one place that knows every command's name, arity, flags and
-//! key positions, and the `execute` entry point that runs a keyspace command.
+//! Commands: the table that knows every command, the handlers of the keyspace commands
+//! grouped by family, and [`execute`], which runs a keyspace command.
 //!
-//! Keyspace commands are plain functions `fn(&mut Ctx, &[Bytes]) -> Reply`: they read
-//! and write the keyspace handed to them with the `now_ms` handed to them, nothing else
-//! (the determinism rule), so the same function serves the standalone engine, Lua's
-//! `redis.call` and the Raft state machine. Commands that act on the connection itself
-//! (SELECT, MULTI, AUTH, ...) have no handler here; the connection layer runs them.
+//! Every command is one row of the table (`table.rs`, [`CommandSpec`]): its name, arity,
+//! flags, key positions and handlers. Keyspace commands are plain functions
+//! `fn(&mut Ctx, &[Bytes]) -> Reply`: they read and write the keyspace handed to them with
+//! the `now_ms` handed to them, nothing else (the determinism rule), so the same function
+//! serves the standalone engine, Lua's `redis.call` and the Raft state machine. Commands that
+//! act on the connection itself (AUTH, MULTI, CLIENT, ...) have a [`ClientHandler`] in their
+//! row instead, which `server::connection` runs with the client's state.
 //!
-//! Command files are grouped by family, each reading like a page of the Redis docs.
+//! Command files are grouped by family, each reading like a page of the Redis docs:
+//!
+//! | file | what it owns |
+//! | --- | --- |
+//! | `table.rs` | the row type, the list of families, name lookup |
+//! | `args.rs` | argument parsing shared by the families, Redis's common error texts |
+//! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
+//! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
+//! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
+//! | `scripting.rs` | EVAL, FCALL, SCRIPT, FUNCTION: the bridge to `crate::scripting` |
+//! | `server.rs` | PING, ECHO, TIME, SELECT, and the rows of the connection commands |
 
 pub mod args;
 pub mod collection;
@@ -39,9 +51,9 @@ pub struct Scripts<'a> {
     pub control: &'a std::sync::Arc<crate::scripting::ScriptControl>,
 }
 
-pub use table::{all, lookup, CommandSpec};
+pub use table::{all, lookup, CommandSpec, Keys};
 
-/// Command flags, as in Redis's command table.
+/// Command flags, as in Redis's command table (COMMAND INFO prints the ones Redis has).
 pub mod flags {
     /// May modify the keyspace.
     pub const WRITE: u32 = 1;
@@ -55,8 +67,9 @@ pub mod flags {
     pub const DENYOOM: u32 = 1 << 4;
     /// O(1) or O(log n).
     pub const FAST: u32 = 1 << 5;
-    /// Runs in the connection layer, not against the keyspace.
-    pub const CONNECTION: u32 = 1 << 6;
+    /// Reads and writes no state (PING, ECHO, SELECT): in a cluster a node answers it
+    /// itself, like a read, rather than through the Raft log.
+    pub const STATELESS: u32 = 1 << 6;
     /// Not allowed inside MULTI (queued as an error).
     pub const NO_MULTI: u32 = 1 << 7;
     /// Allowed before AUTH.
@@ -65,6 +78,18 @@ pub mod flags {
     pub const SCRIPT: u32 = 1 << 9;
     /// Uses randomness (replies may differ between runs).
     pub const RANDOM: u32 = 1 << 10;
+    /// Runs at once inside MULTI instead of being queued (MULTI, EXEC, DISCARD, WATCH,
+    /// QUIT, RESET).
+    pub const NOT_QUEUED: u32 = 1 << 11;
+    /// Allowed while a RESP2 client is in subscribe mode (PING, QUIT, RESET, and the
+    /// (un)subscribe commands). Tollgate has no subscribe mode yet; pub/sub enforces it.
+    pub const SUBSCRIBED: u32 = 1 << 12;
+    /// May block the client until a key changes or a timeout passes (Redis's `blocking`).
+    pub const BLOCKING: u32 = 1 << 13;
+    /// Pub/sub related (Redis's `pubsub`).
+    pub const PUBSUB: u32 = 1 << 14;
+    /// May replicate although not flagged WRITE (Redis's `may_replicate`: PUBLISH, ...).
+    pub const MAY_REPLICATE: u32 = 1 << 15;
 }
 
 /// A keyspace command handler.
@@ -72,6 +97,32 @@ pub type Handler = fn(&mut Ctx, &[Bytes]) -> Reply;
 
 /// A keyspace command handler that only borrows its arguments (see `CommandSpec::fast`).
 pub type FastHandler = fn(&mut Ctx, &[&[u8]]) -> Reply;
+
+/// A connection command handler: runs on the connection, with the client's state
+/// (`server::connection::Client`). Made from an
+/// `async fn(&mut Client, &[Bytes]) -> Answer` by [`on_client!`](crate::on_client).
+pub type ClientHandler = for<'a> fn(&'a mut Client, &'a [Bytes]) -> ClientFuture<'a>;
+
+/// What a [`ClientHandler`] returns: a future of its [`Answer`].
+pub type ClientFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send + 'a>>;
+
+pub use crate::server::connection::{Answer, Client};
+
+/// The [`ClientHandler`] of an `async fn(&mut Client, &[Bytes]) -> Answer`:
+/// `on_client!(f)`.
+#[macro_export]
+macro_rules! on_client {
+    ($f:path) => {{
+        fn handler<'a>(
+            client: &'a mut $crate::command::Client,
+            args: &'a [bytes::Bytes],
+        ) -> $crate::command::ClientFuture<'a> {
+            Box::pin($f(client, args))
+        }
+        handler
+    }};
+}
 
 /// Call `f` with `args` as borrowed slices (on the stack for up to
 /// [`crate::protocol::parser::FRAME_ARGS`] arguments).
@@ -106,7 +157,7 @@ macro_rules! borrowed {
 pub struct Ctx<'a> {
     /// All databases.
     pub ks: &'a mut Keyspace,
-    /// The selected database.
+    /// The selected database (SELECT changes it for the rest of the batch or script).
     pub db: usize,
     /// Time of this execution in unix milliseconds (leader-stamped in a cluster).
     pub now_ms: u64,

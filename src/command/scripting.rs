@@ -2,15 +2,15 @@
 //! between the command table and the Lua engine in `crate::scripting`.
 //!
 //! A script runs as one keyspace command: atomically, with the batch's `now_ms`, and
-//! its `redis.call`s go through [`Host`] back into the same command table. SCRIPT KILL
-//! and FUNCTION KILL never reach here: the connection answers them without waiting for
-//! the running script.
+//! its `redis.call`s go through [`Host`] back into the same command table. SCRIPT KILL,
+//! FUNCTION KILL and FUNCTION STATS never reach here: the rows of SCRIPT and FUNCTION send
+//! them to the connection first, which answers them without waiting for the running script
+//! (`server::client_commands::script_control`).
 
 use bytes::Bytes;
 
-use super::args::db_index;
-use super::flags::{CONNECTION, DENYOOM, NOSCRIPT, SCRIPT, WRITE};
-use super::Ctx;
+use super::flags::{DENYOOM, NOSCRIPT, SCRIPT, WRITE};
+use super::{Ctx, Keys};
 use crate::protocol::Reply;
 use crate::scripting::{CommandInfo, ScriptContext, ScriptHost};
 use crate::store::Keyspace;
@@ -23,38 +23,32 @@ pub struct Host<'a> {
     oom: bool,
 }
 
+impl<'a> Host<'a> {
+    /// `redis.call` against database `db` of `ks` at `now_ms`; `oom`: Redis's
+    /// out-of-memory state before the script (see `Ctx::oom`).
+    pub fn new(ks: &'a mut Keyspace, db: usize, now_ms: u64, oom: bool) -> Host<'a> {
+        Host {
+            ks,
+            db,
+            now_ms,
+            oom,
+        }
+    }
+}
+
 impl ScriptHost for Host<'_> {
     fn command_info(&self, name: &str) -> Option<CommandInfo> {
         let spec = super::lookup(name.as_bytes())?;
-        // SELECT is the one connection command scripts may use (it changes only the
-        // script's database); the rest act on a client and make no sense in a script.
-        let connection_only = spec.has(CONNECTION) && spec.name != "select";
         Some(CommandInfo {
             arity: spec.arity,
             write: spec.has(WRITE),
-            noscript: spec.has(NOSCRIPT) || connection_only,
+            noscript: !spec.allowed_in_scripts(),
             deny_oom: spec.has(DENYOOM),
             has_subcommands: false,
         })
     }
 
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
-        if args
-            .first()
-            .is_some_and(|n| n.eq_ignore_ascii_case(b"select"))
-        {
-            // The script layer checked the arity already.
-            return match args {
-                [_, db] => match db_index(db) {
-                    Ok(n) => {
-                        self.db = n;
-                        Reply::ok()
-                    }
-                    Err(e) => e,
-                },
-                _ => super::arity_error("select"),
-            };
-        }
         let mut ctx = Ctx {
             ks: self.ks,
             db: self.db,
@@ -63,7 +57,10 @@ impl ScriptHost for Host<'_> {
             oom: self.oom,
             scripts: None,
         };
-        super::execute(&mut ctx, args)
+        let reply = super::execute(&mut ctx, args);
+        // SELECT changes the database of the rest of the script.
+        self.db = ctx.db;
+        reply
     }
 
     fn script_oom(&self) -> bool {
@@ -113,8 +110,12 @@ fn hand_off_runtime_worker() -> bool {
     })
 }
 
-/// Every scripting command: hand the whole command to the Lua engine.
-pub fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+/// Run `f` with the Lua engine and a [`Host`] over the keyspace of `ctx`; a script calling
+/// a scripting command gets Redis's refusal.
+fn with_engine(
+    ctx: &mut Ctx,
+    f: impl FnOnce(&mut crate::scripting::ScriptEngine, &mut Host, &ScriptContext) -> Reply,
+) -> Reply {
     let Some(scripts) = ctx.scripts.take() else {
         return Reply::err("ERR This Redis command is not allowed from script");
     };
@@ -124,27 +125,88 @@ pub fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         db: ctx.db,
         control: scripts.control.clone(),
     };
-    let mut host = Host {
-        ks: ctx.ks,
-        db: ctx.db,
-        now_ms: ctx.now_ms,
-        oom: ctx.oom,
-    };
-    let reply = scripts.engine.execute(&mut host, a, &sctx);
+    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_ms, ctx.oom);
+    let reply = f(scripts.engine, &mut host, &sctx);
     ctx.scripts = Some(scripts);
     reply
 }
 
+/// EVAL script numkeys [key ...] [arg ...]
+pub fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    with_engine(ctx, |e, host, sctx| e.eval(host, a, sctx, false, false))
+}
+
+/// EVALSHA sha1 numkeys [key ...] [arg ...]
+pub fn evalsha(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    with_engine(ctx, |e, host, sctx| e.eval(host, a, sctx, true, false))
+}
+
+/// EVAL_RO script numkeys [key ...] [arg ...]
+pub fn eval_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    with_engine(ctx, |e, host, sctx| e.eval(host, a, sctx, false, true))
+}
+
+/// EVALSHA_RO sha1 numkeys [key ...] [arg ...]
+pub fn evalsha_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    with_engine(ctx, |e, host, sctx| e.eval(host, a, sctx, true, true))
+}
+
+/// FCALL function numkeys [key ...] [arg ...]
+pub fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    with_engine(ctx, |e, host, sctx| e.fcall(host, a, sctx, false))
+}
+
+/// FCALL_RO function numkeys [key ...] [arg ...]
+pub fn fcall_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    with_engine(ctx, |e, host, sctx| e.fcall(host, a, sctx, true))
+}
+
+/// SCRIPT LOAD|EXISTS|FLUSH|HELP ... (KILL is answered by the connection).
+pub fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    with_engine(ctx, |e, _, sctx| e.script(a, sctx))
+}
+
+/// FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|HELP ... (KILL and STATS are answered by
+/// the connection).
+pub fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    with_engine(ctx, |e, _, sctx| e.function(a, sctx))
+}
+
 const RUN: u32 = SCRIPT | NOSCRIPT | WRITE | DENYOOM;
 
-/// Scripting commands. Keys follow `numkeys`, so key positions are not fixed.
+/// `numkeys` at argument 2, and a script may take no key.
+const NUMKEYS: Keys = Keys::Counted {
+    at: 2,
+    optional: true,
+};
+
+/// Scripting commands. Keys follow `numkeys`, so key positions are not fixed. SCRIPT and
+/// FUNCTION first go to the connection, which answers KILL and STATS itself.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("eval", -3, RUN, 0, 0, 0, script),
-    crate::cmd!("evalsha", -3, RUN, 0, 0, 0, script),
-    crate::cmd!("eval_ro", -3, SCRIPT | NOSCRIPT, 0, 0, 0, script),
-    crate::cmd!("evalsha_ro", -3, SCRIPT | NOSCRIPT, 0, 0, 0, script),
-    crate::cmd!("fcall", -3, RUN, 0, 0, 0, script),
-    crate::cmd!("fcall_ro", -3, SCRIPT | NOSCRIPT, 0, 0, 0, script),
-    crate::cmd!("script", -2, NOSCRIPT | WRITE, 0, 0, 0, script),
-    crate::cmd!("function", -2, NOSCRIPT | WRITE, 0, 0, 0, script),
+    crate::cmd!("eval", -3, RUN, keys: NUMKEYS, eval),
+    crate::cmd!("evalsha", -3, RUN, keys: NUMKEYS, evalsha),
+    crate::cmd!("eval_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval_ro),
+    crate::cmd!("evalsha_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, evalsha_ro),
+    crate::cmd!("fcall", -3, RUN, keys: NUMKEYS, fcall),
+    crate::cmd!("fcall_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, fcall_ro),
+    crate::cmd!(
+        "script",
+        -2,
+        NOSCRIPT | WRITE,
+        0,
+        0,
+        0,
+        client: crate::server::client_commands::script_control,
+        script
+    ),
+    crate::cmd!(
+        "function",
+        -2,
+        NOSCRIPT | WRITE,
+        0,
+        0,
+        0,
+        client: crate::server::client_commands::function_control,
+        function
+    ),
 ];

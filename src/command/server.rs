@@ -1,13 +1,18 @@
-//! Connection and server commands. PING, ECHO and TIME are keyspace-free handlers that
-//! run like any command (TIME answers the execution's `now_ms`, so a script calling it is
-//! deterministic); the rest are listed here for arity, flags and COMMAND output, and run
-//! in the connection layer, which owns client state.
+//! Connection and server commands: their rows, and the handlers of the ones that run like
+//! any keyspace command. PING, ECHO and TIME touch no key (TIME answers the execution's
+//! `now_ms`, so a script calling it is deterministic); SELECT switches the database of the
+//! rest of a transaction or script. The other rows name connection handlers, which own
+//! client state and live in `crate::server` (`client_commands.rs`, `transaction.rs`).
 
 use bytes::Bytes;
 
-use super::flags::{ADMIN, CONNECTION, FAST, NOSCRIPT, NO_AUTH, NO_MULTI, RANDOM, READONLY};
+use super::args::db_index;
+use super::flags::{
+    ADMIN, FAST, NOSCRIPT, NOT_QUEUED, NO_AUTH, NO_MULTI, RANDOM, READONLY, STATELESS, SUBSCRIBED,
+};
 use super::Ctx;
 use crate::protocol::Reply;
+use crate::server::{client_commands as conn, transaction as tx};
 
 /// PING [message]
 pub fn ping(_ctx: &mut Ctx, a: &[Bytes]) -> Reply {
@@ -33,40 +38,125 @@ pub fn time(ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
     ])
 }
 
-const CONN: u32 = CONNECTION | NOSCRIPT;
+/// SELECT index, inside EXEC or a script: the following commands of the transaction or
+/// script use database `index` (on the connection, `client_commands::select` runs instead).
+pub fn select(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match db_index(&a[1]) {
+        Ok(n) => {
+            ctx.db = n;
+            Reply::ok()
+        }
+        Err(e) => e,
+    }
+}
+
+/// Connection commands may not run in scripts.
+const CONN: u32 = NOSCRIPT;
 
 /// Connection and server commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("ping", -1, FAST, 0, 0, 0, ping),
-    crate::cmd!("echo", 2, FAST, 0, 0, 0, echo),
+    crate::cmd!("ping", -1, FAST | STATELESS | SUBSCRIBED, 0, 0, 0, ping),
+    crate::cmd!("echo", 2, FAST | STATELESS, 0, 0, 0, echo),
     crate::cmd!("time", 1, FAST | RANDOM, 0, 0, 0, time),
-    crate::cmd!("select", 2, CONNECTION | FAST, 0, 0, 0),
-    crate::cmd!("auth", -2, CONN | NO_AUTH | FAST, 0, 0, 0),
-    crate::cmd!("hello", -1, CONN | NO_AUTH | FAST, 0, 0, 0),
-    crate::cmd!("quit", -1, CONN | NO_AUTH | FAST, 0, 0, 0),
-    crate::cmd!("reset", 1, CONN | NO_AUTH | FAST, 0, 0, 0),
-    crate::cmd!("client", -2, CONN, 0, 0, 0),
-    crate::cmd!("multi", 1, CONN | FAST, 0, 0, 0),
-    crate::cmd!("exec", 1, CONN, 0, 0, 0),
-    crate::cmd!("discard", 1, CONN | FAST, 0, 0, 0),
-    crate::cmd!("watch", -2, CONN | NO_MULTI | FAST, 1, -1, 1),
-    crate::cmd!("unwatch", 1, CONN | FAST, 0, 0, 0),
-    crate::cmd!("info", -1, CONNECTION, 0, 0, 0),
-    crate::cmd!("config", -2, CONN | ADMIN, 0, 0, 0),
-    crate::cmd!("command", -1, CONNECTION, 0, 0, 0),
-    crate::cmd!("debug", -2, CONN | ADMIN, 0, 0, 0),
-    crate::cmd!("shutdown", -1, CONN | ADMIN | NO_MULTI, 0, 0, 0),
-    crate::cmd!("memory", -2, CONNECTION | READONLY, 0, 0, 0),
-    crate::cmd!("lastsave", 1, CONNECTION | FAST, 0, 0, 0),
-    crate::cmd!("save", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0),
-    crate::cmd!("bgsave", -1, CONN | ADMIN, 0, 0, 0),
+    crate::cmd!("select", 2, FAST | STATELESS, 0, 0, 0, client: conn::select, select),
+    crate::cmd!("auth", -2, CONN | NO_AUTH | FAST, 0, 0, 0, client: conn::auth),
+    crate::cmd!("hello", -1, CONN | NO_AUTH | FAST, 0, 0, 0, client: conn::hello),
+    crate::cmd!(
+        "quit",
+        -1,
+        CONN | NO_AUTH | FAST | NOT_QUEUED | SUBSCRIBED,
+        0,
+        0,
+        0,
+        client: conn::quit
+    ),
+    crate::cmd!(
+        "reset",
+        1,
+        CONN | NO_AUTH | FAST | NOT_QUEUED | SUBSCRIBED,
+        0,
+        0,
+        0,
+        client: conn::reset
+    ),
+    crate::cmd!("client", -2, CONN, 0, 0, 0, client: conn::client),
+    crate::cmd!("multi", 1, CONN | FAST | NOT_QUEUED, 0, 0, 0, client: tx::multi),
+    crate::cmd!("exec", 1, CONN | NOT_QUEUED, 0, 0, 0, client: tx::exec),
+    crate::cmd!("discard", 1, CONN | FAST | NOT_QUEUED, 0, 0, 0, client: tx::discard),
+    crate::cmd!(
+        "watch",
+        -2,
+        CONN | NO_MULTI | FAST | NOT_QUEUED,
+        1,
+        -1,
+        1,
+        client: tx::watch
+    ),
+    crate::cmd!("unwatch", 1, CONN | FAST, 0, 0, 0, client: tx::unwatch),
+    crate::cmd!("info", -1, 0, 0, 0, 0, client: conn::info),
+    crate::cmd!("config", -2, CONN | ADMIN, 0, 0, 0, client: conn::config),
+    crate::cmd!("command", -1, 0, 0, 0, 0, client: conn::command),
+    crate::cmd!("debug", -2, CONN | ADMIN, 0, 0, 0, client: conn::debug),
+    crate::cmd!("shutdown", -1, CONN | ADMIN | NO_MULTI, 0, 0, 0, client: conn::shutdown),
+    crate::cmd!("memory", -2, READONLY, 0, 0, 0, client: conn::memory),
+    crate::cmd!("lastsave", 1, FAST, 0, 0, 0, client: conn::lastsave),
+    crate::cmd!("save", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0, client: conn::save),
+    crate::cmd!("bgsave", -1, CONN | ADMIN, 0, 0, 0, client: conn::bgsave),
     // Cluster mode (src/server/cluster.rs); they answer an error on a standalone server.
-    crate::cmd!("cluster", -2, CONN, 0, 0, 0),
-    crate::cmd!("raft.status", 1, CONN | ADMIN, 0, 0, 0),
-    crate::cmd!("raft.addnode", -3, CONN | ADMIN | NO_MULTI, 0, 0, 0),
-    crate::cmd!("raft.removenode", 2, CONN | ADMIN | NO_MULTI, 0, 0, 0),
-    crate::cmd!("raft.transfer", 2, CONN | ADMIN | NO_MULTI, 0, 0, 0),
-    crate::cmd!("raft.snapshot", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0),
-    crate::cmd!("raft.partition", -2, CONN | ADMIN | NO_MULTI, 0, 0, 0),
-    crate::cmd!("raft.heal", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0),
+    crate::cmd!("cluster", -2, CONN, 0, 0, 0, client: conn::cluster),
+    crate::cmd!("raft.status", 1, CONN | ADMIN, 0, 0, 0, client: conn::raft_status),
+    crate::cmd!(
+        "raft.addnode",
+        -3,
+        CONN | ADMIN | NO_MULTI,
+        0,
+        0,
+        0,
+        client: conn::raft_addnode
+    ),
+    crate::cmd!(
+        "raft.removenode",
+        2,
+        CONN | ADMIN | NO_MULTI,
+        0,
+        0,
+        0,
+        client: conn::raft_removenode
+    ),
+    crate::cmd!(
+        "raft.transfer",
+        2,
+        CONN | ADMIN | NO_MULTI,
+        0,
+        0,
+        0,
+        client: conn::raft_transfer
+    ),
+    crate::cmd!(
+        "raft.snapshot",
+        1,
+        CONN | ADMIN | NO_MULTI,
+        0,
+        0,
+        0,
+        client: conn::raft_snapshot
+    ),
+    crate::cmd!(
+        "raft.partition",
+        -2,
+        CONN | ADMIN | NO_MULTI,
+        0,
+        0,
+        0,
+        client: conn::raft_partition
+    ),
+    crate::cmd!(
+        "raft.heal",
+        1,
+        CONN | ADMIN | NO_MULTI,
+        0,
+        0,
+        0,
+        client: conn::raft_heal
+    ),
 ];

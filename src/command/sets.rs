@@ -372,7 +372,16 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("sinterstore", -3, WRITE | DENYOOM, 1, -1, 1, sinterstore),
     crate::cmd!("sunionstore", -3, WRITE | DENYOOM, 1, -1, 1, sunionstore),
     crate::cmd!("sdiffstore", -3, WRITE | DENYOOM, 1, -1, 1, sdiffstore),
-    crate::cmd!("sintercard", -3, READONLY, 0, 0, 0, sintercard),
+    crate::cmd!(
+        "sintercard",
+        -3,
+        READONLY,
+        keys: super::Keys::Counted {
+            at: 1,
+            optional: false
+        },
+        sintercard
+    ),
     crate::cmd!("smove", 4, WRITE | FAST, 1, 2, 1, smove),
     crate::cmd!("sscan", -3, READONLY, 1, 1, 1, sscan),
 ];

@@ -1,11 +1,31 @@
-//! The command table: every family file exports a `COMMANDS` slice of specs; this file
-//! joins them and looks names up case-insensitively.
+//! The command table: every family file exports a `COMMANDS` slice of [`CommandSpec`] rows;
+//! this file defines the row, joins the families and looks names up case-insensitively.
+//!
+//! A row is the only place that decides anything about a command: its arity, its flags
+//! (read-only, allowed in MULTI, in scripts, before AUTH, ...), where its keys are
+//! ([`Keys`]), and how it runs (a keyspace `handler`, a borrowed-argument `fast` variant of
+//! it, and/or a `client` handler that runs on the connection with the client's state).
+//! The connection, the engine, the Lua bridge and COMMAND INFO/DOCS/GETKEYS read these
+//! rows; nothing else compares command names.
 
 use std::sync::OnceLock;
 
-use super::{FastHandler, Handler};
+use bytes::Bytes;
+
+use super::{ClientHandler, FastHandler, Handler};
 
 /// Static facts about one command, as in Redis's command table.
+///
+/// How it runs, by which handlers the row has:
+/// - `handler` only: a keyspace command. The engine runs it (batched with its neighbours in
+///   a pipeline), EXEC runs it, scripts run it unless it is `NOSCRIPT`.
+/// - `client` only: a connection command (AUTH, MULTI, CLIENT, INFO, ...). Outside MULTI the
+///   connection runs it with the client's state; queued in MULTI, EXEC answers that it is
+///   not supported there; scripts may not call it.
+/// - both: outside MULTI the connection runs `client`, which answers or passes the call on
+///   to `handler` ([`super::Answer::Engine`]); EXEC and scripts run `handler`. SELECT (the
+///   connection's database; in EXEC and scripts the batch's), SCRIPT and FUNCTION (KILL and
+///   STATS are answered at once, without waiting for the running script).
 #[derive(Debug)]
 pub struct CommandSpec {
     /// Lower-case name.
@@ -14,18 +34,55 @@ pub struct CommandSpec {
     pub arity: i32,
     /// `flags::*` bits.
     pub flags: u32,
-    /// Position of the first key (0 = none).
-    pub first_key: i32,
-    /// Position of the last key (-1 = last argument).
-    pub last_key: i32,
-    /// Step between keys.
-    pub key_step: i32,
-    /// The keyspace handler; None for commands the connection layer runs.
+    /// Where the keys are.
+    pub keys: Keys,
+    /// The keyspace handler: what the engine, EXEC and scripts run.
     pub handler: Option<Handler>,
     /// The same handler taking borrowed arguments, for commands that keep none of them:
     /// the connection then hands it the request's frame as parsed, without building an
     /// argument list (`protocol::parser::Frame`).
     pub fast: Option<FastHandler>,
+    /// The connection-level handler, run with the client's state (outside MULTI).
+    pub client: Option<ClientHandler>,
+}
+
+/// Where a command's keys are among its arguments (`args[0]` is the name).
+#[derive(Debug, Clone, Copy)]
+pub enum Keys {
+    /// No keys.
+    None,
+    /// From `first` to `last` (negative: counted from the end, -1 = the last argument) every
+    /// `step` arguments: Redis's first/last/step.
+    Range {
+        /// Position of the first key (at least 1).
+        first: i32,
+        /// Position of the last key; negative counts from the end.
+        last: i32,
+        /// Step between keys.
+        step: i32,
+    },
+    /// A count at `args[at]`, then that many keys (EVAL's and FCALL's numkeys at 2,
+    /// SINTERCARD's at 1). With `optional`, a call may name no key (Redis's
+    /// `no_mandatory_keys`).
+    Counted {
+        /// Position of the count.
+        at: usize,
+        /// Whether zero keys is a valid call.
+        optional: bool,
+    },
+    /// Found by parsing the arguments (LIMIT.ALL's rules); empty when they do not parse.
+    Parsed(fn(&[&[u8]]) -> Vec<Bytes>),
+}
+
+impl Keys {
+    /// `first`, `last`, `step` as Redis's command table gives them; `first` 0 = no keys.
+    pub const fn range(first: i32, last: i32, step: i32) -> Keys {
+        if first == 0 {
+            Keys::None
+        } else {
+            Keys::Range { first, last, step }
+        }
+    }
 }
 
 impl CommandSpec {
@@ -36,53 +93,69 @@ impl CommandSpec {
 
     /// Whether the key positions depend on the arguments (Redis's `movablekeys`).
     pub fn movable_keys(&self) -> bool {
-        matches!(
-            self.name,
-            "eval"
-                | "evalsha"
-                | "eval_ro"
-                | "evalsha_ro"
-                | "fcall"
-                | "fcall_ro"
-                | "sintercard"
-                | "limit.all"
-        )
+        matches!(self.keys, Keys::Counted { .. } | Keys::Parsed(_))
     }
 
     /// Whether a call may name no key at all (Redis's `no_mandatory_keys`: scripts).
     pub fn keys_optional(&self) -> bool {
-        self.movable_keys() && !matches!(self.name, "sintercard" | "limit.all")
+        matches!(self.keys, Keys::Counted { optional: true, .. })
     }
 
     /// Whether the command takes keys at all.
     pub fn has_keys(&self) -> bool {
-        self.first_key > 0 || self.movable_keys()
+        !matches!(self.keys, Keys::None)
+    }
+
+    /// The first, last and step of COMMAND INFO: the range of a command with keys at fixed
+    /// positions, zeros otherwise.
+    pub fn key_range(&self) -> (i32, i32, i32) {
+        match self.keys {
+            Keys::Range { first, last, step } => (first, last, step),
+            _ => (0, 0, 0),
+        }
+    }
+
+    /// The position of the first key, for a command whose keys are at fixed positions.
+    pub fn first_key(&self) -> Option<usize> {
+        match self.keys {
+            Keys::Range { first, .. } => usize::try_from(first).ok(),
+            _ => None,
+        }
+    }
+
+    /// Whether the engine, EXEC and scripts can run it (it has a keyspace handler).
+    pub fn runs_in_engine(&self) -> bool {
+        self.handler.is_some()
+    }
+
+    /// Whether a script may call it (`redis.call`): a keyspace command not flagged
+    /// `NOSCRIPT`.
+    pub fn allowed_in_scripts(&self) -> bool {
+        self.runs_in_engine() && !self.has(super::flags::NOSCRIPT)
     }
 
     /// The key arguments of a call of this command (`args[0]` is the name); `None` when
     /// the arguments do not say where the keys are (a bad `numkeys`, a malformed rule).
-    pub fn keys(&self, args: &[bytes::Bytes]) -> Option<Vec<bytes::Bytes>> {
-        if self.movable_keys() {
-            return match self.name {
-                "limit.all" => Some(super::with_slices(args, super::limiter::limit_all_keys))
-                    .filter(|k| !k.is_empty()),
-                // numkeys key [key ...] ...
-                "sintercard" => counted_keys(args, 1),
-                // script|sha|function numkeys key [key ...] arg ...
-                _ => counted_keys(args, 2),
-            };
-        }
-        if self.first_key <= 0 || args.len() <= self.first_key as usize {
+    pub fn keys(&self, args: &[Bytes]) -> Option<Vec<Bytes>> {
+        let (first, last, step) = match self.keys {
+            Keys::None => return Some(Vec::new()),
+            Keys::Counted { at, .. } => return counted_keys(args, at),
+            Keys::Parsed(find) => {
+                return Some(super::with_slices(args, find)).filter(|k| !k.is_empty())
+            }
+            Keys::Range { first, last, step } => (first, last, step),
+        };
+        if args.len() <= first as usize {
             return Some(Vec::new());
         }
-        let last = if self.last_key < 0 {
-            args.len() as i32 + self.last_key
+        let last = if last < 0 {
+            args.len() as i32 + last
         } else {
-            self.last_key.min(args.len() as i32 - 1)
+            last.min(args.len() as i32 - 1)
         };
-        let step = self.key_step.max(1) as usize;
+        let step = step.max(1) as usize;
         Some(
-            (self.first_key as usize..=last.max(0) as usize)
+            (first as usize..=last.max(0) as usize)
                 .step_by(step)
                 .filter_map(|i| args.get(i).cloned())
                 .collect(),
@@ -92,7 +165,7 @@ impl CommandSpec {
 
 /// `numkeys` at `args[at]`, then that many keys; `None` unless it is a positive count
 /// of arguments that are there.
-fn counted_keys(args: &[bytes::Bytes], at: usize) -> Option<Vec<bytes::Bytes>> {
+fn counted_keys(args: &[Bytes], at: usize) -> Option<Vec<Bytes>> {
     let n = std::str::from_utf8(args.get(at)?)
         .ok()?
         .parse::<usize>()
@@ -101,32 +174,51 @@ fn counted_keys(args: &[bytes::Bytes], at: usize) -> Option<Vec<bytes::Bytes>> {
     (n > 0).then(|| keys.to_vec())
 }
 
-/// Build a `CommandSpec`: `cmd!(name, arity, flags, first, last, step, handler)`,
-/// `cmd!(name, arity, flags, first, last, step, fast: handler)` for a `FastHandler`, or
-/// `cmd!(name, arity, flags, first, last, step)` for connection-level commands.
+/// Build a [`CommandSpec`] row. The keys are either Redis's `first, last, step` (0, 0, 0
+/// for none) or `keys: <Keys>`; then how it runs:
+///
+/// - `handler`: a keyspace handler ([`super::Handler`]);
+/// - `fast: f`: a [`super::FastHandler`] (the `Handler` is derived from it);
+/// - `client: f`: a connection handler, an `async fn(&mut Client, &[Bytes]) -> Answer`;
+/// - `client: f, handler`: both (see [`CommandSpec`]).
+///
+/// `cmd!("get", 2, READONLY | FAST, 1, 1, 1, fast: get)`,
+/// `cmd!("eval", -3, RUN, keys: Keys::Counted { at: 2, optional: true }, script)`,
+/// `cmd!("multi", 1, NOT_QUEUED, 0, 0, 0, client: transaction::multi)`.
 #[macro_export]
 macro_rules! cmd {
-    ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, fast: $fast:path) => {
-        $crate::cmd!(@spec $name, $arity, $flags, $first, $last, $step,
-            Some($crate::borrowed!($fast)), Some($fast))
+    ($name:expr, $arity:expr, $flags:expr, keys: $keys:expr, $($run:tt)+) => {
+        $crate::cmd!(@run $name, $arity, $flags, $keys, $($run)+)
     };
-    ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $handler:expr) => {
-        $crate::cmd!(@spec $name, $arity, $flags, $first, $last, $step, Some($handler), None)
+    ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $($run:tt)+) => {
+        $crate::cmd!(@run $name, $arity, $flags,
+            $crate::command::Keys::range($first, $last, $step), $($run)+)
     };
-    ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr) => {
-        $crate::cmd!(@spec $name, $arity, $flags, $first, $last, $step, None, None)
+    (@run $name:expr, $arity:expr, $flags:expr, $keys:expr, fast: $fast:path) => {
+        $crate::cmd!(@spec $name, $arity, $flags, $keys,
+            Some($crate::borrowed!($fast)), Some($fast), None)
     };
-    (@spec $name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr,
-        $handler:expr, $fast:expr) => {
+    (@run $name:expr, $arity:expr, $flags:expr, $keys:expr, client: $client:path, $handler:expr) => {
+        $crate::cmd!(@spec $name, $arity, $flags, $keys,
+            Some($handler), None, Some($crate::on_client!($client)))
+    };
+    (@run $name:expr, $arity:expr, $flags:expr, $keys:expr, client: $client:path) => {
+        $crate::cmd!(@spec $name, $arity, $flags, $keys,
+            None, None, Some($crate::on_client!($client)))
+    };
+    (@run $name:expr, $arity:expr, $flags:expr, $keys:expr, $handler:expr) => {
+        $crate::cmd!(@spec $name, $arity, $flags, $keys, Some($handler), None, None)
+    };
+    (@spec $name:expr, $arity:expr, $flags:expr, $keys:expr,
+        $handler:expr, $fast:expr, $client:expr) => {
         $crate::command::CommandSpec {
             name: $name,
             arity: $arity,
             flags: $flags,
-            first_key: $first,
-            last_key: $last,
-            key_step: $step,
+            keys: $keys,
             handler: $handler,
             fast: $fast,
+            client: $client,
         }
     };
 }
@@ -237,5 +329,33 @@ mod tests {
         }
         assert!(lookup(&[b'g'; 40]).is_none());
         assert!(lookup("gét".as_bytes()).is_none());
+    }
+
+    #[test]
+    fn every_row_is_consistent() {
+        use super::super::flags::{NOT_QUEUED, READONLY, STATELESS, WRITE};
+        let mut names = std::collections::BTreeSet::new();
+        for c in all() {
+            assert!(names.insert(c.name), "{} listed twice", c.name);
+            assert_eq!(c.name, c.name.to_ascii_lowercase(), "names are lower-case");
+            assert!(c.arity != 0, "{}: arity 0", c.name);
+            assert!(
+                c.handler.is_some() || c.client.is_some(),
+                "{} runs nowhere",
+                c.name
+            );
+            assert!(
+                c.fast.is_none() || c.handler.is_some(),
+                "{}: a fast handler without a handler",
+                c.name
+            );
+            // Only the connection can run a command at once inside MULTI.
+            assert!(!c.has(NOT_QUEUED) || c.client.is_some(), "{}", c.name);
+            assert!(!(c.has(WRITE) && c.has(READONLY | STATELESS)), "{}", c.name);
+            if let Keys::Range { first, last, step } = c.keys {
+                assert!(first >= 1 && step >= 1, "{}", c.name);
+                assert!(last < 0 || last >= first, "{}", c.name);
+            }
+        }
     }
 }

@@ -208,9 +208,19 @@ pub fn out_of_memory(state: &mut State) -> bool {
 /// `denyoom` `redis.call` that comes before any write (see `command::scripting::Host`).
 pub fn denies_oom(scripts: &ScriptEngine, spec: &CommandSpec, args: &[Bytes]) -> bool {
     match spec.name {
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => scripts
-            .declared_flags(args)
-            .is_some_and(|f| !f.eval_compat && !f.allow_oom && !f.no_writes),
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            let Some(target) = args.get(1) else {
+                return false;
+            };
+            let target = match spec.name {
+                "eval" | "eval_ro" => crate::scripting::ScriptTarget::Body(target),
+                "evalsha" | "evalsha_ro" => crate::scripting::ScriptTarget::Sha(target),
+                _ => crate::scripting::ScriptTarget::Function(target),
+            };
+            scripts
+                .declared_flags(target)
+                .is_some_and(|f| !f.eval_compat && !f.allow_oom && !f.no_writes)
+        }
         "function" => args
             .get(1)
             .is_some_and(|sub| is(sub, "load") || is(sub, "restore")),

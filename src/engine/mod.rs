@@ -76,7 +76,9 @@ pub enum Op {
         Vec<Bytes>,
         #[serde(skip)] Option<&'static command::CommandSpec>,
     ),
-    /// Select another database for the following commands.
+    /// Select another database for the following commands. No longer made (EXEC now sends
+    /// SELECT as a `Command`, whose handler switches the database); kept so that Raft logs
+    /// and snapshots written before still replay.
     Select(usize),
     /// Delete each key of `db` whose deadline has passed at the batch's `now_ms` (the cluster
     /// leader's expiry sampler proposes these; no reply).
@@ -171,10 +173,10 @@ impl Batch {
     }
 }
 
-/// Whether a command only reads the keyspace (scripts never count: the script cache is
-/// replicated state).
+/// Whether a command only reads the keyspace or touches no state at all (scripts never
+/// count: the script cache is replicated state).
 fn only_reads(spec: &CommandSpec) -> bool {
-    (spec.has(flags::READONLY) || matches!(spec.name, "ping" | "echo")) && !spec.has(flags::SCRIPT)
+    spec.has(flags::READONLY | flags::STATELESS) && !spec.has(flags::SCRIPT)
 }
 
 /// The result of a batch: one reply per `Op::Command`, and the database selected at the end.
@@ -705,12 +707,6 @@ impl Admission {
 /// on their arguments (scripts, LIMIT.ALL) are left out: finding their keys means parsing
 /// them twice (for LIMIT.ALL about 1100 instructions, more than warming saves).
 fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
-    // The argument at the command's first key position, for keys at fixed positions.
-    fn first_key(spec: &CommandSpec) -> Option<usize> {
-        usize::try_from(spec.first_key)
-            .ok()
-            .filter(|&i| i > 0 && !spec.movable_keys())
-    }
     for op in ops {
         let key = match op {
             Op::Select(d) => {
@@ -721,9 +717,9 @@ fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
                 continue
             }
             Op::Command(args, Some(spec)) => {
-                first_key(spec).and_then(|i| args.get(i)).map(|k| &k[..])
+                spec.first_key().and_then(|i| args.get(i)).map(|k| &k[..])
             }
-            Op::Frame(frame, spec) => first_key(spec).and_then(|i| frame.get(i)),
+            Op::Frame(frame, spec) => spec.first_key().and_then(|i| frame.get(i)),
         };
         if let (Some(target), Some(key)) = (state.ks.dbs.get(db), key) {
             target.warm(key);
@@ -786,14 +782,19 @@ fn apply_ops_with(
                     continue;
                 }
                 let name = args.first().map_or(&b""[..], |n| &n[..]);
+                let mut next_db = db;
                 replies.push(poison::guarded(state, name, |state| {
                     poison::check_trigger(args);
                     let mut ctx = command_ctx(state, db, now_ms, resp, oom);
-                    match spec {
+                    let reply = match spec {
                         Some(spec) => command::execute_spec(&mut ctx, spec, args),
                         None => command::execute(&mut ctx, args),
-                    }
+                    };
+                    // SELECT inside MULTI changes the database of the commands after it.
+                    next_db = ctx.db;
+                    reply
                 }));
+                db = next_db;
             }
             Op::Frame(frame, spec) => {
                 let oom = admission.out_of_memory(state);

@@ -120,7 +120,7 @@ impl Default for ScriptLimits {
     }
 }
 
-/// The caller's side of one `execute`.
+/// The caller's side of one script call (EVAL, FCALL, SCRIPT or FUNCTION).
 #[derive(Clone)]
 pub struct ScriptContext {
     /// The client's protocol version (2 or 3).
@@ -397,55 +397,52 @@ impl ScriptEngine {
         }
     }
 
-    /// EVAL / EVALSHA / EVAL_RO / EVALSHA_RO / FCALL / FCALL_RO / SCRIPT ... / FUNCTION ...:
-    /// `args` are the full command including its name.
-    pub fn execute(
+    /// EVAL script numkeys ... (`by_sha`: EVALSHA sha1 numkeys ...; `read_only`: the `_RO`
+    /// variants). `args` are the full command including its name, arity already checked
+    /// (the command table's row).
+    pub fn eval(
         &mut self,
         host: &mut dyn ScriptHost,
         args: &[Bytes],
         ctx: &ScriptContext,
+        by_sha: bool,
+        read_only: bool,
     ) -> Reply {
-        let Some(name) = args.first() else {
-            return Reply::err("ERR wrong number of arguments");
-        };
-        let mut buf = [0u8; NAME_BUF];
-        let name = match ascii_lowercase(name, &mut buf) {
-            Some(n) => n,
-            None => return Reply::err(format!("ERR unknown command '{}'", lossy_lower(name))),
-        };
         self.functions.publish_counts(&ctx.control);
-        match name {
-            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => {
-                if args.len() < 3 {
-                    return arity_error(name);
-                }
-                let by_sha = name.starts_with("evalsha");
-                let read_only = name.ends_with("_ro");
-                self.eval.eval(host, args, ctx, by_sha, read_only)
-            }
-            "fcall" | "fcall_ro" => {
-                if args.len() < 3 {
-                    return arity_error(name);
-                }
-                self.functions.fcall(host, args, ctx, name == "fcall_ro")
-            }
-            "script" => self.eval.script_command(args, ctx, self.limits),
-            "function" => self.functions.function_command(args, ctx),
-            _ => Reply::err(format!("ERR unknown command '{name}'")),
-        }
+        self.eval.eval(host, args, ctx, by_sha, read_only)
     }
 
-    /// The flags declared by the script or function an `EVAL`/`EVALSHA`/`FCALL`
-    /// would run (None when unknown or when `args` are not such a command), so the
-    /// dispatcher can apply Redis's command-level checks (OOM, readonly replica).
-    pub fn declared_flags(&self, args: &[Bytes]) -> Option<ScriptFlags> {
-        let name = String::from_utf8_lossy(args.first()?).to_ascii_lowercase();
-        let target = args.get(1)?;
-        match name.as_str() {
-            "eval" | "eval_ro" => self.eval.flags_of_body(target),
-            "evalsha" | "evalsha_ro" => self.eval.flags_of_sha(target),
-            "fcall" | "fcall_ro" => self.functions.flags_of(target),
-            _ => None,
+    /// FCALL function numkeys ... (`read_only`: FCALL_RO).
+    pub fn fcall(
+        &mut self,
+        host: &mut dyn ScriptHost,
+        args: &[Bytes],
+        ctx: &ScriptContext,
+        read_only: bool,
+    ) -> Reply {
+        self.functions.publish_counts(&ctx.control);
+        self.functions.fcall(host, args, ctx, read_only)
+    }
+
+    /// SCRIPT subcommand ...
+    pub fn script(&mut self, args: &[Bytes], ctx: &ScriptContext) -> Reply {
+        self.functions.publish_counts(&ctx.control);
+        self.eval.script_command(args, ctx, self.limits)
+    }
+
+    /// FUNCTION subcommand ...
+    pub fn function(&mut self, args: &[Bytes], ctx: &ScriptContext) -> Reply {
+        self.functions.publish_counts(&ctx.control);
+        self.functions.function_command(args, ctx)
+    }
+
+    /// The flags declared by the script or function a call would run (None when unknown),
+    /// so that a dispatcher can apply Redis's command-level checks (OOM, readonly replica).
+    pub fn declared_flags(&self, target: ScriptTarget<'_>) -> Option<ScriptFlags> {
+        match target {
+            ScriptTarget::Body(body) => self.eval.flags_of_body(body),
+            ScriptTarget::Sha(sha) => self.eval.flags_of_sha(sha),
+            ScriptTarget::Function(name) => self.functions.flags_of(name),
         }
     }
 
@@ -493,6 +490,17 @@ impl ScriptEngine {
     pub fn used_memory(&self) -> (usize, usize) {
         (self.eval.used_memory(), self.functions.used_memory())
     }
+}
+
+/// What a script call names: EVAL's body, EVALSHA's SHA1, FCALL's function.
+#[derive(Debug, Clone, Copy)]
+pub enum ScriptTarget<'a> {
+    /// The script's source (EVAL, EVAL_RO).
+    Body(&'a [u8]),
+    /// The SHA1 of a cached script (EVALSHA, EVALSHA_RO).
+    Sha(&'a [u8]),
+    /// A function's name (FCALL, FCALL_RO).
+    Function(&'a [u8]),
 }
 
 /// Room for the command names lower-cased on the stack by [`ascii_lowercase`].

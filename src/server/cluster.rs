@@ -300,7 +300,7 @@ fn role_name(r: Role) -> &'static str {
 }
 
 /// RAFT.STATUS as `field:value` lines.
-fn raft_status(s: &ClusterStatus) -> String {
+fn raft_status_text(s: &ClusterStatus) -> String {
     let mut out = String::new();
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let _ = write!(
@@ -428,71 +428,105 @@ fn parse_id(arg: &[u8]) -> Result<u64, Reply> {
     }
 }
 
-/// RAFT.STATUS, RAFT.ADDNODE, RAFT.REMOVENODE, RAFT.TRANSFER, RAFT.SNAPSHOT, RAFT.PARTITION,
-/// RAFT.HEAL.
-pub async fn raft_command(shared: &Shared, name: &str, a: &[Bytes]) -> Reply {
-    let Some(node) = node(shared) else {
-        return Reply::err(NOT_RAFT);
-    };
-    let done = |r: Result<(), tollgate_raft::ClusterError>| match r {
+/// The Raft node, or the error RAFT.* answers on a standalone server.
+fn raft_node(shared: &Shared) -> Result<&ClusterNode, Reply> {
+    node(shared).ok_or_else(|| Reply::err(NOT_RAFT))
+}
+
+/// OK, or the error of a failed membership change.
+fn done(r: Result<(), tollgate_raft::ClusterError>) -> Reply {
+    match r {
         Ok(()) => Reply::ok(),
         Err(e) => cluster_error_reply(&e),
-    };
-    match name {
-        "raft.status" => Reply::Verbatim("txt", Bytes::from(raft_status(&node.status()))),
-        "raft.addnode" => {
-            if a.len() > 4 {
-                return Reply::err("ERR syntax error");
-            }
-            let id = match parse_id(&a[1]) {
-                Ok(id) => id,
-                Err(e) => return e,
-            };
-            let addr = String::from_utf8_lossy(&a[2]).into_owned();
-            if crate::config::parse_peers(&format!("{id}@{addr}")).is_err() {
-                return Reply::err("ERR cluster address must be host:port");
-            }
-            let catch_up_ms = match a.get(3).map(|t| int(t)) {
-                None => ADDNODE_CATCH_UP_MS,
-                Some(Ok(ms)) if (1..=ADDNODE_CATCH_UP_MAX_MS).contains(&ms) => ms,
-                Some(Ok(_)) => {
-                    return Reply::err(format!(
-                        "ERR catch-up timeout must be between 1 and {ADDNODE_CATCH_UP_MAX_MS} milliseconds"
-                    ))
-                }
-                Some(Err(e)) => return e,
-            };
-            let catch_up = std::time::Duration::from_millis(catch_up_ms as u64);
-            done(node.add_node(id, addr, catch_up).await)
-        }
-        "raft.removenode" => match parse_id(&a[1]) {
-            Ok(id) => done(node.remove_node(id).await),
-            Err(e) => e,
-        },
-        "raft.transfer" => match parse_id(&a[1]) {
-            Ok(id) => done(node.transfer_leader(id).await),
-            Err(e) => e,
-        },
-        "raft.snapshot" => done(node.trigger_snapshot().await),
-        "raft.partition" | "raft.heal" => {
-            if !shared.config.read().enable_debug_command {
-                return Reply::err(format!(
-                    "ERR {} is a fault-injection command: start the server with --enable-debug-command yes",
-                    name.to_ascii_uppercase()
-                ));
-            }
-            let mut ids = Vec::new();
-            for arg in &a[1..] {
-                match parse_id(arg) {
-                    Ok(id) => ids.push(id),
-                    Err(e) => return e,
-                }
-            }
-            node.set_blocked_peers(ids);
-            Reply::ok()
-        }
-        _ => crate::command::unknown_command(a),
     }
+}
+
+/// RAFT.STATUS
+pub fn raft_status(shared: &Shared, _a: &[Bytes]) -> Reply {
+    match raft_node(shared) {
+        Ok(node) => Reply::Verbatim("txt", Bytes::from(raft_status_text(&node.status()))),
+        Err(e) => e,
+    }
+}
+
+/// RAFT.ADDNODE id host:port [catch-up-ms]: add the node as a learner and promote it to
+/// voter once it has caught up (within `catch-up-ms`, 10 s by default).
+pub async fn raft_addnode(shared: &Shared, a: &[Bytes]) -> Reply {
+    let node = match raft_node(shared) {
+        Ok(node) => node,
+        Err(e) => return e,
+    };
+    if a.len() > 4 {
+        return Reply::err("ERR syntax error");
+    }
+    let id = match parse_id(&a[1]) {
+        Ok(id) => id,
+        Err(e) => return e,
+    };
+    let addr = String::from_utf8_lossy(&a[2]).into_owned();
+    if crate::config::parse_peers(&format!("{id}@{addr}")).is_err() {
+        return Reply::err("ERR cluster address must be host:port");
+    }
+    let catch_up_ms = match a.get(3).map(|t| int(t)) {
+        None => ADDNODE_CATCH_UP_MS,
+        Some(Ok(ms)) if (1..=ADDNODE_CATCH_UP_MAX_MS).contains(&ms) => ms,
+        Some(Ok(_)) => {
+            return Reply::err(format!(
+                "ERR catch-up timeout must be between 1 and {ADDNODE_CATCH_UP_MAX_MS} milliseconds"
+            ))
+        }
+        Some(Err(e)) => return e,
+    };
+    let catch_up = std::time::Duration::from_millis(catch_up_ms as u64);
+    done(node.add_node(id, addr, catch_up).await)
+}
+
+/// RAFT.REMOVENODE id
+pub async fn raft_removenode(shared: &Shared, a: &[Bytes]) -> Reply {
+    match (raft_node(shared), parse_id(&a[1])) {
+        (Err(e), _) | (_, Err(e)) => e,
+        (Ok(node), Ok(id)) => done(node.remove_node(id).await),
+    }
+}
+
+/// RAFT.TRANSFER id
+pub async fn raft_transfer(shared: &Shared, a: &[Bytes]) -> Reply {
+    match (raft_node(shared), parse_id(&a[1])) {
+        (Err(e), _) | (_, Err(e)) => e,
+        (Ok(node), Ok(id)) => done(node.transfer_leader(id).await),
+    }
+}
+
+/// RAFT.SNAPSHOT
+pub async fn raft_snapshot(shared: &Shared, _a: &[Bytes]) -> Reply {
+    match raft_node(shared) {
+        Ok(node) => done(node.trigger_snapshot().await),
+        Err(e) => e,
+    }
+}
+
+/// RAFT.PARTITION id [id ...] (drop traffic with those peers) and RAFT.HEAL (no ids:
+/// restore it): fault injection, only with `--enable-debug-command yes`.
+pub fn raft_partition(shared: &Shared, a: &[Bytes]) -> Reply {
+    let node = match raft_node(shared) {
+        Ok(node) => node,
+        Err(e) => return e,
+    };
+    if !shared.config.read().enable_debug_command {
+        return Reply::err(format!(
+            "ERR {} is a fault-injection command: start the server with --enable-debug-command yes",
+            String::from_utf8_lossy(&a[0]).to_ascii_uppercase()
+        ));
+    }
+    let mut ids = Vec::new();
+    for arg in &a[1..] {
+        match parse_id(arg) {
+            Ok(id) => ids.push(id),
+            Err(e) => return e,
+        }
+    }
+    node.set_blocked_peers(ids);
+    Reply::ok()
 }
 
 #[cfg(test)]

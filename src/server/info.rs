@@ -244,6 +244,9 @@ fn flag_names(spec: &command::CommandSpec) -> Vec<Reply> {
         (flags::FAST, "fast"),
         (flags::NO_MULTI, "no_multi"),
         (flags::NO_AUTH, "no_auth"),
+        (flags::BLOCKING, "blocking"),
+        (flags::PUBSUB, "pubsub"),
+        (flags::MAY_REPLICATE, "may_replicate"),
     ];
     let mut names: Vec<Reply> = table
         .iter()
@@ -260,13 +263,14 @@ fn flag_names(spec: &command::CommandSpec) -> Vec<Reply> {
 }
 
 fn command_info(spec: &command::CommandSpec) -> Reply {
+    let (first, last, step) = spec.key_range();
     Reply::Array(vec![
         Reply::bulk(spec.name),
         Reply::Integer(spec.arity as i64),
         Reply::Set(flag_names(spec)),
-        Reply::Integer(spec.first_key as i64),
-        Reply::Integer(spec.last_key as i64),
-        Reply::Integer(spec.key_step as i64),
+        Reply::Integer(first as i64),
+        Reply::Integer(last as i64),
+        Reply::Integer(step as i64),
         Reply::Set(vec![]),
         Reply::Set(vec![]),
         Reply::Set(vec![]),

@@ -1,10 +1,12 @@
 //! The server: the listener, the state shared by all connections, the client registry,
 //! background expiry, graceful shutdown, and in cluster mode the Raft node's start and stop.
 
+pub mod client_commands;
 pub mod cluster;
 pub mod connection;
 pub mod fds;
 pub mod info;
+pub mod transaction;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

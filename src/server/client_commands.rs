@@ -1,0 +1,543 @@
+//! The connection commands: each runs on the connection with the client's state, through
+//! the `client` handler its row in the command table names (`command/server.rs`,
+//! `command/scripting.rs`). Transactions have their own file (`transaction.rs`).
+//!
+//! Each handler here is an `async fn(&mut Client, &[Bytes]) -> Answer`; the arity was
+//! checked against the row before it runs. Server-wide reports (INFO, CONFIG, COMMAND,
+//! MEMORY) are built in `info.rs`, the cluster commands in `cluster.rs`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::connection::{Answer, Client};
+use super::{cluster, info, ClientHandle};
+use crate::command::args::{db_index, int, is};
+use crate::command::{self};
+use crate::protocol::Reply;
+
+/// SELECT index: the database of this connection's next commands.
+pub async fn select(c: &mut Client, a: &[Bytes]) -> Answer {
+    match db_index(&a[1]) {
+        Ok(n) => {
+            c.db = n;
+            c.sync_info();
+            Reply::ok().into()
+        }
+        Err(e) => e.into(),
+    }
+}
+
+/// AUTH [username] password
+pub async fn auth(c: &mut Client, a: &[Bytes]) -> Answer {
+    c.auth(a).into()
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME name]]
+pub async fn hello(c: &mut Client, a: &[Bytes]) -> Answer {
+    c.hello(a).into()
+}
+
+/// QUIT: OK, then close.
+pub async fn quit(_c: &mut Client, _a: &[Bytes]) -> Answer {
+    Answer::Close(Some(Reply::ok()))
+}
+
+/// RESET: back to a new connection's state.
+pub async fn reset(c: &mut Client, _a: &[Bytes]) -> Answer {
+    c.reset().await.into()
+}
+
+/// CLIENT subcommand ...
+pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
+    c.client(a).into()
+}
+
+/// INFO [section ...]
+pub async fn info(c: &mut Client, a: &[Bytes]) -> Answer {
+    Reply::Verbatim("txt", Bytes::from(info::render(&c.shared, &a[1..]).await)).into()
+}
+
+/// CONFIG GET|SET|RESETSTAT|REWRITE ...
+pub async fn config(c: &mut Client, a: &[Bytes]) -> Answer {
+    info::config(&c.shared, a).into()
+}
+
+/// COMMAND [COUNT|INFO|DOCS|LIST|GETKEYS ...]
+pub async fn command(_c: &mut Client, a: &[Bytes]) -> Answer {
+    info::command(a).into()
+}
+
+/// DEBUG ADVANCE-TIME|DIGEST|SLEEP ...
+pub async fn debug(c: &mut Client, a: &[Bytes]) -> Answer {
+    c.debug(a).await.into()
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: stop the server; the connection closes
+/// without a reply.
+pub async fn shutdown(c: &mut Client, a: &[Bytes]) -> Answer {
+    match shutdown_options(a) {
+        Err(e) => e.into(),
+        Ok(Shutdown::Abort) => Reply::err("ERR No shutdown in progress.").into(),
+        Ok(Shutdown::Save) if c.shared.engine.cluster().is_none() => {
+            Reply::err(NOTHING_TO_SAVE).into()
+        }
+        Ok(_) => {
+            c.shared.request_shutdown();
+            Answer::Close(None)
+        }
+    }
+}
+
+/// SAVE
+pub async fn save(c: &mut Client, a: &[Bytes]) -> Answer {
+    c.save(a, Reply::ok()).await.into()
+}
+
+/// BGSAVE [SCHEDULE]
+pub async fn bgsave(c: &mut Client, a: &[Bytes]) -> Answer {
+    let started = Reply::Status("Background saving started".into());
+    c.save(a, started).await.into()
+}
+
+/// MEMORY USAGE|STATS ...
+pub async fn memory(c: &mut Client, a: &[Bytes]) -> Answer {
+    info::memory(&c.shared, c.db, a).await.into()
+}
+
+/// LASTSAVE: when this node last saved (its start, or its last SAVE or BGSAVE).
+pub async fn lastsave(c: &mut Client, _a: &[Bytes]) -> Answer {
+    Reply::Integer(c.shared.last_save.load(Ordering::Relaxed) as i64).into()
+}
+
+/// CLUSTER subcommand ...
+pub async fn cluster(c: &mut Client, a: &[Bytes]) -> Answer {
+    cluster::cluster_command(&c.shared, a).into()
+}
+
+/// RAFT.STATUS
+pub async fn raft_status(c: &mut Client, a: &[Bytes]) -> Answer {
+    cluster::raft_status(&c.shared, a).into()
+}
+
+/// RAFT.ADDNODE id host:port
+pub async fn raft_addnode(c: &mut Client, a: &[Bytes]) -> Answer {
+    cluster::raft_addnode(&c.shared, a).await.into()
+}
+
+/// RAFT.REMOVENODE id
+pub async fn raft_removenode(c: &mut Client, a: &[Bytes]) -> Answer {
+    cluster::raft_removenode(&c.shared, a).await.into()
+}
+
+/// RAFT.TRANSFER id
+pub async fn raft_transfer(c: &mut Client, a: &[Bytes]) -> Answer {
+    cluster::raft_transfer(&c.shared, a).await.into()
+}
+
+/// RAFT.SNAPSHOT
+pub async fn raft_snapshot(c: &mut Client, a: &[Bytes]) -> Answer {
+    cluster::raft_snapshot(&c.shared, a).await.into()
+}
+
+/// RAFT.PARTITION id [id ...]
+pub async fn raft_partition(c: &mut Client, a: &[Bytes]) -> Answer {
+    cluster::raft_partition(&c.shared, a).into()
+}
+
+/// RAFT.HEAL
+pub async fn raft_heal(c: &mut Client, a: &[Bytes]) -> Answer {
+    cluster::raft_partition(&c.shared, a).into()
+}
+
+/// SCRIPT KILL is answered here, without waiting for the state a running script holds;
+/// every other SCRIPT subcommand goes to the engine.
+pub async fn script_control(c: &mut Client, a: &[Bytes]) -> Answer {
+    match a {
+        [_, sub] if is(sub, "kill") => kill_script(c, false),
+        _ => Answer::Engine,
+    }
+}
+
+/// FUNCTION KILL and FUNCTION STATS are answered here, without waiting for the state a
+/// running script holds; every other FUNCTION subcommand goes to the engine.
+pub async fn function_control(c: &mut Client, a: &[Bytes]) -> Answer {
+    match a {
+        [_, sub] if is(sub, "kill") => kill_script(c, true),
+        [_, sub] if is(sub, "stats") => c.shared.engine.script_control().function_stats().into(),
+        _ => Answer::Engine,
+    }
+}
+
+/// SCRIPT KILL (`function` false) or FUNCTION KILL.
+fn kill_script(c: &Client, function: bool) -> Answer {
+    if c.shared.engine.cluster().is_some() {
+        // Killing a script on one node would leave the replicas that finished it diverged.
+        return Reply::err(
+            "ERR SCRIPT KILL and FUNCTION KILL are not supported in cluster mode (a script runs on every replica)",
+        )
+        .into();
+    }
+    c.shared
+        .engine
+        .script_control()
+        .request_kill(function)
+        .into()
+}
+
+impl Client {
+    /// SAVE and BGSAVE. A standalone node keeps its data in memory only: there is nothing
+    /// to save to, and it says so. A cluster node has every acknowledged write in its Raft
+    /// log on disk already; SAVE and BGSAVE also have it write a snapshot.
+    async fn save(&mut self, a: &[Bytes], done: Reply) -> Reply {
+        if a.len() > 2 || a.get(1).is_some_and(|arg| !is(arg, "schedule")) {
+            return Reply::err("ERR syntax error");
+        }
+        let Some(node) = self.shared.engine.cluster() else {
+            return Reply::err(NOTHING_TO_SAVE);
+        };
+        if let Err(e) = node.trigger_snapshot().await {
+            return crate::engine::cluster_error_reply(&e);
+        }
+        self.shared
+            .last_save
+            .store(super::unix_secs(), Ordering::Relaxed);
+        done
+    }
+
+    fn check_password(&mut self, user: &[u8], pass: &[u8]) -> Reply {
+        let expected = self.shared.config.read().requirepass.clone();
+        match expected {
+            None if user == b"default" => {
+                self.authenticated = true;
+                Reply::ok()
+            }
+            Some(p) if user == b"default" && constant_time_eq(p.as_bytes(), pass) => {
+                self.authenticated = true;
+                Reply::ok()
+            }
+            _ => Reply::err("WRONGPASS invalid username-password pair or user is disabled."),
+        }
+    }
+
+    fn auth(&mut self, a: &[Bytes]) -> Reply {
+        if a.len() > 3 {
+            return Reply::err("ERR syntax error");
+        }
+        if a.len() == 2 && self.shared.config.read().requirepass.is_none() {
+            return Reply::err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+        }
+        let (user, pass) = if a.len() == 3 {
+            (&a[1][..], &a[2][..])
+        } else {
+            (&b"default"[..], &a[1][..])
+        };
+        self.check_password(user, pass)
+    }
+
+    fn hello(&mut self, a: &[Bytes]) -> Reply {
+        let mut proto = self.resp;
+        let mut i = 1;
+        if let Some(v) = a.get(1) {
+            match int(v) {
+                Ok(2) => proto = 2,
+                Ok(3) => proto = 3,
+                Ok(_) => return Reply::err("NOPROTO unsupported protocol version"),
+                Err(_) => {
+                    return Reply::err("ERR Protocol version is not an integer or out of range")
+                }
+            }
+            i = 2;
+        }
+        let mut name = None;
+        while i < a.len() {
+            if is(&a[i], "auth") && i + 2 < a.len() {
+                let r = self.check_password(&a[i + 1].clone(), &a[i + 2].clone());
+                if r.is_error() {
+                    return r;
+                }
+                i += 3;
+            } else if is(&a[i], "setname") && i + 1 < a.len() {
+                name = Some(a[i + 1].clone());
+                i += 2;
+            } else {
+                return Reply::err(format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    command::arg_text(&a[i])
+                ));
+            }
+        }
+        if !self.authenticated {
+            return Reply::err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        }
+        if let Some(n) = name {
+            if let Err(e) = self.set_name(&n) {
+                return e;
+            }
+        }
+        self.resp = proto;
+        self.sync_info();
+        let id = self.id();
+        Reply::Map(vec![
+            (Reply::bulk("server"), Reply::bulk("redis")),
+            (Reply::bulk("version"), Reply::bulk(info::REDIS_VERSION)),
+            (Reply::bulk("proto"), Reply::Integer(proto as i64)),
+            (Reply::bulk("id"), Reply::Integer(id as i64)),
+            (
+                Reply::bulk("mode"),
+                Reply::bulk(self.shared.engine.mode_name()),
+            ),
+            (Reply::bulk("role"), Reply::bulk("master")),
+            (Reply::bulk("modules"), Reply::Array(vec![])),
+        ])
+    }
+
+    fn set_name(&mut self, name: &[u8]) -> Result<(), Reply> {
+        if name.iter().any(|&c| c <= b' ' || c > b'~') {
+            return Err(Reply::err(
+                "ERR Client names cannot contain spaces, newlines or special characters.",
+            ));
+        }
+        self.handle.info.lock().name = String::from_utf8_lossy(name).into_owned();
+        Ok(())
+    }
+
+    async fn reset(&mut self) -> Reply {
+        self.multi = None;
+        self.multi_dirty = false;
+        self.unwatch().await;
+        self.db = 0;
+        self.resp = 2;
+        self.handle.info.lock().name.clear();
+        self.authenticated = self.shared.config.read().requirepass.is_none();
+        self.sync_info();
+        Reply::Status("RESET".into())
+    }
+
+    fn client(&mut self, a: &[Bytes]) -> Reply {
+        let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+        match (sub.as_str(), a.len()) {
+            ("id", 2) => Reply::Integer(self.id() as i64),
+            ("setname", 3) => match self.set_name(&a[2]) {
+                Ok(()) => Reply::ok(),
+                Err(e) => e,
+            },
+            ("getname", 2) => {
+                let name = self.handle.info.lock().name.clone();
+                if name.is_empty() {
+                    Reply::Nil
+                } else {
+                    Reply::bulk(name)
+                }
+            }
+            ("list", _) => {
+                let clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
+                let text: String = clients
+                    .iter()
+                    .map(|c| info::client_line(&c.info.lock()) + "\n")
+                    .collect();
+                Reply::Verbatim("txt", Bytes::from(text))
+            }
+            ("info", 2) => Reply::Verbatim(
+                "txt",
+                Bytes::from(info::client_line(&self.handle.info.lock()) + "\n"),
+            ),
+            ("kill", n) if n >= 3 => self.client_kill(&a[2..]),
+            ("setinfo", 4) => {
+                let mut info = self.handle.info.lock();
+                let value = String::from_utf8_lossy(&a[3]).into_owned();
+                if is(&a[2], "lib-name") {
+                    info.lib_name = value;
+                } else if is(&a[2], "lib-ver") {
+                    info.lib_ver = value;
+                } else {
+                    return Reply::err(format!(
+                        "ERR Unrecognized option '{}'",
+                        command::arg_text(&a[2])
+                    ));
+                }
+                Reply::ok()
+            }
+            ("no-evict", 3) | ("no-touch", 3) => Reply::ok(),
+            ("help", 2) => Reply::Array(
+                [
+                    "CLIENT <subcommand>",
+                    "ID",
+                    "SETNAME <name>",
+                    "GETNAME",
+                    "LIST",
+                    "INFO",
+                    "KILL <ip:port>|ID <id>|ADDR <ip:port>",
+                    "SETINFO LIB-NAME|LIB-VER <value>",
+                ]
+                .iter()
+                .map(|s| Reply::Status(s.to_string()))
+                .collect(),
+            ),
+            (
+                "id" | "setname" | "getname" | "info" | "setinfo" | "kill" | "no-evict"
+                | "no-touch" | "help",
+                _,
+            ) => command::arity_error(&format!("client|{sub}")),
+            _ => Reply::err(format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                command::arg_text(&a[1])
+            )),
+        }
+    }
+
+    fn client_kill(&mut self, a: &[Bytes]) -> Reply {
+        let clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
+        let kill = |h: &Arc<ClientHandle>| {
+            h.killed.store(true, Ordering::Relaxed);
+            h.kill.notify_one();
+        };
+        if a.len() == 1 {
+            let addr = String::from_utf8_lossy(&a[0]);
+            return match clients
+                .iter()
+                .find(|c| c.info.lock().addr.to_string() == addr)
+            {
+                Some(c) => {
+                    kill(c);
+                    Reply::ok()
+                }
+                None => Reply::err("ERR No such client"),
+            };
+        }
+        if !a.len().is_multiple_of(2) {
+            return Reply::err("ERR syntax error");
+        }
+        let mut killed = 0;
+        for c in &clients {
+            let info = c.info.lock().clone();
+            let mut all = true;
+            for pair in a.chunks(2) {
+                let v = String::from_utf8_lossy(&pair[1]);
+                let ok = if is(&pair[0], "id") {
+                    match v.parse::<u64>() {
+                        Ok(id) => info.id == id,
+                        Err(_) => return Reply::err("ERR client-id should be greater than 0"),
+                    }
+                } else if is(&pair[0], "addr") {
+                    info.addr.to_string() == v
+                } else if is(&pair[0], "laddr") {
+                    info.laddr.to_string() == v
+                } else if is(&pair[0], "skipme") {
+                    !(v.eq_ignore_ascii_case("yes") && info.id == self.id())
+                } else {
+                    return Reply::err("ERR syntax error");
+                };
+                all &= ok;
+            }
+            if all {
+                kill(c);
+                killed += 1;
+            }
+        }
+        Reply::Integer(killed)
+    }
+
+    async fn debug(&mut self, a: &[Bytes]) -> Reply {
+        if !self.shared.config.read().enable_debug_command {
+            return Reply::err("ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.");
+        }
+        if is(&a[1], "advance-time") && a.len() == 3 {
+            return match int(&a[2]) {
+                Ok(ms) if ms >= 0 => {
+                    self.shared.engine.advance_time(ms as u64);
+                    Reply::ok()
+                }
+                Ok(_) => Reply::err("ERR time can only move forward"),
+                Err(e) => e,
+            };
+        }
+        if is(&a[1], "digest") && a.len() == 2 {
+            if let Some(node) = self.shared.engine.cluster() {
+                // Digests of nodes are comparable once each has applied every acknowledged write.
+                if let Err(e) = node.read_barrier().await {
+                    return crate::engine::cluster_error_reply(&e);
+                }
+            }
+            let now = self.shared.engine.now_ms();
+            let state = self.shared.engine.lock().await;
+            let d = crate::store::snapshot::digest(&state.ks, now);
+            return Reply::Status(format!("{d:016x}"));
+        }
+        if is(&a[1], "panic-on-apply") && a.len() == 2 {
+            // Replicated like a write: every node panics applying it (engine::poison).
+            let batch = crate::engine::Batch {
+                db: self.db,
+                resp: self.resp,
+                ops: vec![crate::engine::poison::panic_trigger_op()],
+                watch: None,
+                transaction: false,
+            };
+            let result = self.shared.engine.execute(batch).await;
+            return result
+                .replies
+                .and_then(|r| r.into_iter().next())
+                .unwrap_or(Reply::Nil);
+        }
+        if is(&a[1], "sleep") && a.len() == 3 {
+            let secs = crate::command::args::parse_f64(&a[2])
+                .unwrap_or(0.0)
+                .clamp(0.0, 60.0);
+            let _state = self.shared.engine.lock().await;
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+            return Reply::ok();
+        }
+        Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try DEBUG HELP.",
+            command::arg_text(&a[1])
+        ))
+    }
+}
+
+/// The answer to SAVE, BGSAVE and SHUTDOWN SAVE on a standalone node.
+const NOTHING_TO_SAVE: &str = "ERR nothing to save to: this standalone node keeps its data in memory only (no RDB or AOF file). SHUTDOWN or SHUTDOWN NOSAVE stops it; for durable storage run a cluster (--node-id and --peers)";
+
+/// What SHUTDOWN was asked to do.
+#[derive(PartialEq)]
+enum Shutdown {
+    /// Stop, saving only where something is saved anyway (the default, NOSAVE).
+    Stop,
+    /// SAVE: stop after saving.
+    Save,
+    /// ABORT: cancel a shutdown in progress.
+    Abort,
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT], with Redis 7.0's syntax errors.
+fn shutdown_options(a: &[Bytes]) -> Result<Shutdown, Reply> {
+    let (mut save, mut nosave, mut abort, mut other) = (false, false, false, false);
+    for arg in &a[1..] {
+        if is(arg, "save") {
+            save = true;
+        } else if is(arg, "nosave") {
+            nosave = true;
+        } else if is(arg, "abort") {
+            abort = true;
+        } else if is(arg, "now") || is(arg, "force") {
+            other = true;
+        } else {
+            return Err(Reply::err("ERR syntax error"));
+        }
+    }
+    if (save && nosave) || (abort && (save || nosave || other)) {
+        return Err(Reply::err("ERR syntax error"));
+    }
+    Ok(if abort {
+        Shutdown::Abort
+    } else if save {
+        Shutdown::Save
+    } else {
+        Shutdown::Stop
+    })
+}
+
+/// Compare secrets without an early exit that leaks their common prefix length.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,186 @@
+//! Transactions on a connection: MULTI, EXEC, DISCARD, WATCH and UNWATCH.
+//!
+//! MULTI starts a queue on the client (`Client::multi`; the connection queues every
+//! command whose row is not `NOT_QUEUED`). EXEC sends the queued keyspace commands to
+//! the engine as one batch, so they run atomically, with a [`WatchGuard`] when keys are
+//! WATCHed: standalone a flag the keyspace sets when a watched key is written, in a cluster
+//! the keys' content digests, compared where the batch is applied.
+
+use bytes::Bytes;
+
+use super::connection::{Answer, Client};
+use crate::engine::{Batch, Op, WatchGuard};
+use crate::protocol::Reply;
+use crate::store::WatchFlag;
+
+/// The keys a client WATCHes.
+pub(super) struct WatchState {
+    flag: WatchFlag,
+    keys: Vec<(usize, Bytes)>,
+    existed: Vec<(usize, Bytes)>,
+    /// Cluster mode: content digests at WATCH time (see `engine::WatchGuard::digests`).
+    digests: Vec<(usize, Bytes, u64)>,
+}
+
+/// MULTI
+pub async fn multi(c: &mut Client, _a: &[Bytes]) -> Answer {
+    c.multi().into()
+}
+
+/// EXEC
+pub async fn exec(c: &mut Client, _a: &[Bytes]) -> Answer {
+    c.exec().await.into()
+}
+
+/// DISCARD
+pub async fn discard(c: &mut Client, _a: &[Bytes]) -> Answer {
+    c.discard().await.into()
+}
+
+/// WATCH key [key ...]
+pub async fn watch(c: &mut Client, a: &[Bytes]) -> Answer {
+    c.watch_keys(&a[1..]).await.into()
+}
+
+/// UNWATCH
+pub async fn unwatch(c: &mut Client, _a: &[Bytes]) -> Answer {
+    c.unwatch().await;
+    Reply::ok().into()
+}
+
+impl Client {
+    fn multi(&mut self) -> Reply {
+        if self.multi.is_some() {
+            return Reply::err("ERR MULTI calls can not be nested");
+        }
+        self.multi = Some(Vec::new());
+        self.multi_dirty = false;
+        self.sync_info();
+        Reply::ok()
+    }
+
+    async fn discard(&mut self) -> Reply {
+        if self.multi.take().is_none() {
+            return Reply::err("ERR DISCARD without MULTI");
+        }
+        self.multi_dirty = false;
+        self.unwatch().await;
+        self.sync_info();
+        Reply::ok()
+    }
+
+    async fn exec(&mut self) -> Reply {
+        let Some(queued) = self.multi.take() else {
+            return Reply::err("ERR EXEC without MULTI");
+        };
+        self.sync_info();
+        if std::mem::take(&mut self.multi_dirty) {
+            self.unwatch().await;
+            return Reply::err("EXECABORT Transaction discarded because of previous errors.");
+        }
+        // Keyspace commands (SELECT among them) run in the engine as one atomic batch; the
+        // connection commands queued are answered around it.
+        let mut ops = Vec::with_capacity(queued.len());
+        let mut slots: Vec<Option<Reply>> = Vec::with_capacity(queued.len());
+        for (args, spec) in queued {
+            if spec.runs_in_engine() {
+                ops.push(Op::Command(args, Some(spec)));
+                slots.push(None);
+            } else {
+                slots.push(Some(Reply::err(format!(
+                    "ERR '{}' is not supported inside MULTI",
+                    spec.name
+                ))));
+            }
+        }
+        let watch = self.watch.as_ref().map(|w| WatchGuard {
+            flag: w.flag.clone(),
+            existed: w.existed.clone(),
+            digests: w.digests.clone(),
+        });
+        let result = self
+            .shared
+            .engine
+            .execute(Batch {
+                db: self.db,
+                resp: self.resp,
+                ops,
+                watch,
+                transaction: true,
+            })
+            .await;
+        self.unwatch().await;
+        if let Some(Reply::Error(reason)) = result.aborted {
+            return Reply::err(format!(
+                "EXECABORT Transaction discarded because of: {reason}"
+            ));
+        }
+        let Some(replies) = result.replies else {
+            return Reply::NilArray;
+        };
+        // A transaction the cluster could not run at all gets one error, not one per command
+        // (no command ever answers CLUSTERDOWN itself, so this is never a partial result).
+        let down = |r: &Reply| matches!(r, Reply::Error(e) if e.starts_with("CLUSTERDOWN"));
+        if self.shared.engine.cluster().is_some() && !replies.is_empty() && replies.iter().all(down)
+        {
+            return replies.into_iter().next().unwrap_or(Reply::NilArray);
+        }
+        self.db = result.db;
+        self.sync_info();
+        let mut replies = replies.into_iter();
+        Reply::Array(
+            slots
+                .into_iter()
+                .map(|s| s.unwrap_or_else(|| replies.next().unwrap_or(Reply::Nil)))
+                .collect(),
+        )
+    }
+
+    async fn watch_keys(&mut self, keys: &[Bytes]) -> Reply {
+        if self.multi.is_some() {
+            return Reply::err("ERR WATCH inside MULTI is not allowed");
+        }
+        let engine = self.shared.engine.clone();
+        if let Some(node) = engine.cluster() {
+            // The digests must describe state at least as new as any acknowledged write.
+            if let Err(e) = node.read_barrier().await {
+                return crate::engine::cluster_error_reply(&e);
+            }
+        }
+        let now = engine.now_ms();
+        let clustered = engine.cluster().is_some();
+        let mut state = engine.lock().await;
+        let w = self.watch.get_or_insert_with(|| WatchState {
+            flag: WatchFlag::default(),
+            keys: Vec::new(),
+            existed: Vec::new(),
+            digests: Vec::new(),
+        });
+        for k in keys {
+            if w.keys.iter().any(|(d, key)| *d == self.db && key == k) {
+                continue;
+            }
+            let db = &mut state.ks.dbs[self.db];
+            if clustered {
+                let digest = crate::store::snapshot::entry_digest(db, k, now);
+                w.digests.push((self.db, k.clone(), digest));
+            }
+            db.watch(k.clone(), w.flag.clone());
+            if db.contains(k, now) {
+                w.existed.push((self.db, k.clone()));
+            }
+            w.keys.push((self.db, k.clone()));
+        }
+        Reply::ok()
+    }
+
+    /// Forget the WATCHed keys.
+    pub(super) async fn unwatch(&mut self) {
+        if let Some(w) = self.watch.take() {
+            let mut state = self.shared.engine.lock().await;
+            for (db, k) in &w.keys {
+                state.ks.dbs[*db].unwatch(k, &w.flag);
+            }
+        }
+    }
+}
