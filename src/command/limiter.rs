@@ -24,8 +24,7 @@ use super::keys::{expire_time_error, relative_deadline};
 use super::strings::run;
 use super::Ctx;
 use crate::limiter::{
-    self, cell, concurrency, fixed, gcra, leaky, log, sliding, token, Algorithm, Decision,
-    LimitError, Outcome,
+    self, cell, concurrency, Algorithm, Codec, Decision, LimitError, Outcome, Rule,
 };
 use crate::protocol::Reply;
 use crate::store::value::StrBytes;
@@ -33,9 +32,6 @@ use crate::store::{Db, Entry, StrValue, Value};
 
 /// The error for a negative `COST`.
 const COST_ERROR: &str = "ERR cost must be a non-negative integer";
-/// Sub-buckets of `LIMIT.SLIDING` when `PRECISION` is not given (capped at the
-/// window in ms): at most a tenth of the limit can slip past at a bucket edge.
-const DEFAULT_PRECISION: u64 = 10;
 
 // ---------------------------------------------------------------------------
 // Replies and state storage shared by every limiter command
@@ -78,9 +74,16 @@ fn decision_reply(d: &Decision, resp: u8) -> Reply {
 }
 
 /// Runs `rule` with `cost` against the state stored at `key`, without copying it.
-fn evaluate_stored(db: &Db, key: &[u8], rule: &Rule, cost: u64, now: u64) -> CmdResult<Applied> {
+fn evaluate_stored(
+    db: &Db,
+    key: &[u8],
+    rule: &Rule,
+    cost: u64,
+    now: u64,
+) -> CmdResult<Outcome<Vec<u8>>> {
     let bytes = state_bytes(db.get(key, now))?;
-    rule.apply(bytes, cost, now).ok_or_else(wrongtype)
+    rule.evaluate_encoded(bytes, cost, now)
+        .ok_or_else(wrongtype)
 }
 
 /// The bytes a limiter state is stored as: `None` when the key is absent, WRONGTYPE
@@ -168,113 +171,12 @@ fn granule(ttl_ms: u64) -> u64 {
 }
 
 // ---------------------------------------------------------------------------
-// Rate rules: the six algorithms behind LIMIT.<ALGO> and LIMIT.ALL
+// Rate rules: the algorithms behind LIMIT.<NAME> and LIMIT.ALL
 // ---------------------------------------------------------------------------
 
-/// One rate rule: an algorithm with validated parameters.
-#[derive(Debug, Clone, Copy)]
-enum Rule {
-    Fixed(fixed::Params),
-    Sliding(sliding::Params),
-    Log(log::Params),
-    Token(token::Params),
-    Leaky(leaky::Params),
-    Gcra(gcra::Params),
-}
-
-/// What running a rule produced: the verdict, and the encoded state to store
-/// (`None` = leave the key as it is) with the TTL it should carry.
-struct Applied {
-    decision: Decision,
-    write: Option<Vec<u8>>,
-    ttl_ms: u64,
-}
-
-/// Decodes, evaluates and re-encodes one algorithm's state; `None` when the
-/// stored bytes are not a state of that algorithm.
-fn apply<S>(
-    stored: Option<&[u8]>,
-    decode: fn(&[u8]) -> Option<S>,
-    encode: fn(&S) -> Vec<u8>,
-    evaluate: impl FnOnce(Option<&S>) -> Outcome<S>,
-) -> Option<Applied> {
-    let state = match stored {
-        None => None,
-        Some(b) => Some(decode(b)?),
-    };
-    let out = evaluate(state.as_ref());
-    Some(Applied {
-        decision: out.decision,
-        write: out.new_state.as_ref().map(encode),
-        ttl_ms: out.ttl_ms,
-    })
-}
-
-impl Rule {
-    /// Charges `cost` at `now` against the stored bytes; `None` = wrong kind of state.
-    fn apply(&self, stored: Option<&[u8]>, cost: u64, now: u64) -> Option<Applied> {
-        match self {
-            Rule::Fixed(p) => apply(stored, fixed::State::decode, fixed::State::encode, |s| {
-                fixed::evaluate(s, p, cost, now)
-            }),
-            Rule::Sliding(p) => apply(
-                stored,
-                sliding::State::decode,
-                sliding::State::encode,
-                |s| sliding::evaluate(s, p, cost, now),
-            ),
-            Rule::Log(p) => {
-                let out = log::evaluate_encoded(stored, p, cost, now)?;
-                Some(Applied {
-                    decision: out.decision,
-                    write: out.new_state,
-                    ttl_ms: out.ttl_ms,
-                })
-            }
-            Rule::Token(p) => apply(stored, token::State::decode, token::State::encode, |s| {
-                token::evaluate(s, p, cost, now)
-            }),
-            Rule::Leaky(p) => apply(stored, leaky::State::decode, leaky::State::encode, |s| {
-                leaky::evaluate(s, p, cost, now)
-            }),
-            Rule::Gcra(p) => apply(stored, gcra::State::decode, gcra::State::encode, |s| {
-                gcra::evaluate(s, p, cost, now)
-            }),
-        }
-    }
-}
-
-/// The algorithms a rate rule can name (`LIMIT.ALL` and `LIMIT.<ALGO>`).
-fn rule_algorithm(name: &[u8]) -> Option<Algorithm> {
-    Algorithm::from_name(name).filter(|a| positional(*a) > 0)
-}
-
-/// Positional arguments of a rule, key included (0 = not a rate rule).
-fn positional(algorithm: Algorithm) -> usize {
-    match algorithm {
-        Algorithm::Fixed | Algorithm::Sliding | Algorithm::Log => 3,
-        Algorithm::Token | Algorithm::Leaky | Algorithm::Gcra => 4,
-        Algorithm::Cell | Algorithm::Concurrency => 0,
-    }
-}
-
-/// A positive count (limit, capacity, rate): an integer; zero and negative
-/// values reach the algorithm as 0 and get its own error text.
+/// A count argument (limit, capacity, lease slots).
 fn count(arg: &[u8]) -> CmdResult<u64> {
-    if let Some(n) = plain_u64(arg) {
-        return Ok(n);
-    }
-    Ok(u64::try_from(args::int(arg)?).unwrap_or(0))
-}
-
-/// Digits without a sign or leading zero, short enough not to overflow: the
-/// usual count or cost, read without the general integer parser's checks
-/// (anything else goes through it, and gets its error text).
-fn plain_u64(arg: &[u8]) -> Option<u64> {
-    match arg {
-        [b'1'..=b'9', ..] => limiter::short_decimal(arg),
-        _ => None,
-    }
+    limiter::count(arg).map_err(limit_error)
 }
 
 /// A duration: milliseconds, or digits with a unit (`ms`, `s`, `m`, `h`, `d`).
@@ -284,107 +186,65 @@ fn duration(arg: &[u8]) -> CmdResult<u64> {
 
 /// A `COST`: a non-negative integer (0 peeks).
 fn cost(arg: &[u8]) -> CmdResult<u64> {
-    if let Some(n) = plain_u64(arg) {
+    if let Some(n) = limiter::plain_u64(arg) {
         return Ok(n);
     }
     args::non_negative(arg, COST_ERROR).map(|n| n as u64)
 }
 
-/// Parses a rule: `pos` is `key` plus the algorithm's positional arguments,
-/// `opts` its options (`COST n`, and `PRECISION p` for SLIDING), each once.
-fn parse_rule(
-    algorithm: Algorithm,
-    pos: &[&[u8]],
-    opts: &[&[u8]],
-) -> CmdResult<(Rule, Option<u64>)> {
-    let (mut rule_cost, mut precision) = (None, None);
+/// At most this many options besides COST per algorithm ([`Algorithm::OPTIONS`]).
+const MAX_OPTIONS: usize = 2;
+
+/// A rule's options as given: its `COST`, and the values of the algorithm's own options
+/// (`values[i]` for option `i`).
+struct RuleOptions {
+    cost: Option<u64>,
+    values: [Option<u64>; MAX_OPTIONS],
+}
+
+/// Parses a rule's options, `COST n` and the algorithm's own (`names`), each at most
+/// once and each taking a number.
+fn rule_options(names: &[&str], opts: &[&[u8]]) -> CmdResult<RuleOptions> {
+    let mut o = RuleOptions {
+        cost: None,
+        values: [None; MAX_OPTIONS],
+    };
     let mut i = 0;
     while i < opts.len() {
         let (opt, value) = (&opts[i], opts.get(i + 1).ok_or_else(syntax_error)?);
-        if is(opt, "cost") && rule_cost.is_none() {
-            rule_cost = Some(cost(value)?);
-        } else if is(opt, "precision") && algorithm == Algorithm::Sliding && precision.is_none() {
-            precision = Some(count(value)?);
+        if is(opt, "cost") && o.cost.is_none() {
+            o.cost = Some(cost(value)?);
         } else {
-            return Err(syntax_error());
+            let at = names.iter().position(|name| is(opt, name));
+            match at.and_then(|at| o.values.get_mut(at)) {
+                Some(slot @ None) => *slot = Some(count(value)?),
+                _ => return Err(syntax_error()),
+            }
         }
         i += 2;
     }
-    let rule = match algorithm {
-        Algorithm::Fixed => {
-            Rule::Fixed(fixed::Params::new(count(pos[1])?, duration(pos[2])?).map_err(limit_error)?)
-        }
-        Algorithm::Log => {
-            Rule::Log(log::Params::new(count(pos[1])?, duration(pos[2])?).map_err(limit_error)?)
-        }
-        Algorithm::Sliding => {
-            let (limit, window) = (count(pos[1])?, duration(pos[2])?);
-            let buckets = precision.unwrap_or(DEFAULT_PRECISION.min(window));
-            Rule::Sliding(sliding::Params::new(limit, window, buckets).map_err(limit_error)?)
-        }
-        Algorithm::Token => Rule::Token(
-            token::Params::new(count(pos[1])?, count(pos[2])?, duration(pos[3])?)
-                .map_err(limit_error)?,
-        ),
-        Algorithm::Leaky => Rule::Leaky(
-            leaky::Params::new(count(pos[1])?, count(pos[2])?, duration(pos[3])?)
-                .map_err(limit_error)?,
-        ),
-        Algorithm::Gcra => Rule::Gcra(
-            gcra::Params::new(count(pos[1])?, count(pos[2])?, duration(pos[3])?)
-                .map_err(limit_error)?,
-        ),
-        Algorithm::Cell | Algorithm::Concurrency => return Err(syntax_error()),
-    };
-    Ok((rule, rule_cost))
+    Ok(o)
 }
 
-/// `LIMIT.<ALGO> key args... [COST n] [PRECISION p]`: one rule, one key.
-fn limit_one(ctx: &mut Ctx, a: &[&[u8]], algorithm: Algorithm, name: &str) -> CmdResult<Reply> {
-    let n = positional(algorithm);
-    if a.len() < 1 + n {
-        return Err(super::arity_error(name));
-    }
-    let (rule, rule_cost) = parse_rule(algorithm, &a[1..=n], &a[1 + n..])?;
+/// `LIMIT.<NAME> key args... [COST n] [option value]`: one rule of algorithm `P`, one key.
+pub fn limit_rule<P: Algorithm>(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
+    run(limit_one::<P>(ctx, a))
+}
+
+fn limit_one<P: Algorithm>(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
+    // The row's arity guarantees the key and the positional arguments.
+    let (args, opts) = a[2..].split_at(P::ARGS);
+    let o = rule_options(P::OPTIONS, opts)?;
+    let params = P::parse(args, &o.values[..P::OPTIONS.len()]).map_err(limit_error)?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
     let decision = update(ctx.db(), a[1], now, |bytes| {
-        let applied = rule
-            .apply(bytes, rule_cost.unwrap_or(1), now)
+        let out = params
+            .evaluate_encoded(bytes, o.cost.unwrap_or(1), now)
             .ok_or_else(wrongtype)?;
-        let write = applied.write.map(|state| (state, applied.ttl_ms));
-        Ok((write, applied.decision))
+        let write = out.new_state.map(|state| (state, out.ttl_ms));
+        Ok((write, out.decision))
     })?;
     Ok(decision_reply(&decision, resp))
-}
-
-/// LIMIT.FIXED key limit window [COST n]
-pub fn limit_fixed(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
-    run(limit_one(ctx, a, Algorithm::Fixed, "limit.fixed"))
-}
-
-/// LIMIT.SLIDING key limit window [COST n] [PRECISION buckets]
-pub fn limit_sliding(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
-    run(limit_one(ctx, a, Algorithm::Sliding, "limit.sliding"))
-}
-
-/// LIMIT.LOG key limit window [COST n]
-pub fn limit_log(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
-    run(limit_one(ctx, a, Algorithm::Log, "limit.log"))
-}
-
-/// LIMIT.TOKEN key capacity refill_tokens refill_period [COST n]
-pub fn limit_token(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
-    run(limit_one(ctx, a, Algorithm::Token, "limit.token"))
-}
-
-/// LIMIT.LEAKY key capacity leak_tokens leak_period [COST n]
-pub fn limit_leaky(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
-    run(limit_one(ctx, a, Algorithm::Leaky, "limit.leaky"))
-}
-
-/// LIMIT.GCRA key burst rate period [COST n]
-pub fn limit_gcra(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
-    run(limit_one(ctx, a, Algorithm::Gcra, "limit.gcra"))
 }
 
 // ---------------------------------------------------------------------------
@@ -399,7 +259,8 @@ struct AllRules<'a> {
 /// Parses `LIMIT.ALL`'s arguments (after the name):
 /// `[COST n] <ALGO key args... [COST n] [PRECISION p]> ...`.
 ///
-/// Each rule is an algorithm name (FIXED, SLIDING, LOG, TOKEN, LEAKY, GCRA),
+/// Each rule is an algorithm name (FIXED, SLIDING, LOG, TOKEN, LEAKY, GCRA: the
+/// rate rules of [`limiter::RULES`]),
 /// then exactly that algorithm's positional arguments (the key first), then
 /// its options until the next algorithm name. Option keywords and algorithm
 /// names are disjoint, and positional arguments are taken by count, so the
@@ -414,23 +275,25 @@ fn parse_all<'a>(args: &[&'a [u8]]) -> CmdResult<AllRules<'a>> {
     // Every rule takes at least four arguments.
     let mut rules = Vec::with_capacity(args.len() / 4);
     while i < args.len() {
-        let algorithm = rule_algorithm(args[i]).ok_or_else(|| {
+        let syntax = limiter::rule_syntax(args[i]).ok_or_else(|| {
             Reply::err(super::sanitize(&format!(
                 "ERR unknown limiter algorithm '{}'",
                 super::arg_text(args[i])
             )))
         })?;
         let start = i + 1;
-        let end = start + positional(algorithm);
+        let end = start + 1 + syntax.args;
         if end > args.len() {
             return Err(syntax_error());
         }
         let mut next = end;
-        while next < args.len() && rule_algorithm(args[next]).is_none() {
+        while next < args.len() && limiter::rule_syntax(args[next]).is_none() {
             next += 1;
         }
-        let (rule, rule_cost) = parse_rule(algorithm, &args[start..end], &args[end..next])?;
-        rules.push((args[start], rule, rule_cost.unwrap_or(default_cost)));
+        let o = rule_options(syntax.options, &args[end..next])?;
+        let values = &o.values[..syntax.options.len()];
+        let rule = (syntax.parse)(&args[start + 1..end], values).map_err(limit_error)?;
+        rules.push((args[start], rule, o.cost.unwrap_or(default_cost)));
         i = next;
     }
     if rules.is_empty() {
@@ -500,7 +363,7 @@ fn limit_all_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     for (&(key, rule, _), applied) in all.rules.iter().zip(runs) {
         let mut decision = applied.decision;
         if allowed {
-            if let Some(state) = applied.write {
+            if let Some(state) = applied.new_state {
                 save(db, key, state, now, applied.ttl_ms);
             }
         } else if decision.allowed {
@@ -592,10 +455,7 @@ fn info_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let ttl = entry
         .and_then(Entry::expires_at)
         .map_or(-1, |t| sat(t.saturating_sub(now)));
-    let mut fields = vec![(
-        Reply::bulk("algorithm"),
-        Reply::bulk(state.algorithm().name()),
-    )];
+    let mut fields = vec![(Reply::bulk("algorithm"), Reply::bulk(state.name()))];
     fields.extend(
         state
             .info()
@@ -933,88 +793,45 @@ fn increx_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
 
 use super::flags::{DENYOOM, FAST, READONLY, WRITE};
 
-/// Limiter commands.
+/// The limiter commands, with one `LIMIT.<NAME>` row per rate rule of
+/// [`limiter::algorithms!`].
 ///
 /// `cl.throttle` has arity -1 so that every wrong argument count gets
 /// redis-cell's own usage error rather than Redis's arity error. The keys of
 /// `limit.all` follow the rule grammar ([`limit_all_keys`]).
-pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!(
-        "cl.throttle",
-        -1,
-        WRITE | DENYOOM | FAST,
-        1,
-        1,
-        1,
-        fast: cl_throttle
-    ),
-    crate::cmd!("increx", -2, WRITE | DENYOOM | FAST, 1, 1, 1, fast: increx),
-    crate::cmd!(
-        "limit.fixed",
-        -4,
-        WRITE | DENYOOM | FAST,
-        1,
-        1,
-        1,
-        fast: limit_fixed
-    ),
-    crate::cmd!(
-        "limit.sliding",
-        -4,
-        WRITE | DENYOOM | FAST,
-        1,
-        1,
-        1,
-        fast: limit_sliding
-    ),
-    crate::cmd!("limit.log", -4, WRITE | DENYOOM | FAST, 1, 1, 1, fast: limit_log),
-    crate::cmd!(
-        "limit.token",
-        -5,
-        WRITE | DENYOOM | FAST,
-        1,
-        1,
-        1,
-        fast: limit_token
-    ),
-    crate::cmd!(
-        "limit.leaky",
-        -5,
-        WRITE | DENYOOM | FAST,
-        1,
-        1,
-        1,
-        fast: limit_leaky
-    ),
-    crate::cmd!(
-        "limit.gcra",
-        -5,
-        WRITE | DENYOOM | FAST,
-        1,
-        1,
-        1,
-        fast: limit_gcra
-    ),
-    crate::cmd!(
-        "limit.all",
-        -5,
-        WRITE | DENYOOM,
-        keys: super::Keys::Parsed(limit_all_keys),
-        fast: limit_all
-    ),
-    crate::cmd!(
-        "limit.acquire",
-        5,
-        WRITE | DENYOOM | FAST,
-        1,
-        1,
-        1,
-        fast: limit_acquire
-    ),
-    crate::cmd!("limit.release", 3, WRITE | FAST, 1, 1, 1, fast: limit_release),
-    crate::cmd!("limit.reset", 2, WRITE | FAST, 1, 1, 1, fast: limit_reset),
-    crate::cmd!("limit.info", 2, READONLY | FAST, 1, 1, 1, fast: limit_info),
-];
+macro_rules! limiter_commands {
+    (rules: $($rule:ident => $rm:ident),+; others: $($other:ident => $om:ident),+;) => {
+        /// Limiter commands.
+        pub const COMMANDS: &[super::CommandSpec] = &[
+            crate::cmd!("cl.throttle", -1, WRITE | DENYOOM | FAST, 1, 1, 1, fast: cl_throttle),
+            crate::cmd!("increx", -2, WRITE | DENYOOM | FAST, 1, 1, 1, fast: increx),
+            $(
+                crate::cmd!(
+                    concat!("limit.", stringify!($rm)),
+                    -2 - <limiter::$rm::Params as Algorithm>::ARGS as i32,
+                    WRITE | DENYOOM | FAST,
+                    1,
+                    1,
+                    1,
+                    fast: limit_rule::<limiter::$rm::Params>
+                ),
+            )+
+            crate::cmd!(
+                "limit.all",
+                -5,
+                WRITE | DENYOOM,
+                keys: super::Keys::Parsed(limit_all_keys),
+                fast: limit_all
+            ),
+            crate::cmd!("limit.acquire", 5, WRITE | DENYOOM | FAST, 1, 1, 1, fast: limit_acquire),
+            crate::cmd!("limit.release", 3, WRITE | FAST, 1, 1, 1, fast: limit_release),
+            crate::cmd!("limit.reset", 2, WRITE | FAST, 1, 1, 1, fast: limit_reset),
+            crate::cmd!("limit.info", 2, READONLY | FAST, 1, 1, 1, fast: limit_info),
+        ];
+    };
+}
+
+limiter::algorithms!(limiter_commands);
 
 #[cfg(test)]
 mod tests {
@@ -1077,6 +894,16 @@ mod tests {
         ] {
             let args: Vec<&[u8]> = bad.split(' ').map(str::as_bytes).collect();
             assert!(parse_all(&args).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_rate_rule_has_its_command() {
+        for r in limiter::RULES {
+            let name = format!("limit.{}", r.name);
+            let spec = super::super::lookup(name.as_bytes()).expect("a LIMIT.<NAME> row");
+            assert_eq!(spec.name, name);
+            assert_eq!(spec.arity, -2 - r.args as i32, "{name}");
         }
     }
 

@@ -29,7 +29,8 @@
 //! TTL is rounded up to whole ms (redis-cell truncates), and a stored TAT in
 //! the past counts as absent, as an expired key would.
 
-use super::{encoder, info_i64, put_u128, sat_u64, ttl_for, Algorithm, Decision, LimitError};
+use super::Codec;
+use super::{encoder, info_i64, put_u128, sat_u64, ttl_for, Decision, LimitError};
 use super::{Outcome, Reader};
 
 const NANOS_PER_SEC: i128 = 1_000_000_000;
@@ -131,23 +132,26 @@ pub struct State {
     tat_ns: u128,
 }
 
-impl State {
+impl Codec for State {
+    const NAME: &'static str = "cell";
+    const TAG: u8 = 0x87;
+
     /// Compact binary form: header, TAT in ns (u128) (20 bytes).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = encoder(Algorithm::Cell, 16);
+    fn encode(&self) -> Vec<u8> {
+        let mut out = encoder(State::TAG, 16);
         put_u128(&mut out, self.tat_ns);
         out
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else.
-    pub fn decode(bytes: &[u8]) -> Option<State> {
-        let mut r = Reader::open(bytes, Algorithm::Cell)?;
+    fn decode(bytes: &[u8]) -> Option<State> {
+        let mut r = Reader::open(bytes, State::TAG)?;
         let state = State { tat_ns: r.u128()? };
         r.finish(state)
     }
 
     /// Fields for `LIMIT.INFO`.
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
+    fn info(&self) -> Vec<(&'static str, i64)> {
         vec![(
             "tat_ms",
             info_i64(sat_u64(self.tat_ns / NANOS_PER_MS as u128)),

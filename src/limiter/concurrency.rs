@@ -18,7 +18,8 @@
 //! slot to free up (ignoring releases), `reset_after_ms` the time until the
 //! last lease ends.
 
-use super::{encoder, info_i64, put_u64, put_varint, sat_i64, ttl_for, Algorithm, Decision};
+use super::Codec;
+use super::{encoder, info_i64, put_u64, put_varint, sat_i64, ttl_for, Decision};
 use super::{require, LimitError, Outcome, Reader};
 
 /// A validated concurrency-limit configuration.
@@ -56,32 +57,26 @@ pub struct State {
     holders: Vec<(Vec<u8>, u64)>,
 }
 
-/// A holder as the algorithm works on it: the id borrowed from a decoded state
-/// or straight from the stored bytes, and its lease expiry.
-type Holder<'a> = (&'a [u8], u64);
+impl Codec for State {
+    const NAME: &'static str = "concurrency";
+    const TAG: u8 = 0x88;
 
-impl State {
     /// Compact binary form: header, clock, the number of holders as a
     /// varint, then per holder a varint id length, the id and its expiry.
-    pub fn encode(&self) -> Vec<u8> {
+    fn encode(&self) -> Vec<u8> {
         encode_holders(self.clock, &self.borrowed())
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else
     /// (including unsorted or repeated ids).
-    pub fn decode(bytes: &[u8]) -> Option<State> {
+    fn decode(bytes: &[u8]) -> Option<State> {
         let (clock, holders) = decode_holders(bytes)?;
         Some(State::owned(clock, &holders))
     }
 
-    /// Whether no holder is stored (the key can be deleted).
-    pub fn is_empty(&self) -> bool {
-        self.holders.is_empty()
-    }
-
     /// Fields for `LIMIT.INFO` (`holders` may include leases that have
     /// expired since the last write).
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
+    fn info(&self) -> Vec<(&'static str, i64)> {
         let mut fields = vec![
             ("holders", info_i64(self.holders.len() as u64)),
             ("clock_ms", info_i64(self.clock)),
@@ -92,6 +87,17 @@ impl State {
             fields.push(("last_expiry_ms", info_i64(last)));
         }
         fields
+    }
+}
+
+/// A holder as the algorithm works on it: the id borrowed from a decoded state
+/// or straight from the stored bytes, and its lease expiry.
+type Holder<'a> = (&'a [u8], u64);
+
+impl State {
+    /// Whether no holder is stored (the key can be deleted).
+    pub fn is_empty(&self) -> bool {
+        self.holders.is_empty()
     }
 
     fn borrowed(&self) -> Vec<Holder<'_>> {
@@ -111,7 +117,7 @@ impl State {
 
 fn encode_holders(clock: u64, holders: &[Holder<'_>]) -> Vec<u8> {
     let size: usize = holders.iter().map(|h| h.0.len() + 10).sum();
-    let mut out = encoder(Algorithm::Concurrency, 18 + size);
+    let mut out = encoder(State::TAG, 18 + size);
     put_u64(&mut out, clock);
     put_varint(&mut out, holders.len() as u64);
     for &(id, expires) in holders {
@@ -128,7 +134,7 @@ fn put_holder(out: &mut Vec<u8>, id: &[u8], expires: u64) {
 
 /// The clock and holders of an encoded state, ids borrowed from `bytes`.
 fn decode_holders(bytes: &[u8]) -> Option<(u64, Vec<Holder<'_>>)> {
-    let mut r = Reader::open(bytes, Algorithm::Concurrency)?;
+    let mut r = Reader::open(bytes, State::TAG)?;
     let clock = r.u64()?;
     let n = r.varint()?;
     // Each holder takes at least 9 bytes, so a bogus count stops at the end
@@ -208,7 +214,7 @@ fn acquire_in_place(
     id: &[u8],
     now_ms: u64,
 ) -> Option<Option<Outcome<Vec<u8>>>> {
-    let mut r = Reader::open(bytes, Algorithm::Concurrency)?;
+    let mut r = Reader::open(bytes, State::TAG)?;
     let clock = r.u64()?;
     let now = clock.max(now_ms);
     let n = r.varint()?;
@@ -261,7 +267,7 @@ fn acquire_in_place(
     }
     let expires = held.unwrap_or(0).max(now.saturating_add(params.lease_ms));
     let size: usize = live.iter().map(|r| r.1 - r.0).sum();
-    let mut out = encoder(Algorithm::Concurrency, 28 + size + id.len());
+    let mut out = encoder(State::TAG, 28 + size + id.len());
     put_u64(&mut out, now);
     put_varint(&mut out, others + 1);
     for (i, run) in live.iter().enumerate() {

@@ -10,6 +10,7 @@
 //! state has seen. If the window length changes between calls, a stored
 //! window keeps counting until `start + new window` ends.
 
+use super::{count, parse_duration, Codec, LimitError};
 use super::{encoder, info_i64, put_u64, ttl_for, Algorithm, Outcome};
 use super::{Reader, Tally, WindowParams};
 
@@ -24,18 +25,21 @@ pub struct State {
     count: u64,
 }
 
-impl State {
+impl Codec for State {
+    const NAME: &'static str = "fixed";
+    const TAG: u8 = 0x81;
+
     /// Compact binary form: header, window start, count (20 bytes).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = encoder(Algorithm::Fixed, 16);
+    fn encode(&self) -> Vec<u8> {
+        let mut out = encoder(State::TAG, 16);
         put_u64(&mut out, self.window_start);
         put_u64(&mut out, self.count);
         out
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else.
-    pub fn decode(bytes: &[u8]) -> Option<State> {
-        let mut r = Reader::open(bytes, Algorithm::Fixed)?;
+    fn decode(bytes: &[u8]) -> Option<State> {
+        let mut r = Reader::open(bytes, State::TAG)?;
         let state = State {
             window_start: r.u64()?,
             count: r.u64()?,
@@ -44,7 +48,7 @@ impl State {
     }
 
     /// Fields for `LIMIT.INFO`.
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
+    fn info(&self) -> Vec<(&'static str, i64)> {
         vec![
             ("window_start_ms", info_i64(self.window_start)),
             ("count", info_i64(self.count)),
@@ -52,31 +56,46 @@ impl State {
     }
 }
 
-/// Charges `cost` units at `now_ms` (cost 0 peeks).
-pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    let (start, used) = match state {
-        // Still the stored window, or the clock stepped back before it.
-        Some(s) if now_ms < s.window_start || now_ms - s.window_start < params.window_ms => {
-            (s.window_start, s.count)
+impl Algorithm for Params {
+    type State = State;
+    const ARGS: usize = 2;
+
+    /// Charges `cost` units at `now_ms` (cost 0 peeks).
+    fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
+        let params = self;
+        let (start, used) = match state {
+            // Still the stored window, or the clock stepped back before it.
+            Some(s) if now_ms < s.window_start || now_ms - s.window_start < params.window_ms => {
+                (s.window_start, s.count)
+            }
+            _ => (now_ms - now_ms % params.window_ms, 0),
+        };
+        let until_end = start
+            .saturating_add(params.window_ms)
+            .saturating_sub(now_ms);
+        let tally = Tally::new(params.limit, used, cost);
+        let reset_after_ms = if tally.after == 0 { 0 } else { until_end };
+        // A rejection waits for the next window: it starts empty and the cost fits.
+        let decision = tally.decision(|| until_end, reset_after_ms);
+        let new_state = tally.writes().then_some(State {
+            window_start: start,
+            count: tally.after,
+        });
+        Outcome {
+            decision,
+            new_state,
+            ttl_ms: ttl_for(until_end),
         }
-        _ => (now_ms - now_ms % params.window_ms, 0),
-    };
-    let until_end = start
-        .saturating_add(params.window_ms)
-        .saturating_sub(now_ms);
-    let tally = Tally::new(params.limit, used, cost);
-    let reset_after_ms = if tally.after == 0 { 0 } else { until_end };
-    // A rejection waits for the next window: it starts empty and the cost fits.
-    let decision = tally.decision(|| until_end, reset_after_ms);
-    let new_state = tally.writes().then_some(State {
-        window_start: start,
-        count: tally.after,
-    });
-    Outcome {
-        decision,
-        new_state,
-        ttl_ms: ttl_for(until_end),
     }
+
+    fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
+        Params::new(count(args[0])?, parse_duration(args[1])?)
+    }
+}
+
+/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
+pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
+    params.evaluate(state, cost, now_ms)
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 use super::meter::{decode_scaled, encode_scaled, Meter};
 use super::Outcome;
 use super::{ceil_div, div, info_i64, rescale, sat_i64, sat_u64, Algorithm, Decision, LimitError};
+use super::{count, parse_duration, Codec};
 
 /// A validated GCRA configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,20 +62,23 @@ pub struct State {
     scale: u64,
 }
 
-impl State {
+impl Codec for State {
+    const NAME: &'static str = "gcra";
+    const TAG: u8 = 0x86;
+
     /// Compact binary form: header, scaled TAT (u128), scale (28 bytes).
-    pub fn encode(&self) -> Vec<u8> {
-        encode_scaled(Algorithm::Gcra, self.tat, self.scale, &[])
+    fn encode(&self) -> Vec<u8> {
+        encode_scaled(State::TAG, self.tat, self.scale, &[])
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else.
-    pub fn decode(bytes: &[u8]) -> Option<State> {
-        let (tat, scale, []) = decode_scaled(bytes, Algorithm::Gcra)?;
+    fn decode(bytes: &[u8]) -> Option<State> {
+        let (tat, scale, []) = decode_scaled(bytes, State::TAG)?;
         Some(State { tat, scale })
     }
 
     /// Fields for `LIMIT.INFO`.
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
+    fn info(&self) -> Vec<(&'static str, i64)> {
         vec![(
             "tat_ms",
             info_i64(sat_u64(ceil_div(self.tat, u128::from(self.scale)))),
@@ -82,45 +86,60 @@ impl State {
     }
 }
 
-/// Admits `cost` units at `now_ms` if the TAT allows (cost 0 peeks).
+impl Algorithm for Params {
+    type State = State;
+    const ARGS: usize = 3;
+
+    /// Admits `cost` units at `now_ms` if the TAT allows (cost 0 peeks).
+    fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
+        let params = self;
+        let Meter {
+            capacity: burst,
+            rate: per_period,
+            period_ms,
+        } = params.meter;
+        let rate = u128::from(per_period);
+        let interval = u128::from(period_ms);
+        let now = u128::from(now_ms) * rate;
+        let tolerance = u128::from(burst) * interval;
+        // Rounding a re-scaled TAT up never lets more through.
+        let tat = state
+            .map_or(0, |s| rescale(s.tat, s.scale, per_period, true))
+            .max(now);
+        // `None` only past the end of u128 time: never admitted.
+        let new_tat = tat.checked_add(u128::from(cost) * interval);
+        let admitted = cost <= burst && new_tat.is_some_and(|t| t - now <= tolerance);
+        let backlog = match new_tat {
+            Some(t) if admitted => t - now,
+            _ => tat - now,
+        };
+        let retry_after_ms = match new_tat {
+            _ if admitted || cost > burst => -1,
+            Some(t) => sat_i64(ceil_div(t - tolerance - now, rate)),
+            None => i64::MAX,
+        };
+        let decision = Decision {
+            allowed: admitted,
+            limit: burst,
+            remaining: sat_u64(div(tolerance.saturating_sub(backlog), interval)),
+            retry_after_ms,
+            reset_after_ms: sat_u64(ceil_div(backlog, rate)),
+        };
+        let new_state = new_tat.filter(|_| admitted && cost > 0).map(|tat| State {
+            tat,
+            scale: per_period,
+        });
+        Outcome::new(decision, new_state)
+    }
+
+    fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
+        Params::new(count(args[0])?, count(args[1])?, parse_duration(args[2])?)
+    }
+}
+
+/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
 pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    let Meter {
-        capacity: burst,
-        rate: per_period,
-        period_ms,
-    } = params.meter;
-    let rate = u128::from(per_period);
-    let interval = u128::from(period_ms);
-    let now = u128::from(now_ms) * rate;
-    let tolerance = u128::from(burst) * interval;
-    // Rounding a re-scaled TAT up never lets more through.
-    let tat = state
-        .map_or(0, |s| rescale(s.tat, s.scale, per_period, true))
-        .max(now);
-    // `None` only past the end of u128 time: never admitted.
-    let new_tat = tat.checked_add(u128::from(cost) * interval);
-    let admitted = cost <= burst && new_tat.is_some_and(|t| t - now <= tolerance);
-    let backlog = match new_tat {
-        Some(t) if admitted => t - now,
-        _ => tat - now,
-    };
-    let retry_after_ms = match new_tat {
-        _ if admitted || cost > burst => -1,
-        Some(t) => sat_i64(ceil_div(t - tolerance - now, rate)),
-        None => i64::MAX,
-    };
-    let decision = Decision {
-        allowed: admitted,
-        limit: burst,
-        remaining: sat_u64(div(tolerance.saturating_sub(backlog), interval)),
-        retry_after_ms,
-        reset_after_ms: sat_u64(ceil_div(backlog, rate)),
-    };
-    let new_state = new_tat.filter(|_| admitted && cost > 0).map(|tat| State {
-        tat,
-        scale: per_period,
-    });
-    Outcome::new(decision, new_state)
+    params.evaluate(state, cost, now_ms)
 }
 
 #[cfg(test)]

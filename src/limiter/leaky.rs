@@ -18,6 +18,7 @@
 
 use super::meter::{decode_scaled, encode_scaled, Meter};
 use super::{ceil_div, info_i64, rescale, sat_u64, Algorithm, LimitError, Outcome};
+use super::{count, parse_duration, Codec};
 
 /// A validated leaky-bucket configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,15 +61,18 @@ pub struct State {
     updated_ms: u64,
 }
 
-impl State {
+impl Codec for State {
+    const NAME: &'static str = "leaky";
+    const TAG: u8 = 0x85;
+
     /// Compact binary form: header, scaled level (u128), scale, time (36 bytes).
-    pub fn encode(&self) -> Vec<u8> {
-        encode_scaled(Algorithm::Leaky, self.level, self.scale, &[self.updated_ms])
+    fn encode(&self) -> Vec<u8> {
+        encode_scaled(State::TAG, self.level, self.scale, &[self.updated_ms])
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else.
-    pub fn decode(bytes: &[u8]) -> Option<State> {
-        let (level, scale, [updated_ms]) = decode_scaled(bytes, Algorithm::Leaky)?;
+    fn decode(bytes: &[u8]) -> Option<State> {
+        let (level, scale, [updated_ms]) = decode_scaled(bytes, State::TAG)?;
         Some(State {
             level,
             scale,
@@ -78,7 +82,7 @@ impl State {
 
     /// Fields for `LIMIT.INFO` (level as of `updated_ms`, rounded up, before
     /// the leak since).
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
+    fn info(&self) -> Vec<(&'static str, i64)> {
         vec![
             (
                 "level",
@@ -89,20 +93,35 @@ impl State {
     }
 }
 
-/// Adds `cost` units at `now_ms` (cost 0 peeks).
+impl Algorithm for Params {
+    type State = State;
+    const ARGS: usize = 3;
+
+    /// Adds `cost` units at `now_ms` (cost 0 peeks).
+    fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
+        let params = self;
+        let m = params.meter;
+        let (level, last) = match state {
+            // Rounding a re-scaled level up never lets more through.
+            Some(s) => (rescale(s.level, s.scale, m.period_ms, true), s.updated_ms),
+            None => (0, now_ms),
+        };
+        m.run(level, last, cost, now_ms)
+            .outcome(|level, updated_ms| State {
+                level,
+                scale: m.period_ms,
+                updated_ms,
+            })
+    }
+
+    fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
+        Params::new(count(args[0])?, count(args[1])?, parse_duration(args[2])?)
+    }
+}
+
+/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
 pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    let m = params.meter;
-    let (level, last) = match state {
-        // Rounding a re-scaled level up never lets more through.
-        Some(s) => (rescale(s.level, s.scale, m.period_ms, true), s.updated_ms),
-        None => (0, now_ms),
-    };
-    m.run(level, last, cost, now_ms)
-        .outcome(|level, updated_ms| State {
-            level,
-            scale: m.period_ms,
-            updated_ms,
-        })
+    params.evaluate(state, cost, now_ms)
 }
 
 #[cfg(test)]

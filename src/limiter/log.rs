@@ -15,6 +15,7 @@
 //! clock steps back, the request is stamped with the newest timestamp in the
 //! log, keeping the log ordered.
 
+use super::{count, parse_duration, Codec, LimitError};
 use super::{encoder, info_i64, put_u64, put_varint, Algorithm, Decision, Outcome};
 use super::{Reader, Tally, WindowParams};
 
@@ -32,38 +33,8 @@ pub struct State {
     entries: Vec<(u64, u64)>,
 }
 
-impl State {
-    /// Compact binary form: header, the number of entries as a varint, then
-    /// (if any) the first timestamp as u64 and its units as a varint, then
-    /// per further entry the timestamp delta and the units as varints.
-    pub fn encode(&self) -> Vec<u8> {
-        encode_entries(&self.entries)
-    }
-
-    /// Parses [`State::encode`]'s output; `None` for anything else
-    /// (including unordered timestamps or zero units).
-    pub fn decode(bytes: &[u8]) -> Option<State> {
-        decode_entries(bytes).map(|entries| State { entries })
-    }
-
-    /// Fields for `LIMIT.INFO` (`count` includes entries that may have left
-    /// the window since the last write).
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
-        let total = self.entries.iter().fold(0u64, |a, e| a.saturating_add(e.1));
-        let mut fields = vec![
-            ("entries", info_i64(self.entries.len() as u64)),
-            ("count", info_i64(total)),
-        ];
-        if let (Some(oldest), Some(newest)) = (self.entries.first(), self.entries.last()) {
-            fields.push(("oldest_ms", info_i64(oldest.0)));
-            fields.push(("newest_ms", info_i64(newest.0)));
-        }
-        fields
-    }
-}
-
 fn encode_entries(entries: &[(u64, u64)]) -> Vec<u8> {
-    let mut out = encoder(Algorithm::Log, 11 + entries.len() * 3);
+    let mut out = encoder(State::TAG, 11 + entries.len() * 3);
     put_varint(&mut out, entries.len() as u64);
     let mut previous = None;
     for &(at, units) in entries {
@@ -86,17 +57,74 @@ fn decode_entries(bytes: &[u8]) -> Option<Vec<(u64, u64)>> {
     )
 }
 
-/// Charges `cost` units at `now_ms` (cost 0 peeks).
+impl Codec for State {
+    const NAME: &'static str = "log";
+    const TAG: u8 = 0x83;
+
+    /// Compact binary form: header, the number of entries as a varint, then
+    /// (if any) the first timestamp as u64 and its units as a varint, then
+    /// per further entry the timestamp delta and the units as varints.
+    fn encode(&self) -> Vec<u8> {
+        encode_entries(&self.entries)
+    }
+
+    /// Parses [`State::encode`]'s output; `None` for anything else
+    /// (including unordered timestamps or zero units).
+    fn decode(bytes: &[u8]) -> Option<State> {
+        decode_entries(bytes).map(|entries| State { entries })
+    }
+
+    /// Fields for `LIMIT.INFO` (`count` includes entries that may have left
+    /// the window since the last write).
+    fn info(&self) -> Vec<(&'static str, i64)> {
+        let total = self.entries.iter().fold(0u64, |a, e| a.saturating_add(e.1));
+        let mut fields = vec![
+            ("entries", info_i64(self.entries.len() as u64)),
+            ("count", info_i64(total)),
+        ];
+        if let (Some(oldest), Some(newest)) = (self.entries.first(), self.entries.last()) {
+            fields.push(("oldest_ms", info_i64(oldest.0)));
+            fields.push(("newest_ms", info_i64(newest.0)));
+        }
+        fields
+    }
+}
+
+impl Algorithm for Params {
+    type State = State;
+    const ARGS: usize = 2;
+
+    /// Charges `cost` units at `now_ms` (cost 0 peeks).
+    fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
+        let params = self;
+        let entries = state.map_or(&[][..], |s| &s.entries[..]);
+        let (decision, admit) = decide(entries, params, cost, now_ms);
+        let new_state = admit.map(|(first_live, at)| {
+            let mut kept = Vec::with_capacity(entries.len() - first_live + 1);
+            kept.extend_from_slice(&entries[first_live..]);
+            record(&mut kept, at, cost);
+            State { entries: kept }
+        });
+        Outcome::new(decision, new_state)
+    }
+
+    fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
+        Params::new(count(args[0])?, parse_duration(args[1])?)
+    }
+
+    fn evaluate_encoded(
+        &self,
+        stored: Option<&[u8]>,
+        cost: u64,
+        now_ms: u64,
+    ) -> Option<Outcome<Vec<u8>>> {
+        evaluate_encoded(stored, self, cost, now_ms)
+    }
+}
+
+/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
 pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    let entries = state.map_or(&[][..], |s| &s.entries[..]);
-    let (decision, admit) = decide(entries, params, cost, now_ms);
-    let new_state = admit.map(|(first_live, at)| {
-        let mut kept = Vec::with_capacity(entries.len() - first_live + 1);
-        kept.extend_from_slice(&entries[first_live..]);
-        record(&mut kept, at, cost);
-        State { entries: kept }
-    });
-    Outcome::new(decision, new_state)
+    params.evaluate(state, cost, now_ms)
 }
 
 /// [`evaluate`] on an encoded state, returning the encoded state to store,
@@ -170,7 +198,7 @@ struct Scan {
 /// count of units, timestamps not increasing, a short or overlong encoding) without
 /// collecting its entries.
 fn scan(bytes: &[u8], window: u64, now_ms: u64) -> Option<Scan> {
-    let mut r = Reader::open(bytes, Algorithm::Log)?;
+    let mut r = Reader::open(bytes, State::TAG)?;
     let entries = r.varint()?;
     if entries > MAX_LIMIT {
         return None;
@@ -250,7 +278,7 @@ fn append(bytes: &[u8], scan: &Scan, cost: u64, now_ms: u64) -> Vec<u8> {
     };
     let merge = last.at == now_ms;
     let entries = scan.entries - index + u64::from(!merge);
-    let mut out = encoder(Algorithm::Log, 20 + last.end - first.end);
+    let mut out = encoder(State::TAG, 20 + last.end - first.end);
     put_varint(&mut out, entries);
     put_u64(&mut out, first.at);
     let last_units = if merge { last.units + cost } else { last.units };
@@ -393,7 +421,7 @@ mod tests {
         assert_eq!(State::decode(&good[..good.len() - 1]), None);
         assert_eq!(State::decode(&[&good[..], &[1]].concat()), None);
         // More entries than any limit allows.
-        let mut many = encoder(Algorithm::Log, 8);
+        let mut many = encoder(State::TAG, 8);
         put_varint(&mut many, MAX_LIMIT + 1);
         assert_eq!(State::decode(&many), None);
         // A delta up to the end of time, and one past it.

@@ -9,7 +9,7 @@
 //! bucket run it directly; GCRA keeps its own arithmetic on a theoretical
 //! arrival time but takes the same parameters and state encoding.
 
-use super::{ceil_div, div, encoder, put_u128, put_u64, sat_i64, sat_u64, Algorithm, Decision};
+use super::{ceil_div, div, encoder, put_u128, put_u64, sat_i64, sat_u64, Decision};
 use super::{LimitError, Outcome, Reader};
 
 /// A validated meter configuration. The level is kept in units of
@@ -110,13 +110,8 @@ impl Metered {
 
 /// Encodes a quantity in units of `1/scale` (u128, then the scale) followed
 /// by `times` (u64 each), after the algorithm's header.
-pub(super) fn encode_scaled(
-    algorithm: Algorithm,
-    value: u128,
-    scale: u64,
-    times: &[u64],
-) -> Vec<u8> {
-    let mut out = encoder(algorithm, 24 + 8 * times.len());
+pub(super) fn encode_scaled(tag: u8, value: u128, scale: u64, times: &[u64]) -> Vec<u8> {
+    let mut out = encoder(tag, 24 + 8 * times.len());
     put_u128(&mut out, value);
     put_u64(&mut out, scale);
     for &t in times {
@@ -129,9 +124,9 @@ pub(super) fn encode_scaled(
 /// else, including a zero scale.
 pub(super) fn decode_scaled<const N: usize>(
     bytes: &[u8],
-    algorithm: Algorithm,
+    tag: u8,
 ) -> Option<(u128, u64, [u64; N])> {
-    let mut r = Reader::open(bytes, algorithm)?;
+    let mut r = Reader::open(bytes, tag)?;
     let value = r.u128()?;
     let scale = r.u64()?;
     let mut times = [0u64; N];

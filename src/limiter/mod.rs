@@ -39,6 +39,15 @@
 //! (token bucket), [`leaky`] (leaky bucket as a meter), [`gcra`] (generic cell
 //! rate algorithm), [`cell`] (redis-cell's `CL.THROTTLE`, reply-compatible)
 //! and [`concurrency`] (leased concurrency slots).
+//!
+//! Two traits make an algorithm: every stored state implements [`Codec`] (its
+//! name, tag byte, encoding, decoding and `LIMIT.INFO` fields), and the
+//! parameters of a rate rule implement [`Algorithm`] (how a rule's arguments
+//! parse, and `evaluate`). Each algorithm is listed once, in [`algorithms!`];
+//! from that list come [`Rule`] and [`rule_syntax`] (LIMIT.ALL's rules),
+//! [`AnyState`] and [`decode_any`] (LIMIT.INFO, LIMIT.RESET) and, in
+//! `command/limiter.rs`, the `LIMIT.<NAME>` commands. Adding an algorithm is
+//! one new file and one line there.
 
 pub mod cell;
 pub mod concurrency;
@@ -52,14 +61,239 @@ pub mod sliding;
 mod testkit;
 pub mod token;
 
-pub use cell::{Params as CellParams, State as CellState};
-pub use concurrency::{Params as ConcurrencyParams, State as ConcurrencyState};
-pub use fixed::{Params as FixedParams, State as FixedState};
-pub use gcra::{Params as GcraParams, State as GcraState};
-pub use leaky::{Params as LeakyParams, State as LeakyState};
-pub use log::{Params as LogParams, State as LogState};
-pub use sliding::{Params as SlidingParams, State as SlidingState};
-pub use token::{Params as TokenParams, State as TokenState};
+use std::fmt::Debug;
+
+/// Every algorithm, listed once: `Variant => module`. Rate rules (`LIMIT.<NAME>` and
+/// LIMIT.ALL's rules, parameters implementing [`Algorithm`]) first, then the states of
+/// algorithms with commands of their own (CL.THROTTLE, LIMIT.ACQUIRE). A module's name is
+/// its algorithm's [`Codec::NAME`]. The list is handed to `$callback!` (here
+/// `registry!`, and `command/limiter.rs` for its command rows).
+macro_rules! algorithms {
+    ($callback:ident) => {
+        $callback! {
+            rules: Fixed => fixed, Sliding => sliding, Log => log, Token => token,
+                Leaky => leaky, Gcra => gcra;
+            others: Cell => cell, Concurrency => concurrency;
+        }
+    };
+}
+pub(crate) use algorithms;
+
+/// A limiter state as stored in a key: the algorithm's name and tag, the encoding
+/// and decoding, and what `LIMIT.INFO` shows of it.
+pub trait Codec: Sized + Clone + PartialEq + Debug {
+    /// The algorithm's lower-case name (`LIMIT.<NAME>`, LIMIT.ALL's rule keyword,
+    /// LIMIT.INFO's `algorithm`); also its module's name.
+    const NAME: &'static str;
+    /// The byte after the magic in encoded states: in `0x81..=0x8f` (see the module
+    /// documentation), one per algorithm.
+    const TAG: u8;
+    /// The compact binary form stored as the key's value.
+    fn encode(&self) -> Vec<u8>;
+    /// Parses [`Codec::encode`]'s output; `None` for anything else.
+    fn decode(bytes: &[u8]) -> Option<Self>;
+    /// Fields for `LIMIT.INFO`, as name/value pairs.
+    fn info(&self) -> Vec<(&'static str, i64)>;
+}
+
+/// A rate rule's validated parameters: how they parse and how they judge a request.
+pub trait Algorithm: Sized + Copy + Debug {
+    /// The state the rule keeps.
+    type State: Codec;
+    /// Positional arguments after the key (`LIMIT.FIXED key limit window`: 2).
+    const ARGS: usize;
+    /// Options besides `COST`, lower-case, each taking a count (SLIDING: `precision`).
+    const OPTIONS: &'static [&'static str] = &[];
+
+    /// Parses the positional arguments (`args`, exactly [`Algorithm::ARGS`]) and the
+    /// options' values (`options[i]` for `OPTIONS[i]`, `None` when not given).
+    fn parse(args: &[&[u8]], options: &[Option<u64>]) -> Result<Self, LimitError>;
+
+    /// Charges `cost` at `now_ms` against `state` (cost 0 peeks).
+    fn evaluate(&self, state: Option<&Self::State>, cost: u64, now_ms: u64)
+        -> Outcome<Self::State>;
+
+    /// [`Algorithm::evaluate`] on an encoded state, returning the encoded state to
+    /// store; `None` when `stored` is not a state of this algorithm.
+    fn evaluate_encoded(
+        &self,
+        stored: Option<&[u8]>,
+        cost: u64,
+        now_ms: u64,
+    ) -> Option<Outcome<Vec<u8>>> {
+        let state = match stored {
+            None => None,
+            Some(bytes) => Some(Self::State::decode(bytes)?),
+        };
+        let out = self.evaluate(state.as_ref(), cost, now_ms);
+        Some(Outcome {
+            decision: out.decision,
+            new_state: out.new_state.as_ref().map(Codec::encode),
+            ttl_ms: out.ttl_ms,
+        })
+    }
+}
+
+/// [`Algorithm::parse`] of some algorithm, into a [`Rule`].
+pub type RuleParser = fn(&[&[u8]], &[Option<u64>]) -> Result<Rule, LimitError>;
+
+/// The syntax of one rate rule: what LIMIT.ALL needs to split and parse its arguments.
+#[derive(Debug)]
+pub struct RuleSyntax {
+    /// The algorithm's name.
+    pub name: &'static str,
+    /// Positional arguments after the key.
+    pub args: usize,
+    /// Options besides `COST`.
+    pub options: &'static [&'static str],
+    /// Parses the rule (see [`Algorithm::parse`]).
+    pub parse: RuleParser,
+}
+
+/// The rate rule named `name` (ASCII case-insensitive).
+pub fn rule_syntax(name: &[u8]) -> Option<&'static RuleSyntax> {
+    // Names are lower-case letters, and `b | 0x20` equals a lower-case letter exactly
+    // when `b` is that letter in either case: the same test as `eq_ignore_ascii_case`,
+    // at a third of its cost (this runs for every argument LIMIT.ALL scans for a rule).
+    RULES.iter().find(|r| {
+        r.name.len() == name.len() && name.iter().zip(r.name.bytes()).all(|(b, c)| b | 0x20 == c)
+    })
+}
+
+/// [`Algorithm::parse`] into a [`Rule`].
+fn parse_rule<P: Algorithm + Into<Rule>>(
+    args: &[&[u8]],
+    options: &[Option<u64>],
+) -> Result<Rule, LimitError> {
+    P::parse(args, options).map(Into::into)
+}
+
+/// Builds the types and tables that range over every algorithm from [`algorithms!`].
+macro_rules! registry {
+    (rules: $($rule:ident => $rm:ident),+; others: $($other:ident => $om:ident),+;) => {
+        /// One rate rule of any algorithm: its validated parameters.
+        #[derive(Debug, Clone, Copy)]
+        pub enum Rule {
+            $(
+                #[doc = concat!("A [`", stringify!($rm), "`] rule.")]
+                $rule($rm::Params),
+            )+
+        }
+
+        $(
+            impl From<$rm::Params> for Rule {
+                fn from(p: $rm::Params) -> Rule {
+                    Rule::$rule(p)
+                }
+            }
+        )+
+
+        impl Rule {
+            /// [`Algorithm::evaluate_encoded`] of the rule's algorithm.
+            pub fn evaluate_encoded(
+                &self,
+                stored: Option<&[u8]>,
+                cost: u64,
+                now_ms: u64,
+            ) -> Option<Outcome<Vec<u8>>> {
+                match self {
+                    $(Rule::$rule(p) => p.evaluate_encoded(stored, cost, now_ms),)+
+                }
+            }
+        }
+
+        /// Every rate rule's syntax, in [`algorithms!`] order.
+        pub static RULES: &[RuleSyntax] = &[
+            $(
+                RuleSyntax {
+                    name: <$rm::State as Codec>::NAME,
+                    args: <$rm::Params as Algorithm>::ARGS,
+                    options: <$rm::Params as Algorithm>::OPTIONS,
+                    parse: parse_rule::<$rm::Params>,
+                },
+            )+
+        ];
+
+        /// A decoded state of any algorithm, for commands that handle every kind
+        /// (`LIMIT.INFO`, `LIMIT.RESET`).
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum AnyState {
+            $(
+                #[doc = concat!("A [`", stringify!($rm), "`] state.")]
+                $rule($rm::State),
+            )+
+            $(
+                #[doc = concat!("A [`", stringify!($om), "`] state.")]
+                $other($om::State),
+            )+
+        }
+
+        impl AnyState {
+            /// The algorithm's name ([`Codec::NAME`]).
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(AnyState::$rule(_) => <$rm::State as Codec>::NAME,)+
+                    $(AnyState::$other(_) => <$om::State as Codec>::NAME,)+
+                }
+            }
+
+            /// The state's fields as name/value pairs for `LIMIT.INFO`.
+            pub fn info(&self) -> Vec<(&'static str, i64)> {
+                match self {
+                    $(AnyState::$rule(s) => s.info(),)+
+                    $(AnyState::$other(s) => s.info(),)+
+                }
+            }
+
+            /// The state's binary encoding.
+            pub fn encode(&self) -> Vec<u8> {
+                match self {
+                    $(AnyState::$rule(s) => s.encode(),)+
+                    $(AnyState::$other(s) => s.encode(),)+
+                }
+            }
+        }
+
+        /// Decodes a state of any algorithm; `None` for bytes that are not a valid
+        /// limiter state (a user's plain string, a truncated or corrupt encoding).
+        pub fn decode_any(bytes: &[u8]) -> Option<AnyState> {
+            let tag = tag_of(bytes)?;
+            $(
+                if tag == <$rm::State as Codec>::TAG {
+                    return $rm::State::decode(bytes).map(AnyState::$rule);
+                }
+            )+
+            $(
+                if tag == <$om::State as Codec>::TAG {
+                    return $om::State::decode(bytes).map(AnyState::$other);
+                }
+            )+
+            None
+        }
+
+        /// Every algorithm's name and tag, in [`algorithms!`] order.
+        pub const ALGORITHMS: &[(&str, u8)] = &[
+            $((<$rm::State as Codec>::NAME, <$rm::State as Codec>::TAG),)+
+            $((<$om::State as Codec>::NAME, <$om::State as Codec>::TAG),)+
+        ];
+
+        const _: () = {
+            // Tags are distinct and in the range the module documentation promises.
+            let mut i = 0;
+            while i < ALGORITHMS.len() {
+                assert!(ALGORITHMS[i].1 >= 0x81 && ALGORITHMS[i].1 <= 0x8f);
+                let mut j = i + 1;
+                while j < ALGORITHMS.len() {
+                    assert!(ALGORITHMS[i].1 != ALGORITHMS[j].1, "two algorithms share a tag");
+                    j += 1;
+                }
+                i += 1;
+            }
+        };
+    };
+}
+
+algorithms!(registry);
 
 /// The verdict every native limiter returns (one reply shape for all).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +420,29 @@ pub enum LimitError {
     /// (redis-cell has no check here; Redis's generic text, as Dragonfly uses).
     #[error("ERR value is not an integer or out of range")]
     CellOutOfRange,
+    /// A count that is not an integer (Redis's generic text).
+    #[error("ERR value is not an integer or out of range")]
+    NotAnInteger,
+}
+
+/// A count (limit, capacity, rate, precision): an integer; zero and negative values
+/// read as 0, for the algorithm's own error text.
+pub fn count(arg: &[u8]) -> Result<u64, LimitError> {
+    if let Some(n) = plain_u64(arg) {
+        return Ok(n);
+    }
+    let n = crate::store::value::parse_canonical_i64(arg).ok_or(LimitError::NotAnInteger)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Digits without a sign or leading zero, short enough not to overflow: the usual
+/// count or cost, read without the general integer parser's checks (anything else goes
+/// through it, and gets its error text).
+pub fn plain_u64(arg: &[u8]) -> Option<u64> {
+    match arg {
+        [b'1'..=b'9', ..] => short_decimal(arg),
+        _ => None,
+    }
 }
 
 /// Parses a duration into milliseconds: `"250"` (plain number = ms),
@@ -240,190 +497,27 @@ pub(crate) fn short_decimal(arg: &[u8]) -> Option<u64> {
     })
 }
 
-/// Which algorithm a stored limiter state belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// Fixed window counter ([`fixed`]).
-    Fixed,
-    /// Sliding window counter ([`sliding`]).
-    Sliding,
-    /// Exact sliding log ([`log`]).
-    Log,
-    /// Token bucket ([`token`]).
-    Token,
-    /// Leaky bucket as a meter ([`leaky`]).
-    Leaky,
-    /// Generic cell rate algorithm ([`gcra`]).
-    Gcra,
-    /// redis-cell's `CL.THROTTLE` ([`cell`]).
-    Cell,
-    /// Leased concurrency slots ([`concurrency`]).
-    Concurrency,
-}
-
-impl Algorithm {
-    /// Every algorithm, in tag order.
-    pub const ALL: [Algorithm; 8] = [
-        Algorithm::Fixed,
-        Algorithm::Sliding,
-        Algorithm::Log,
-        Algorithm::Token,
-        Algorithm::Leaky,
-        Algorithm::Gcra,
-        Algorithm::Cell,
-        Algorithm::Concurrency,
-    ];
-
-    /// The lower-case name used in commands and `LIMIT.INFO`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Fixed => "fixed",
-            Algorithm::Sliding => "sliding",
-            Algorithm::Log => "log",
-            Algorithm::Token => "token",
-            Algorithm::Leaky => "leaky",
-            Algorithm::Gcra => "gcra",
-            Algorithm::Cell => "cell",
-            Algorithm::Concurrency => "concurrency",
-        }
-    }
-
-    /// The algorithm with this name (ASCII case-insensitive).
-    pub fn from_name(name: &[u8]) -> Option<Algorithm> {
-        // One candidate per length and first letter, then one comparison: this
-        // runs for every rule of every LIMIT.ALL call.
-        let candidate = match (name.len(), name.first()?.to_ascii_lowercase()) {
-            (3, _) => Algorithm::Log,
-            (4, b'g') => Algorithm::Gcra,
-            (4, _) => Algorithm::Cell,
-            (5, b'f') => Algorithm::Fixed,
-            (5, b't') => Algorithm::Token,
-            (5, _) => Algorithm::Leaky,
-            (7, _) => Algorithm::Sliding,
-            (11, _) => Algorithm::Concurrency,
-            _ => return None,
-        };
-        // Names are lower-case letters, and `b | 0x20` equals a lower-case letter
-        // exactly when `b` is that letter in either case: the same test as
-        // `eq_ignore_ascii_case`, at a third of its cost (it lowers both sides).
-        let expected = candidate.name().as_bytes();
-        (name.len() == expected.len() && name.iter().zip(expected).all(|(b, c)| b | 0x20 == *c))
-            .then_some(candidate)
-    }
-
-    /// The tag byte that follows the magic in encoded states.
-    fn tag(self) -> u8 {
-        match self {
-            Algorithm::Fixed => 0x81,
-            Algorithm::Sliding => 0x82,
-            Algorithm::Log => 0x83,
-            Algorithm::Token => 0x84,
-            Algorithm::Leaky => 0x85,
-            Algorithm::Gcra => 0x86,
-            Algorithm::Cell => 0x87,
-            Algorithm::Concurrency => 0x88,
-        }
+/// The tag byte of an encoded state, judged by its header only.
+fn tag_of(bytes: &[u8]) -> Option<u8> {
+    match bytes.split_first_chunk::<4>() {
+        Some((&[a, b, c, tag], _)) if [a, b, c] == MAGIC => Some(tag),
+        _ => None,
     }
 }
 
-/// A decoded state of any algorithm, for commands that handle every kind
-/// (`LIMIT.INFO`, `LIMIT.RESET`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AnyState {
-    /// A [`fixed`] state.
-    Fixed(fixed::State),
-    /// A [`sliding`] state.
-    Sliding(sliding::State),
-    /// A [`log`] state.
-    Log(log::State),
-    /// A [`token`] state.
-    Token(token::State),
-    /// A [`leaky`] state.
-    Leaky(leaky::State),
-    /// A [`gcra`] state.
-    Gcra(gcra::State),
-    /// A [`cell`] state.
-    Cell(cell::State),
-    /// A [`concurrency`] state.
-    Concurrency(concurrency::State),
-}
-
-impl AnyState {
-    /// Which algorithm this state belongs to.
-    pub fn algorithm(&self) -> Algorithm {
-        match self {
-            AnyState::Fixed(_) => Algorithm::Fixed,
-            AnyState::Sliding(_) => Algorithm::Sliding,
-            AnyState::Log(_) => Algorithm::Log,
-            AnyState::Token(_) => Algorithm::Token,
-            AnyState::Leaky(_) => Algorithm::Leaky,
-            AnyState::Gcra(_) => Algorithm::Gcra,
-            AnyState::Cell(_) => Algorithm::Cell,
-            AnyState::Concurrency(_) => Algorithm::Concurrency,
-        }
-    }
-
-    /// The state's fields as name/value pairs for `LIMIT.INFO`.
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
-        match self {
-            AnyState::Fixed(s) => s.info(),
-            AnyState::Sliding(s) => s.info(),
-            AnyState::Log(s) => s.info(),
-            AnyState::Token(s) => s.info(),
-            AnyState::Leaky(s) => s.info(),
-            AnyState::Gcra(s) => s.info(),
-            AnyState::Cell(s) => s.info(),
-            AnyState::Concurrency(s) => s.info(),
-        }
-    }
-
-    /// The state's binary encoding (the algorithm's own `encode`).
-    pub fn encode(&self) -> Vec<u8> {
-        match self {
-            AnyState::Fixed(s) => s.encode(),
-            AnyState::Sliding(s) => s.encode(),
-            AnyState::Log(s) => s.encode(),
-            AnyState::Token(s) => s.encode(),
-            AnyState::Leaky(s) => s.encode(),
-            AnyState::Gcra(s) => s.encode(),
-            AnyState::Cell(s) => s.encode(),
-            AnyState::Concurrency(s) => s.encode(),
-        }
-    }
-}
-
-/// Which algorithm an encoded state belongs to, judged by its header only.
-pub fn algorithm_of(bytes: &[u8]) -> Option<Algorithm> {
-    let (magic, rest) = bytes.split_first_chunk::<3>()?;
-    if *magic != MAGIC {
-        return None;
-    }
-    let tag = *rest.first()?;
-    Algorithm::ALL.into_iter().find(|a| a.tag() == tag)
-}
-
-/// Decodes a state of any algorithm; `None` for bytes that are not a valid
-/// limiter state (a user's plain string, a truncated or corrupt encoding).
-pub fn decode_any(bytes: &[u8]) -> Option<AnyState> {
-    Some(match algorithm_of(bytes)? {
-        Algorithm::Fixed => AnyState::Fixed(fixed::State::decode(bytes)?),
-        Algorithm::Sliding => AnyState::Sliding(sliding::State::decode(bytes)?),
-        Algorithm::Log => AnyState::Log(log::State::decode(bytes)?),
-        Algorithm::Token => AnyState::Token(token::State::decode(bytes)?),
-        Algorithm::Leaky => AnyState::Leaky(leaky::State::decode(bytes)?),
-        Algorithm::Gcra => AnyState::Gcra(gcra::State::decode(bytes)?),
-        Algorithm::Cell => AnyState::Cell(cell::State::decode(bytes)?),
-        Algorithm::Concurrency => AnyState::Concurrency(concurrency::State::decode(bytes)?),
-    })
+/// The name of the algorithm an encoded state belongs to, judged by its header only.
+pub fn algorithm_of(bytes: &[u8]) -> Option<&'static str> {
+    let tag = tag_of(bytes)?;
+    ALGORITHMS.iter().find(|a| a.1 == tag).map(|a| a.0)
 }
 
 const MAGIC: [u8; 3] = *b"TGL";
 
 /// Starts an encoding with the magic and the algorithm's tag.
-fn encoder(algorithm: Algorithm, capacity: usize) -> Vec<u8> {
+fn encoder(tag: u8, capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + capacity);
     out.extend_from_slice(&MAGIC);
-    out.push(algorithm.tag());
+    out.push(tag);
     out
 }
 
@@ -451,12 +545,10 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    /// Checks the magic and tag, and positions after them.
-    fn open(bytes: &'a [u8], algorithm: Algorithm) -> Option<Reader<'a>> {
+    /// Checks the magic and `tag`, and positions after them.
+    fn open(bytes: &'a [u8], tag: u8) -> Option<Reader<'a>> {
         match bytes.split_first_chunk::<4>() {
-            Some((&[a, b, c, tag], rest)) if [a, b, c] == MAGIC && tag == algorithm.tag() => {
-                Some(Reader { rest })
-            }
+            Some((&[a, b, c, t], rest)) if [a, b, c] == MAGIC && t == tag => Some(Reader { rest }),
             _ => None,
         }
     }
@@ -719,26 +811,37 @@ mod tests {
     }
 
     #[test]
-    fn algorithm_names_round_trip() {
-        for a in Algorithm::ALL {
-            assert_eq!(Algorithm::from_name(a.name().as_bytes()), Some(a));
-            assert_eq!(
-                Algorithm::from_name(a.name().to_ascii_uppercase().as_bytes()),
-                Some(a)
-            );
+    fn rule_names_are_found_in_any_case_and_nothing_else() {
+        for r in RULES {
+            assert!(std::ptr::eq(rule_syntax(r.name.as_bytes()).unwrap(), r));
+            let upper = r.name.to_ascii_uppercase();
+            assert!(std::ptr::eq(rule_syntax(upper.as_bytes()).unwrap(), r));
         }
-        assert_eq!(Algorithm::from_name(b"bogus"), None);
+        assert!(rule_syntax(b"bogus").is_none());
+        // Algorithms with commands of their own are not rules.
+        assert!(rule_syntax(b"cell").is_none());
+        assert!(rule_syntax(b"concurrency").is_none());
         // Every byte in place of every letter: only the letter, in either case, matches.
-        for a in Algorithm::ALL {
-            for at in 0..a.name().len() {
+        for r in RULES {
+            for at in 0..r.name.len() {
                 for b in 0..=255u8 {
-                    let mut name = a.name().as_bytes().to_vec();
+                    let mut name = r.name.as_bytes().to_vec();
                     let letter = name[at];
                     name[at] = b;
-                    let expected = b.eq_ignore_ascii_case(&letter).then_some(a);
-                    assert_eq!(Algorithm::from_name(&name), expected, "{name:?}");
+                    let found = rule_syntax(&name).map(|f| f.name);
+                    let expected = b.eq_ignore_ascii_case(&letter).then_some(r.name);
+                    assert_eq!(found, expected, "{name:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn names_are_distinct_lower_case_module_names() {
+        let names: std::collections::BTreeSet<_> = ALGORITHMS.iter().map(|a| a.0).collect();
+        assert_eq!(names.len(), ALGORITHMS.len());
+        for (name, _) in ALGORITHMS {
+            assert!(name.bytes().all(|b| b.is_ascii_lowercase()), "{name}");
         }
     }
 
@@ -748,7 +851,7 @@ mod tests {
         assert_eq!(decode_any(b"TGL"), None);
         assert_eq!(decode_any(b"TGLF12345678"), None);
         assert_eq!(decode_any(b"hello world"), None);
-        assert_eq!(algorithm_of(b"TGL\x81"), Some(Algorithm::Fixed));
+        assert_eq!(algorithm_of(b"TGL\x81"), Some("fixed"));
         // Every valid UTF-8 string is rejected by the header check alone.
         assert_eq!(algorithm_of("TGL\u{81}".as_bytes()), None);
     }
@@ -797,10 +900,11 @@ mod tests {
                     .unwrap(),
             ),
         ];
-        for (state, algorithm) in states.iter().zip(Algorithm::ALL) {
-            assert_eq!(state.algorithm(), algorithm);
+        assert_eq!(states.len(), ALGORITHMS.len());
+        for (state, (algorithm, _)) in states.iter().zip(ALGORITHMS) {
+            assert_eq!(state.name(), *algorithm);
             let bytes = state.encode();
-            assert_eq!(algorithm_of(&bytes), Some(algorithm));
+            assert_eq!(algorithm_of(&bytes), Some(*algorithm));
             assert_eq!(decode_any(&bytes).as_ref(), Some(state));
             assert!(!state.info().is_empty());
             // Truncation anywhere is rejected.
@@ -825,16 +929,16 @@ mod tests {
     #[test]
     fn varints_round_trip_and_reject_overlong() {
         for v in [0, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
-            let mut out = encoder(Algorithm::Fixed, 10);
+            let mut out = encoder(0x81, 10);
             put_varint(&mut out, v);
-            let mut r = Reader::open(&out, Algorithm::Fixed).unwrap();
+            let mut r = Reader::open(&out, 0x81).unwrap();
             assert_eq!(r.varint(), Some(v));
             assert!(r.is_empty());
         }
-        let mut out = encoder(Algorithm::Fixed, 11);
+        let mut out = encoder(0x81, 11);
         out.extend_from_slice(&[0xff; 9]);
         out.push(0x02);
-        assert_eq!(Reader::open(&out, Algorithm::Fixed).unwrap().varint(), None);
+        assert_eq!(Reader::open(&out, 0x81).unwrap().varint(), None);
     }
 
     proptest::proptest! {

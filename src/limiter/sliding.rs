@@ -23,11 +23,16 @@
 //! changes between calls, stored counts move to the new bucket holding their
 //! old bucket's start.
 
+use super::{count, parse_duration, Codec};
 use super::{encoder, info_i64, put_u64, put_varint, require, Algorithm, LimitError, Outcome};
 use super::{Reader, Tally};
 
 /// The most sub-buckets per window (one per second over an hour).
 pub const MAX_BUCKETS: u64 = 3600;
+
+/// Sub-buckets when `PRECISION` is not given (capped at the window in ms): at most a
+/// tenth of the limit can slip past at a bucket edge.
+pub const DEFAULT_PRECISION: u64 = 10;
 
 /// A validated sliding-window configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,54 +93,6 @@ pub struct State {
 }
 
 impl State {
-    /// Compact binary form: header, bucket width, head index, then the
-    /// number of counts and the counts as varints.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = encoder(Algorithm::Sliding, 18 + self.counts.len() * 2);
-        put_u64(&mut out, self.bucket_ms);
-        put_u64(&mut out, self.head);
-        put_varint(&mut out, self.counts.len() as u64);
-        for &c in &self.counts {
-            put_varint(&mut out, c);
-        }
-        out
-    }
-
-    /// Parses [`State::encode`]'s output; `None` for anything else.
-    pub fn decode(bytes: &[u8]) -> Option<State> {
-        let mut r = Reader::open(bytes, Algorithm::Sliding)?;
-        let bucket_ms = r.u64()?;
-        let head = r.u64()?;
-        let n = r.varint()?;
-        if bucket_ms == 0 || n > MAX_BUCKETS {
-            return None;
-        }
-        // `n` is at most MAX_BUCKETS; one allocation instead of growing by doubling.
-        let mut counts = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            counts.push(r.varint()?);
-        }
-        r.finish(State {
-            bucket_ms,
-            head,
-            counts,
-        })
-    }
-
-    /// Fields for `LIMIT.INFO`.
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
-        let total = self.counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
-        vec![
-            ("bucket_ms", info_i64(self.bucket_ms)),
-            (
-                "head_bucket_start_ms",
-                info_i64(self.head.saturating_mul(self.bucket_ms)),
-            ),
-            ("buckets_stored", info_i64(self.counts.len() as u64)),
-            ("count", info_i64(total)),
-        ]
-    }
-
     /// The counts re-expressed in buckets of `bucket_ms`: the newest bucket
     /// index and exactly `p` counters, newest first.
     fn aligned(&self, bucket_ms: u64, p: usize) -> (u64, Vec<u64>) {
@@ -163,54 +120,125 @@ impl State {
     }
 }
 
-/// Charges `cost` units at `now_ms` (cost 0 peeks).
-pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    let p = params.buckets as usize;
-    let b = params.bucket_ms;
-    let now_bucket = now_ms / b;
-    let (stored_head, mut counts) = match state {
-        Some(s) => s.aligned(b, p),
-        None => (now_bucket, vec![0; p]),
-    };
-    let head = stored_head.max(now_bucket);
-    let shift = head - stored_head;
-    if shift >= p as u64 {
-        counts.fill(0);
-    } else if shift > 0 {
-        counts.rotate_right(shift as usize);
-        counts[..shift as usize].fill(0);
-    }
-    let used = counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
-    let tally = Tally::new(params.limit, used, cost);
-    if tally.admitted {
-        counts[0] += cost;
-    }
-    // A bucket at index i stops counting once the current bucket is head − i + p.
-    let time_of = |bucket: u64| bucket.saturating_mul(b).saturating_sub(now_ms);
-    let reset_after_ms = counts.iter().position(|&c| c > 0).map_or(0, |i| {
-        time_of((head - (i as u64).min(head)).saturating_add(p as u64))
-    });
-    let wait = || {
-        let mut still_counted = used;
-        for j in 1..=p {
-            still_counted = still_counted.saturating_sub(counts[p - j]);
-            if still_counted.saturating_add(cost) <= params.limit {
-                return time_of(head.saturating_add(j as u64));
-            }
+impl Codec for State {
+    const NAME: &'static str = "sliding";
+    const TAG: u8 = 0x82;
+
+    /// Compact binary form: header, bucket width, head index, then the
+    /// number of counts and the counts as varints.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = encoder(State::TAG, 18 + self.counts.len() * 2);
+        put_u64(&mut out, self.bucket_ms);
+        put_u64(&mut out, self.head);
+        put_varint(&mut out, self.counts.len() as u64);
+        for &c in &self.counts {
+            put_varint(&mut out, c);
         }
-        0
-    };
-    let decision = tally.decision(wait, reset_after_ms);
-    let new_state = tally.writes().then(|| {
-        let kept = counts.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
-        counts.truncate(kept);
-        State {
-            bucket_ms: b,
+        out
+    }
+
+    /// Parses [`State::encode`]'s output; `None` for anything else.
+    fn decode(bytes: &[u8]) -> Option<State> {
+        let mut r = Reader::open(bytes, State::TAG)?;
+        let bucket_ms = r.u64()?;
+        let head = r.u64()?;
+        let n = r.varint()?;
+        if bucket_ms == 0 || n > MAX_BUCKETS {
+            return None;
+        }
+        // `n` is at most MAX_BUCKETS; one allocation instead of growing by doubling.
+        let mut counts = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            counts.push(r.varint()?);
+        }
+        r.finish(State {
+            bucket_ms,
             head,
             counts,
+        })
+    }
+
+    /// Fields for `LIMIT.INFO`.
+    fn info(&self) -> Vec<(&'static str, i64)> {
+        let total = self.counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
+        vec![
+            ("bucket_ms", info_i64(self.bucket_ms)),
+            (
+                "head_bucket_start_ms",
+                info_i64(self.head.saturating_mul(self.bucket_ms)),
+            ),
+            ("buckets_stored", info_i64(self.counts.len() as u64)),
+            ("count", info_i64(total)),
+        ]
+    }
+}
+
+impl Algorithm for Params {
+    type State = State;
+    const ARGS: usize = 2;
+    const OPTIONS: &'static [&'static str] = &["precision"];
+
+    /// Charges `cost` units at `now_ms` (cost 0 peeks).
+    fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
+        let params = self;
+        let p = params.buckets as usize;
+        let b = params.bucket_ms;
+        let now_bucket = now_ms / b;
+        let (stored_head, mut counts) = match state {
+            Some(s) => s.aligned(b, p),
+            None => (now_bucket, vec![0; p]),
+        };
+        let head = stored_head.max(now_bucket);
+        let shift = head - stored_head;
+        if shift >= p as u64 {
+            counts.fill(0);
+        } else if shift > 0 {
+            counts.rotate_right(shift as usize);
+            counts[..shift as usize].fill(0);
         }
-    });
-    Outcome::new(decision, new_state)
+        let used = counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
+        let tally = Tally::new(params.limit, used, cost);
+        if tally.admitted {
+            counts[0] += cost;
+        }
+        // A bucket at index i stops counting once the current bucket is head − i + p.
+        let time_of = |bucket: u64| bucket.saturating_mul(b).saturating_sub(now_ms);
+        let reset_after_ms = counts.iter().position(|&c| c > 0).map_or(0, |i| {
+            time_of((head - (i as u64).min(head)).saturating_add(p as u64))
+        });
+        let wait = || {
+            let mut still_counted = used;
+            for j in 1..=p {
+                still_counted = still_counted.saturating_sub(counts[p - j]);
+                if still_counted.saturating_add(cost) <= params.limit {
+                    return time_of(head.saturating_add(j as u64));
+                }
+            }
+            0
+        };
+        let decision = tally.decision(wait, reset_after_ms);
+        let new_state = tally.writes().then(|| {
+            let kept = counts.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+            counts.truncate(kept);
+            State {
+                bucket_ms: b,
+                head,
+                counts,
+            }
+        });
+        Outcome::new(decision, new_state)
+    }
+
+    fn parse(args: &[&[u8]], options: &[Option<u64>]) -> Result<Params, LimitError> {
+        let (limit, window) = (count(args[0])?, parse_duration(args[1])?);
+        let buckets = options[0].unwrap_or(DEFAULT_PRECISION.min(window));
+        Params::new(limit, window, buckets)
+    }
+}
+
+/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
+pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
+    params.evaluate(state, cost, now_ms)
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! Shared machinery for the algorithms' property tests: simulated clocks, a
-//! driver that checks the rules every limiter must keep, each algorithm's
-//! entry points as an [`Algo`], and the checks the meter family shares.
+//! driver that checks the rules every limiter must keep, each algorithm as an
+//! [`Algo`] (through its [`Algorithm`] and [`Codec`] traits), and the checks the
+//! meter family shares.
 
 use super::meter::Meter;
-use super::{fixed, gcra, leaky, log, sliding, token, Outcome};
+use super::{fixed, gcra, leaky, log, sliding, token, Algorithm, Codec, Outcome};
 use proptest::prelude::*;
 use std::fmt::Debug;
+use std::marker::PhantomData;
 
 /// One simulated request: move the clock by `dt` ms (negative = the clock
 /// stepped back), then ask for `cost` (0 = peek).
@@ -126,65 +128,32 @@ pub fn admitted_in(admitted: &[(u64, u64)], from: u64, to: u64) -> u64 {
         .sum()
 }
 
-/// An algorithm's entry points, so one driver serves every test module.
-pub struct Algo<P, S> {
-    pub encode: fn(&S) -> Vec<u8>,
-    pub decode: fn(&[u8]) -> Option<S>,
-    pub evaluate: fn(Option<&S>, &P, u64, u64) -> Outcome<S>,
-}
+/// One algorithm (by its parameters' type), so one driver serves every test module.
+pub struct Algo<P>(PhantomData<P>);
 
-/// The fixed window counter's entry points.
-pub const FIXED: Algo<fixed::Params, fixed::State> = Algo {
-    encode: fixed::State::encode,
-    decode: fixed::State::decode,
-    evaluate: fixed::evaluate,
-};
+/// The fixed window counter.
+pub const FIXED: Algo<fixed::Params> = Algo(PhantomData);
+/// The sliding window counter.
+pub const SLIDING: Algo<sliding::Params> = Algo(PhantomData);
+/// The sliding log.
+pub const LOG: Algo<log::Params> = Algo(PhantomData);
+/// The token bucket.
+pub const TOKEN: Algo<token::Params> = Algo(PhantomData);
+/// The leaky bucket.
+pub const LEAKY: Algo<leaky::Params> = Algo(PhantomData);
+/// GCRA.
+pub const GCRA: Algo<gcra::Params> = Algo(PhantomData);
 
-/// The sliding window counter's entry points.
-pub const SLIDING: Algo<sliding::Params, sliding::State> = Algo {
-    encode: sliding::State::encode,
-    decode: sliding::State::decode,
-    evaluate: sliding::evaluate,
-};
-
-/// The sliding log's entry points.
-pub const LOG: Algo<log::Params, log::State> = Algo {
-    encode: log::State::encode,
-    decode: log::State::decode,
-    evaluate: log::evaluate,
-};
-
-/// The token bucket's entry points.
-pub const TOKEN: Algo<token::Params, token::State> = Algo {
-    encode: token::State::encode,
-    decode: token::State::decode,
-    evaluate: token::evaluate,
-};
-
-/// The leaky bucket's entry points.
-pub const LEAKY: Algo<leaky::Params, leaky::State> = Algo {
-    encode: leaky::State::encode,
-    decode: leaky::State::decode,
-    evaluate: leaky::evaluate,
-};
-
-/// GCRA's entry points.
-pub const GCRA: Algo<gcra::Params, gcra::State> = Algo {
-    encode: gcra::State::encode,
-    decode: gcra::State::decode,
-    evaluate: gcra::evaluate,
-};
-
-impl<P, S: Clone + PartialEq + Debug> Algo<P, S> {
+impl<P: Algorithm> Algo<P> {
     /// [`drive`]s this algorithm with `params` through `steps` from `start`.
     pub fn run(&self, params: &P, start: u64, steps: &[Step], monotonic: bool) -> Run {
         drive(
             start,
             steps,
             monotonic,
-            self.encode,
-            self.decode,
-            |s, c, t| (self.evaluate)(s, params, c, t),
+            Codec::encode,
+            P::State::decode,
+            |s, c, t| params.evaluate(s, c, t),
         )
     }
 
@@ -193,7 +162,7 @@ impl<P, S: Clone + PartialEq + Debug> Algo<P, S> {
         let mut state = None;
         let mut admitted = Vec::new();
         for &t in times {
-            let out = (self.evaluate)(state.as_ref(), params, 1, t);
+            let out = params.evaluate(state.as_ref(), 1, t);
             if out.decision.allowed {
                 admitted.push((t, 1));
                 state = out.new_state;
@@ -240,7 +209,7 @@ impl<P, S: Clone + PartialEq + Debug> Algo<P, S> {
         let mut now = 5_000u64;
         for &(dt, cost) in steps {
             now += dt as u64;
-            let o = (self.evaluate)(ours.as_ref(), params, cost, now);
+            let o = params.evaluate(ours.as_ref(), cost, now);
             let t = token::evaluate(theirs.as_ref(), &tp, cost, now);
             prop_assert_eq!(o.decision, t.decision);
             if let Some(s) = o.new_state {

@@ -16,6 +16,7 @@
 //! again. If the clock steps back, no tokens are added.
 
 use super::meter::{decode_scaled, encode_scaled, Meter};
+use super::{count, parse_duration, Codec};
 use super::{info_i64, rescale, sat_u64, Algorithm, LimitError, Outcome};
 
 /// A validated token-bucket configuration.
@@ -63,20 +64,18 @@ pub struct State {
     updated_ms: u64,
 }
 
-impl State {
+impl Codec for State {
+    const NAME: &'static str = "token";
+    const TAG: u8 = 0x84;
+
     /// Compact binary form: header, scaled tokens (u128), scale, time (36 bytes).
-    pub fn encode(&self) -> Vec<u8> {
-        encode_scaled(
-            Algorithm::Token,
-            self.tokens,
-            self.scale,
-            &[self.updated_ms],
-        )
+    fn encode(&self) -> Vec<u8> {
+        encode_scaled(State::TAG, self.tokens, self.scale, &[self.updated_ms])
     }
 
     /// Parses [`State::encode`]'s output; `None` for anything else.
-    pub fn decode(bytes: &[u8]) -> Option<State> {
-        let (tokens, scale, [updated_ms]) = decode_scaled(bytes, Algorithm::Token)?;
+    fn decode(bytes: &[u8]) -> Option<State> {
+        let (tokens, scale, [updated_ms]) = decode_scaled(bytes, State::TAG)?;
         Some(State {
             tokens,
             scale,
@@ -85,7 +84,7 @@ impl State {
     }
 
     /// Fields for `LIMIT.INFO` (tokens as of `updated_ms`, before refill since).
-    pub fn info(&self) -> Vec<(&'static str, i64)> {
+    fn info(&self) -> Vec<(&'static str, i64)> {
         vec![
             (
                 "tokens",
@@ -96,24 +95,39 @@ impl State {
     }
 }
 
-/// Takes `cost` tokens at `now_ms` (cost 0 peeks).
+impl Algorithm for Params {
+    type State = State;
+    const ARGS: usize = 3;
+
+    /// Takes `cost` tokens at `now_ms` (cost 0 peeks).
+    fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
+        let params = self;
+        let m = params.meter;
+        let full = u128::from(m.capacity) * m.scale();
+        // The meter tracks the missing tokens; a fresh bucket misses none.
+        let (missing, last) = match state {
+            Some(s) => (
+                full.saturating_sub(rescale(s.tokens, s.scale, m.period_ms, false)),
+                s.updated_ms,
+            ),
+            None => (0, now_ms),
+        };
+        m.run(missing, last, cost, now_ms)
+            .outcome(|level, updated_ms| State {
+                tokens: full - level,
+                scale: m.period_ms,
+                updated_ms,
+            })
+    }
+
+    fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
+        Params::new(count(args[0])?, count(args[1])?, parse_duration(args[2])?)
+    }
+}
+
+/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
 pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    let m = params.meter;
-    let full = u128::from(m.capacity) * m.scale();
-    // The meter tracks the missing tokens; a fresh bucket misses none.
-    let (missing, last) = match state {
-        Some(s) => (
-            full.saturating_sub(rescale(s.tokens, s.scale, m.period_ms, false)),
-            s.updated_ms,
-        ),
-        None => (0, now_ms),
-    };
-    m.run(missing, last, cost, now_ms)
-        .outcome(|level, updated_ms| State {
-            tokens: full - level,
-            scale: m.period_ms,
-            updated_ms,
-        })
+    params.evaluate(state, cost, now_ms)
 }
 
 #[cfg(test)]
