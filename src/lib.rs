@@ -20,6 +20,7 @@ pub mod command;
 pub mod config;
 pub mod engine;
 pub mod limiter;
+pub mod numbers;
 pub mod persistence;
 pub mod protocol;
 pub mod scripting;

@@ -191,7 +191,7 @@ pub fn hincrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// HINCRBYFLOAT key field increment
 pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    use super::float::{check, incr, Check, IncrError};
+    use crate::numbers::long_double::{check, incr, Check, IncrError};
     run((|| {
         match check(&a[3]) {
             Check::Float => {}

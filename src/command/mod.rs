@@ -24,7 +24,6 @@
 pub mod args;
 pub mod collection;
 pub mod dump;
-pub mod float;
 pub mod hashes;
 pub mod keys;
 pub mod limiter;

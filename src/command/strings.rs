@@ -362,9 +362,9 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Err(e) => return e,
         Ok(cur) => cur.map(StrValue::to_bytes),
     };
-    let text = match super::float::incr(current.as_deref(), &a[2]) {
+    let text = match crate::numbers::long_double::incr(current.as_deref(), &a[2]) {
         Ok(t) => Bytes::from(t),
-        Err(super::float::IncrError::NotFinite) => {
+        Err(crate::numbers::long_double::IncrError::NotFinite) => {
             return Reply::err("ERR increment would produce NaN or Infinity")
         }
         Err(_) => return Reply::err(NOT_FLOAT),

@@ -15,10 +15,11 @@ use super::collection::{exists_where, pop_count, random_picks, symmetric_int, up
 use super::keys::{glob_match, parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
+use crate::numbers::format_double;
 use crate::protocol::Reply;
 use crate::store::zset::{
-    format_score, normalize_range, parse_lex_bound, parse_score, parse_score_bound, AddFlags,
-    AddOutcome, LexBound, ScoreBound, SortedSet, ERR_NAN_RESULT,
+    normalize_range, parse_lex_bound, parse_score, parse_score_bound, AddFlags, AddOutcome,
+    LexBound, ScoreBound, SortedSet, ERR_NAN_RESULT,
 };
 use crate::store::Value;
 
@@ -32,7 +33,7 @@ fn score_reply(resp: u8, score: f64) -> Reply {
     if resp >= 3 {
         Reply::Double(score)
     } else {
-        Reply::Bulk(Bytes::from(format_score(score)))
+        Reply::Bulk(Bytes::from(format_double(score)))
     }
 }
 
@@ -659,7 +660,7 @@ pub fn zscan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             .flat_map(|(m, s)| {
                 [
                     Reply::Bulk(m.clone()),
-                    Reply::Bulk(Bytes::from(format_score(s))),
+                    Reply::Bulk(Bytes::from(format_double(s))),
                 ]
             })
             .collect();

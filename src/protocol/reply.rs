@@ -164,7 +164,7 @@ impl Reply {
 /// Redis's text for a double in RESP3 `,` frames and RESP2 bulk replies: `%.17g` as
 /// Redis 7.0 prints it (`inf`, `-inf`, `3`, `1.5`, `0.10000000000000001`).
 pub fn format_double(d: f64) -> String {
-    crate::store::zset::format_score(d)
+    crate::numbers::format_double(d)
 }
 
 /// Verbatim formats are `txt` or `mkd`; (de)serialize the static name.

@@ -8,8 +8,8 @@ use std::ptr;
 use super::boundary;
 use super::budget::{self, Output};
 use super::lua::{
-    c_strtod, ffi, fmt_g, lua_State, protect, push_bytes, push_str, raw_set_str, string_at,
-    type_name, CResult, CjsonConfig, Raise, VmShared,
+    ffi, fmt_g, lua_State, protect, push_bytes, push_str, raw_set_str, string_at, type_name,
+    CResult, CjsonConfig, Raise, VmShared,
 };
 
 /// Hard cap on nesting, above what Lua's stack allows (`lua_checkstack` fails first, at
@@ -429,9 +429,8 @@ impl Tok {
 }
 
 struct Parser<'a> {
-    /// The input followed by Lua's terminating NUL (`data[len] == 0`).
+    /// The input (Lua also keeps a NUL after it, which `at` reads as the end).
     data: &'a [u8],
-    base: *const u8,
     pos: usize,
     tmp: Vec<u8>,
     cfg: CjsonConfig,
@@ -464,13 +463,13 @@ impl Parser<'_> {
     }
 
     fn number(&mut self) -> Tok {
-        // SAFETY: `base` is the Lua string's bytes, NUL-terminated at data.len().
-        let (v, used) = unsafe { c_strtod(self.base.add(self.pos)) };
-        if used == 0 {
+        // C's strtod, as cjson uses (the input may hold NUL bytes: it stops there too).
+        let number = crate::numbers::strtod(&self.data[self.pos..]);
+        if number.len == 0 {
             Tok::Error("invalid number")
         } else {
-            self.pos += used;
-            Tok::Number(v)
+            self.pos += number.len;
+            Tok::Number(number.value)
         }
     }
 
@@ -758,7 +757,6 @@ unsafe extern "C-unwind" fn json_decode(l: *mut lua_State) -> c_int {
         let data = std::slice::from_raw_parts(p, len);
         let mut parser = Parser {
             data,
-            base: p,
             pos: 0,
             tmp: Vec::new(),
             cfg,

@@ -21,11 +21,6 @@ pub(crate) use mlua::ffi::lua_State;
 use super::rand48::Rand48;
 use super::ScriptControl;
 
-extern "C" {
-    fn snprintf(buf: *mut c_char, size: usize, fmt: *const c_char, ...) -> c_int;
-    fn strtod(s: *const c_char, end: *mut *mut c_char) -> f64;
-}
-
 /// Instructions between two calls of the count hook (kill checks, load budget,
 /// the virtual clock behind `os.clock`).
 pub(crate) const HOOK_INTERVAL: c_int = 10_000;
@@ -650,57 +645,7 @@ pub(crate) unsafe fn registry_set(l: *mut lua_State, key: &str) {
 }
 
 /// C's `printf("%.<prec>g", x)` (glibc), as Redis and Lua format numbers.
-pub(crate) fn fmt_g(x: f64, prec: usize) -> String {
-    // Integers of at most `prec` digits print as plain digits under %g: the common case
-    // (redis.call arguments, tostring of counters), without going through printf.
-    if prec <= 17 && x == x.trunc() && x.abs() < 10f64.powi(prec as i32) {
-        if x == 0.0 && x.is_sign_negative() {
-            return "-0".to_string();
-        }
-        return itoa::Buffer::new().format(x as i64).to_string();
-    }
-    printf_g(x, prec)
-}
-
-/// `fmt_g` always through glibc's `snprintf`.
-pub(crate) fn printf_g(x: f64, prec: usize) -> String {
-    let prec = prec.min(99);
-    let fmt = [
-        b'%',
-        b'.',
-        b'0' + (prec / 10) as u8,
-        b'0' + (prec % 10) as u8,
-        b'g',
-        0,
-    ];
-    let mut buf = [0u8; 64];
-    // SAFETY: snprintf writes at most buf.len() bytes including the NUL.
-    let n = unsafe {
-        snprintf(
-            buf.as_mut_ptr() as *mut c_char,
-            buf.len(),
-            fmt.as_ptr() as *const c_char,
-            x,
-        )
-    };
-    let n = usize::try_from(n).unwrap_or(0).min(buf.len() - 1);
-    String::from_utf8_lossy(&buf[..n]).into_owned()
-}
-
-/// C's `strtod` on a NUL-terminated buffer: the value and the number of bytes used.
-///
-/// # Safety
-/// `p` must point to a NUL-terminated byte string.
-pub(crate) unsafe fn c_strtod(p: *const u8) -> (f64, usize) {
-    let mut end: *mut c_char = ptr::null_mut();
-    let v = strtod(p as *const c_char, &mut end);
-    let used = if end.is_null() {
-        0
-    } else {
-        (end as usize).saturating_sub(p as usize)
-    };
-    (v, used)
-}
+pub(crate) use crate::numbers::format_g as fmt_g;
 
 /// The x86-64 `(long long)double` conversion C code in Redis relies on: values out
 /// of range (and NaN) become `i64::MIN`.

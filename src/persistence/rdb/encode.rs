@@ -21,8 +21,9 @@
 //! differ but the value is the same.
 
 use super::{crc64, intset, listpack, put_length, put_string, types, RDB_VERSION};
+use crate::numbers::format_double;
 use crate::store::value::{parse_canonical_i64, HashValue, SetValue};
-use crate::store::zset::{format_score, SortedSet};
+use crate::store::zset::SortedSet;
 use crate::store::{StrValue, Value};
 
 /// Most fields of a listpack hash (`hash-max-listpack-entries`).
@@ -123,7 +124,7 @@ fn write_zset(out: &mut Vec<u8>, z: &SortedSet) {
             lp.push(member);
             match score_as_integer(score) {
                 Some(n) => lp.push_int(n),
-                None => lp.push(format_score(score).as_bytes()),
+                None => lp.push(format_double(score).as_bytes()),
             }
         }
         put_string(out, &lp.finish());

@@ -1,7 +1,8 @@
-//! Redis's float increments (INCRBYFLOAT, HINCRBYFLOAT): `long double` arithmetic and
-//! "human" printing, done by the C shim in `src/native/longdouble.c` because Rust has no
-//! `long double`. With 64 mantissa bits instead of 53, `0.1 + 0.2` prints as `0.3`, like
-//! Redis, not `0.30000000000000004`.
+//! C's `long double` for Redis's float increments (INCRBYFLOAT, HINCRBYFLOAT): reading
+//! (`strtold`), adding, and "human" printing (`%.17Lf` with trailing zeros dropped), done
+//! by the C shim in `src/native/longdouble.c` because Rust has no `long double`. With 64
+//! mantissa bits instead of 53, `0.1 + 0.2` prints as `0.3`, like Redis, not
+//! `0.30000000000000004`.
 //!
 //! Every node of a cluster re-executes these commands, so the nodes must share a CPU
 //! architecture (`long double` is 80-bit on x86-64, 128-bit elsewhere).
