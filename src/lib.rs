@@ -19,6 +19,7 @@ pub mod alloc;
 pub mod command;
 pub mod config;
 pub mod engine;
+pub mod glob;
 pub mod limiter;
 pub mod numbers;
 pub mod persistence;

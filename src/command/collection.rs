@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use super::args::{self, CmdResult, Kind};
-use super::keys::{glob_match, ScanOptions};
+use super::keys::ScanOptions;
 use super::Ctx;
+use crate::glob::glob_match;
 use crate::protocol::Reply;
 
 /// Run `f` on the collection at `key` (created empty first if `create`), then delete

@@ -1,6 +1,7 @@
 //! Generic key commands: DEL, EXISTS, TYPE, the EXPIRE/TTL family, RENAME, KEYS, SCAN,
-//! RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, MOVE, COPY; plus glob matching and SCAN cursors.
+//! RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, MOVE, COPY; plus SCAN cursors.
 
+use crate::glob::glob_match;
 use bytes::Bytes;
 
 use super::args::{db_index, int, is, syntax_error, CmdResult};
@@ -310,7 +311,8 @@ pub fn parse_scan(a: &[Bytes], i: usize, allow_type: bool) -> CmdResult<ScanOpti
             }
             opts.count = n as usize;
         } else if is(&a[j], "match") && has_arg {
-            opts.pattern = Some(a[j + 1].clone());
+            // As in Redis, `*` is no pattern at all (the glob would not match "").
+            opts.pattern = Some(a[j + 1].clone()).filter(|p| p.as_ref() != b"*");
         } else if allow_type && is(&a[j], "type") && has_arg {
             opts.type_name = Some(String::from_utf8_lossy(&a[j + 1]).to_ascii_lowercase());
         } else {
@@ -466,111 +468,6 @@ pub fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Integer(1)
 }
 
-/// Whether `s` matches the glob `p` (Redis's stringmatchlen: `*`, `?`, `[...]`, `\`).
-pub fn glob_match(p: &[u8], s: &[u8], nocase: bool) -> bool {
-    glob_at(p, s, nocase, 0)
-}
-
-fn glob_at(mut p: &[u8], mut s: &[u8], nocase: bool, depth: usize) -> bool {
-    // Redis caps recursion too; deep patterns of stars simply stop matching.
-    if depth > 1000 {
-        return false;
-    }
-    let eq = |a: u8, b: u8| {
-        if nocase {
-            a.eq_ignore_ascii_case(&b)
-        } else {
-            a == b
-        }
-    };
-    while !p.is_empty() {
-        match p[0] {
-            b'*' => {
-                while p.len() > 1 && p[1] == b'*' {
-                    p = &p[1..];
-                }
-                if p.len() == 1 {
-                    return true;
-                }
-                for i in 0..=s.len() {
-                    if glob_at(&p[1..], &s[i..], nocase, depth + 1) {
-                        return true;
-                    }
-                }
-                return false;
-            }
-            b'?' => {
-                if s.is_empty() {
-                    return false;
-                }
-                s = &s[1..];
-            }
-            b'[' => {
-                if s.is_empty() {
-                    return false;
-                }
-                p = &p[1..];
-                let not = p.first() == Some(&b'^');
-                if not {
-                    p = &p[1..];
-                }
-                let mut matched = false;
-                loop {
-                    match p {
-                        [] => break,
-                        [b'\\', c, ..] => {
-                            matched |= eq(*c, s[0]);
-                            p = &p[2..];
-                        }
-                        [b']', ..] => break,
-                        [lo, b'-', hi, ..] if *hi != b']' => {
-                            let (lo, hi) = if lo > hi { (*hi, *lo) } else { (*lo, *hi) };
-                            let c = if nocase {
-                                s[0].to_ascii_lowercase()
-                            } else {
-                                s[0]
-                            };
-                            let (lo, hi) = if nocase {
-                                (lo.to_ascii_lowercase(), hi.to_ascii_lowercase())
-                            } else {
-                                (lo, hi)
-                            };
-                            matched |= c >= lo && c <= hi;
-                            p = &p[3..];
-                        }
-                        [c, ..] => {
-                            matched |= eq(*c, s[0]);
-                            p = &p[1..];
-                        }
-                    }
-                }
-                if matched == not {
-                    return false;
-                }
-                s = &s[1..];
-            }
-            b'\\' if p.len() >= 2 => {
-                if s.is_empty() || !eq(p[1], s[0]) {
-                    return false;
-                }
-                p = &p[1..];
-                s = &s[1..];
-            }
-            c => {
-                if s.is_empty() || !eq(c, s[0]) {
-                    return false;
-                }
-                s = &s[1..];
-            }
-        }
-        if p.is_empty() {
-            break;
-        }
-        p = &p[1..];
-    }
-    s.is_empty()
-}
-
 use super::flags::{FAST, RANDOM, READONLY, WRITE};
 
 /// Generic key commands.
@@ -599,21 +496,3 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("move", 3, WRITE | FAST, 1, 1, 1, move_),
     crate::cmd!("copy", -3, WRITE, 1, 2, 1, copy),
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs_like_redis() {
-        assert!(glob_match(b"*", b"anything", false));
-        assert!(glob_match(b"h?llo", b"hello", false));
-        assert!(glob_match(b"h*llo", b"heeeello", false));
-        assert!(glob_match(b"h[ae]llo", b"hallo", false));
-        assert!(!glob_match(b"h[^e]llo", b"hello", false));
-        assert!(glob_match(b"h[a-b]llo", b"hbllo", false));
-        assert!(glob_match(b"rate.limit.*", b"rate.limit.1.2", false));
-        assert!(!glob_match(b"a*b", b"acd", false));
-        assert!(glob_match(b"a\\*b", b"a*b", false));
-    }
-}

@@ -12,9 +12,10 @@ use bytes::Bytes;
 
 use super::args::{self, int, is, syntax_error, CmdResult};
 use super::collection::{exists_where, pop_count, random_picks, symmetric_int, update, Rng};
-use super::keys::{glob_match, parse_scan, scan_reply};
+use super::keys::{parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
+use crate::glob::glob_match;
 use crate::numbers::format_double;
 use crate::protocol::Reply;
 use crate::store::zset::{

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use super::{AppendFsync, Config};
-use crate::command::keys::glob_match;
+use crate::glob::glob_match;
 use crate::store::eviction::Policy;
 
 /// How a parameter's value is written, and checked (Redis 7.0's rules and texts).

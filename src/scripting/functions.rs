@@ -11,6 +11,8 @@ use std::ffi::c_int;
 
 use bytes::Bytes;
 
+use crate::glob::glob_match;
+
 use super::exec::{self, Invocation};
 use super::lua::{
     error_text, ffi, install_hook, load_text, raw_get_str, raw_set_str, registry_get, registry_set,
@@ -648,112 +650,4 @@ unsafe fn switch_env(l: *mut ffi::lua_State, key: &str) {
     registry_get(l, key);
     raw_set_str(l, -2, "__index");
     ffi::lua_pop(l, 1);
-}
-
-/// Redis's `stringmatchlen` glob matching (`*`, `?`, `[...]` with `^` and ranges,
-/// `\` escapes).
-pub(crate) fn glob_match(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
-    fn eq(a: u8, b: u8, nocase: bool) -> bool {
-        if nocase {
-            a.eq_ignore_ascii_case(&b)
-        } else {
-            a == b
-        }
-    }
-    fn inner(p: &[u8], s: &[u8], nocase: bool, depth: usize) -> bool {
-        if depth > 1000 {
-            return false;
-        }
-        let (mut pi, mut si) = (0usize, 0usize);
-        while pi < p.len() {
-            match p[pi] {
-                b'*' => {
-                    while pi + 1 < p.len() && p[pi + 1] == b'*' {
-                        pi += 1;
-                    }
-                    if pi + 1 == p.len() {
-                        return true;
-                    }
-                    for start in si..=s.len() {
-                        if inner(&p[pi + 1..], &s[start..], nocase, depth + 1) {
-                            return true;
-                        }
-                    }
-                    return false;
-                }
-                b'?' => {
-                    if si >= s.len() {
-                        return false;
-                    }
-                    si += 1;
-                }
-                b'[' => {
-                    if si >= s.len() {
-                        return false;
-                    }
-                    pi += 1;
-                    let not = p.get(pi) == Some(&b'^');
-                    if not {
-                        pi += 1;
-                    }
-                    let mut matched = false;
-                    loop {
-                        if pi >= p.len() {
-                            pi -= 1;
-                            break;
-                        }
-                        if p[pi] == b'\\' && pi + 1 < p.len() {
-                            pi += 1;
-                            if p[pi] == s[si] {
-                                matched = true;
-                            }
-                        } else if p[pi] == b']' {
-                            break;
-                        } else if pi + 2 < p.len() && p[pi + 1] == b'-' {
-                            let (mut lo, mut hi) = (p[pi], p[pi + 2]);
-                            if lo > hi {
-                                std::mem::swap(&mut lo, &mut hi);
-                            }
-                            let mut c = s[si];
-                            if nocase {
-                                lo = lo.to_ascii_lowercase();
-                                hi = hi.to_ascii_lowercase();
-                                c = c.to_ascii_lowercase();
-                            }
-                            pi += 2;
-                            if c >= lo && c <= hi {
-                                matched = true;
-                            }
-                        } else if eq(p[pi], s[si], nocase) {
-                            matched = true;
-                        }
-                        pi += 1;
-                    }
-                    if not {
-                        matched = !matched;
-                    }
-                    if !matched {
-                        return false;
-                    }
-                    si += 1;
-                }
-                b'\\' if pi + 1 < p.len() => {
-                    pi += 1;
-                    if si >= s.len() || !eq(p[pi], s[si], nocase) {
-                        return false;
-                    }
-                    si += 1;
-                }
-                c => {
-                    if si >= s.len() || !eq(c, s[si], nocase) {
-                        return false;
-                    }
-                    si += 1;
-                }
-            }
-            pi += 1;
-        }
-        si == s.len()
-    }
-    inner(pattern, s, nocase, 0)
 }
