@@ -800,7 +800,10 @@ use super::flags::{DENYOOM, FAST, READONLY, WRITE};
 /// redis-cell's own usage error rather than Redis's arity error. The keys of
 /// `limit.all` follow the rule grammar ([`limit_all_keys`]).
 macro_rules! limiter_commands {
-    (rules: $($rule:ident => $rm:ident),+; others: $($other:ident => $om:ident),+;) => {
+    (
+        rules: $($rule:ident => $rm:ident $rtag:literal),+;
+        others: $($other:ident => $om:ident $otag:literal),+;
+    ) => {
         /// Limiter commands.
         pub const COMMANDS: &[super::CommandSpec] = &[
             crate::cmd!("cl.throttle", -1, WRITE | DENYOOM | FAST, 1, 1, 1, fast: cl_throttle),

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use super::flags::{DENYOOM, NOSCRIPT, SCRIPT, WRITE};
 use super::{Ctx, Keys};
 use crate::protocol::Reply;
-use crate::scripting::{CommandInfo, ScriptContext, ScriptHost};
+use crate::scripting::{CommandInfo, ScriptCall, ScriptContext, ScriptHost};
 use crate::store::Keyspace;
 
 /// What `redis.call` runs against: the keyspace of the script's batch.
@@ -110,12 +110,9 @@ fn hand_off_runtime_worker() -> bool {
     })
 }
 
-/// Run `f` with the Lua engine and a [`Host`] over the keyspace of `ctx`; a script calling
-/// a scripting command gets Redis's refusal.
-fn with_engine(
-    ctx: &mut Ctx,
-    f: impl FnOnce(&mut crate::scripting::ScriptEngine, &mut Host, &ScriptContext) -> Reply,
-) -> Reply {
+/// Runs scripting command `call` with the Lua engine and a [`Host`] over the keyspace of
+/// `ctx`; a script calling a scripting command gets Redis's refusal.
+fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
     let Some(scripts) = ctx.scripts.take() else {
         return Reply::err("ERR This Redis command is not allowed from script");
     };
@@ -126,50 +123,39 @@ fn with_engine(
         control: scripts.control.clone(),
     };
     let mut host = Host::new(ctx.ks, ctx.db, ctx.now_ms, ctx.oom);
-    let reply = f(scripts.engine, &mut host, &sctx);
+    let reply = scripts.engine.call(call, &mut host, a, &sctx);
     ctx.scripts = Some(scripts);
     reply
 }
 
-/// EVAL script numkeys [key ...] [arg ...]
-pub fn eval(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    with_engine(ctx, |e, host, sctx| e.eval(host, a, sctx, false, false))
+/// EVAL script numkeys [key ...] [arg ...]; EVALSHA (`BY_SHA`) takes a script's SHA1
+/// instead, and the `_RO` variants (`READ_ONLY`) refuse write commands.
+pub fn eval<const BY_SHA: bool, const READ_ONLY: bool>(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let call = ScriptCall::Eval {
+        by_sha: BY_SHA,
+        read_only: READ_ONLY,
+    };
+    run_script(ctx, a, call)
 }
 
-/// EVALSHA sha1 numkeys [key ...] [arg ...]
-pub fn evalsha(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    with_engine(ctx, |e, host, sctx| e.eval(host, a, sctx, true, false))
-}
-
-/// EVAL_RO script numkeys [key ...] [arg ...]
-pub fn eval_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    with_engine(ctx, |e, host, sctx| e.eval(host, a, sctx, false, true))
-}
-
-/// EVALSHA_RO sha1 numkeys [key ...] [arg ...]
-pub fn evalsha_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    with_engine(ctx, |e, host, sctx| e.eval(host, a, sctx, true, true))
-}
-
-/// FCALL function numkeys [key ...] [arg ...]
-pub fn fcall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    with_engine(ctx, |e, host, sctx| e.fcall(host, a, sctx, false))
-}
-
-/// FCALL_RO function numkeys [key ...] [arg ...]
-pub fn fcall_ro(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    with_engine(ctx, |e, host, sctx| e.fcall(host, a, sctx, true))
+/// FCALL function numkeys [key ...] [arg ...]; FCALL_RO (`READ_ONLY`) refuses write
+/// commands.
+pub fn fcall<const READ_ONLY: bool>(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let call = ScriptCall::Fcall {
+        read_only: READ_ONLY,
+    };
+    run_script(ctx, a, call)
 }
 
 /// SCRIPT LOAD|EXISTS|FLUSH|HELP ... (KILL is answered by the connection).
 pub fn script(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    with_engine(ctx, |e, _, sctx| e.script(a, sctx))
+    run_script(ctx, a, ScriptCall::Script)
 }
 
 /// FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|HELP ... (KILL and STATS are answered by
 /// the connection).
 pub fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    with_engine(ctx, |e, _, sctx| e.function(a, sctx))
+    run_script(ctx, a, ScriptCall::Function)
 }
 
 const RUN: u32 = SCRIPT | NOSCRIPT | WRITE | DENYOOM;
@@ -183,12 +169,12 @@ const NUMKEYS: Keys = Keys::Counted {
 /// Scripting commands. Keys follow `numkeys`, so key positions are not fixed. SCRIPT and
 /// FUNCTION first go to the connection, which answers KILL and STATS itself.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("eval", -3, RUN, keys: NUMKEYS, eval),
-    crate::cmd!("evalsha", -3, RUN, keys: NUMKEYS, evalsha),
-    crate::cmd!("eval_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval_ro),
-    crate::cmd!("evalsha_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, evalsha_ro),
-    crate::cmd!("fcall", -3, RUN, keys: NUMKEYS, fcall),
-    crate::cmd!("fcall_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, fcall_ro),
+    crate::cmd!("eval", -3, RUN, keys: NUMKEYS, eval::<false, false>),
+    crate::cmd!("evalsha", -3, RUN, keys: NUMKEYS, eval::<true, false>),
+    crate::cmd!("eval_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval::<false, true>),
+    crate::cmd!("evalsha_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval::<true, true>),
+    crate::cmd!("fcall", -3, RUN, keys: NUMKEYS, fcall::<false>),
+    crate::cmd!("fcall_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, fcall::<true>),
     crate::cmd!(
         "script",
         -2,

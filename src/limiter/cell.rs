@@ -29,8 +29,8 @@
 //! TTL is rounded up to whole ms (redis-cell truncates), and a stored TAT in
 //! the past counts as absent, as an expired key would.
 
-use super::Codec;
 use super::{encoder, info_i64, put_u128, sat_u64, ttl_for, Decision, LimitError};
+use super::{Codec, Named};
 use super::{Outcome, Reader};
 
 const NANOS_PER_SEC: i128 = 1_000_000_000;
@@ -133,9 +133,6 @@ pub struct State {
 }
 
 impl Codec for State {
-    const NAME: &'static str = "cell";
-    const TAG: u8 = 0x87;
-
     /// Compact binary form: header, TAT in ns (u128) (20 bytes).
     fn encode(&self) -> Vec<u8> {
         let mut out = encoder(State::TAG, 16);

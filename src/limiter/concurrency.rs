@@ -18,9 +18,9 @@
 //! slot to free up (ignoring releases), `reset_after_ms` the time until the
 //! last lease ends.
 
-use super::Codec;
 use super::{encoder, info_i64, put_u64, put_varint, sat_i64, ttl_for, Decision};
 use super::{require, LimitError, Outcome, Reader};
+use super::{Codec, Named};
 
 /// A validated concurrency-limit configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,9 +58,6 @@ pub struct State {
 }
 
 impl Codec for State {
-    const NAME: &'static str = "concurrency";
-    const TAG: u8 = 0x88;
-
     /// Compact binary form: header, clock, the number of holders as a
     /// varint, then per holder a varint id length, the id and its expiry.
     fn encode(&self) -> Vec<u8> {

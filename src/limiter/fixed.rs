@@ -10,7 +10,7 @@
 //! state has seen. If the window length changes between calls, a stored
 //! window keeps counting until `start + new window` ends.
 
-use super::{count, parse_duration, Codec, LimitError};
+use super::{count, parse_duration, Codec, LimitError, Named};
 use super::{encoder, info_i64, put_u64, ttl_for, Algorithm, Outcome};
 use super::{Reader, Tally, WindowParams};
 
@@ -26,9 +26,6 @@ pub struct State {
 }
 
 impl Codec for State {
-    const NAME: &'static str = "fixed";
-    const TAG: u8 = 0x81;
-
     /// Compact binary form: header, window start, count (20 bytes).
     fn encode(&self) -> Vec<u8> {
         let mut out = encoder(State::TAG, 16);
@@ -57,23 +54,17 @@ impl Codec for State {
 }
 
 impl Algorithm for Params {
-    type State = State;
-    const ARGS: usize = 2;
-
     /// Charges `cost` units at `now_ms` (cost 0 peeks).
     fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
-        let params = self;
         let (start, used) = match state {
             // Still the stored window, or the clock stepped back before it.
-            Some(s) if now_ms < s.window_start || now_ms - s.window_start < params.window_ms => {
+            Some(s) if now_ms < s.window_start || now_ms - s.window_start < self.window_ms => {
                 (s.window_start, s.count)
             }
-            _ => (now_ms - now_ms % params.window_ms, 0),
+            _ => (now_ms - now_ms % self.window_ms, 0),
         };
-        let until_end = start
-            .saturating_add(params.window_ms)
-            .saturating_sub(now_ms);
-        let tally = Tally::new(params.limit, used, cost);
+        let until_end = start.saturating_add(self.window_ms).saturating_sub(now_ms);
+        let tally = Tally::new(self.limit, used, cost);
         let reset_after_ms = if tally.after == 0 { 0 } else { until_end };
         // A rejection waits for the next window: it starts empty and the cost fits.
         let decision = tally.decision(|| until_end, reset_after_ms);
@@ -91,11 +82,9 @@ impl Algorithm for Params {
     fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
         Params::new(count(args[0])?, parse_duration(args[1])?)
     }
-}
 
-/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
-pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    params.evaluate(state, cost, now_ms)
+    type State = State;
+    const ARGS: usize = 2;
 }
 
 #[cfg(test)]
@@ -117,19 +106,19 @@ mod tests {
         let p = Params::new(3, 1000).unwrap();
         let mut s = None;
         for (i, remaining) in [2, 1, 0].into_iter().enumerate() {
-            let out = evaluate(s.as_ref(), &p, 1, 1500 + i as u64);
+            let out = p.evaluate(s.as_ref(), 1, 1500 + i as u64);
             assert!(out.decision.allowed);
             assert_eq!(out.decision.remaining, remaining);
             assert_eq!(out.decision.reset_after_ms, 500 - i as u64);
             assert_eq!(out.ttl_ms, 500 - i as u64);
             s = out.new_state;
         }
-        let out = evaluate(s.as_ref(), &p, 1, 1600);
+        let out = p.evaluate(s.as_ref(), 1, 1600);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, 400);
         assert_eq!(out.new_state, None);
         // The next aligned window starts empty.
-        let out = evaluate(s.as_ref(), &p, 1, 2000);
+        let out = p.evaluate(s.as_ref(), 1, 2000);
         assert!(out.decision.allowed);
         assert_eq!(out.decision.remaining, 2);
     }
@@ -137,17 +126,17 @@ mod tests {
     #[test]
     fn impossible_costs_and_huge_numbers() {
         let p = Params::new(5, u64::MAX).unwrap();
-        let out = evaluate(None, &p, 6, u64::MAX - 1);
+        let out = p.evaluate(None, 6, u64::MAX - 1);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, -1);
-        let out = evaluate(None, &p, u64::MAX, 0);
+        let out = p.evaluate(None, u64::MAX, 0);
         assert!(!out.decision.allowed);
         let p = Params::new(u64::MAX, 1).unwrap();
-        let out = evaluate(None, &p, u64::MAX, u64::MAX);
+        let out = p.evaluate(None, u64::MAX, u64::MAX);
         assert!(out.decision.allowed);
         assert_eq!(out.decision.remaining, 0);
         let s = out.new_state.unwrap();
-        let out = evaluate(Some(&s), &p, u64::MAX, u64::MAX);
+        let out = p.evaluate(Some(&s), u64::MAX, u64::MAX);
         assert!(!out.decision.allowed);
         assert_eq!(Params::new(0, 1), Err(LimitError::InvalidLimit));
         assert_eq!(Params::new(1, 0), Err(LimitError::InvalidPeriod));
@@ -156,8 +145,8 @@ mod tests {
     #[test]
     fn clock_stepping_back_charges_the_latest_window() {
         let p = Params::new(2, 1000).unwrap();
-        let s = evaluate(None, &p, 2, 2100).new_state.unwrap();
-        let out = evaluate(Some(&s), &p, 1, 1900);
+        let s = p.evaluate(None, 2, 2100).new_state.unwrap();
+        let out = p.evaluate(Some(&s), 1, 1900);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, 1100);
     }
@@ -221,8 +210,8 @@ mod tests {
         ) {
             let p = Params::new(limit, window).unwrap();
             let s = State { window_start, count };
-            let _ = evaluate(Some(&s), &p, cost, now);
-            let _ = evaluate(None, &p, cost, now);
+            let _ = p.evaluate(Some(&s), cost, now);
+            let _ = p.evaluate(None, cost, now);
         }
 
         #[test]

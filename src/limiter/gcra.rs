@@ -19,7 +19,7 @@
 use super::meter::{decode_scaled, encode_scaled, Meter};
 use super::Outcome;
 use super::{ceil_div, div, info_i64, rescale, sat_i64, sat_u64, Algorithm, Decision, LimitError};
-use super::{count, parse_duration, Codec};
+use super::{count, parse_duration, Codec, Named};
 
 /// A validated GCRA configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,9 +63,6 @@ pub struct State {
 }
 
 impl Codec for State {
-    const NAME: &'static str = "gcra";
-    const TAG: u8 = 0x86;
-
     /// Compact binary form: header, scaled TAT (u128), scale (28 bytes).
     fn encode(&self) -> Vec<u8> {
         encode_scaled(State::TAG, self.tat, self.scale, &[])
@@ -87,17 +84,13 @@ impl Codec for State {
 }
 
 impl Algorithm for Params {
-    type State = State;
-    const ARGS: usize = 3;
-
     /// Admits `cost` units at `now_ms` if the TAT allows (cost 0 peeks).
     fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
-        let params = self;
         let Meter {
             capacity: burst,
             rate: per_period,
             period_ms,
-        } = params.meter;
+        } = self.meter;
         let rate = u128::from(per_period);
         let interval = u128::from(period_ms);
         let now = u128::from(now_ms) * rate;
@@ -135,11 +128,9 @@ impl Algorithm for Params {
     fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
         Params::new(count(args[0])?, count(args[1])?, parse_duration(args[2])?)
     }
-}
 
-/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
-pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    params.evaluate(state, cost, now_ms)
+    type State = State;
+    const ARGS: usize = 3;
 }
 
 #[cfg(test)]
@@ -154,25 +145,25 @@ mod tests {
         let p = Params::new(3, 3, 900).unwrap();
         let mut s = None;
         for remaining in [2, 1, 0] {
-            let out = evaluate(s.as_ref(), &p, 1, 1_000);
+            let out = p.evaluate(s.as_ref(), 1, 1_000);
             assert!(out.decision.allowed);
             assert_eq!(out.decision.remaining, remaining);
             s = out.new_state;
         }
-        let out = evaluate(s.as_ref(), &p, 1, 1_000);
+        let out = p.evaluate(s.as_ref(), 1, 1_000);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, 300);
         assert_eq!(out.decision.reset_after_ms, 900);
-        let out = evaluate(s.as_ref(), &p, 1, 1_300);
+        let out = p.evaluate(s.as_ref(), 1, 1_300);
         assert!(out.decision.allowed);
         assert_eq!(out.decision.remaining, 0);
         assert_eq!(s.unwrap().info(), vec![("tat_ms", 1_900)]);
         // An emission interval that is not a whole number of ms: 3 per 10 ms.
         let p = Params::new(1, 3, 10).unwrap();
-        let s = evaluate(None, &p, 1, 0).new_state.unwrap();
-        assert_eq!(evaluate(Some(&s), &p, 1, 0).decision.retry_after_ms, 4);
-        assert!(!evaluate(Some(&s), &p, 1, 3).decision.allowed);
-        assert!(evaluate(Some(&s), &p, 1, 4).decision.allowed);
+        let s = p.evaluate(None, 1, 0).new_state.unwrap();
+        assert_eq!(p.evaluate(Some(&s), 1, 0).decision.retry_after_ms, 4);
+        assert!(!p.evaluate(Some(&s), 1, 3).decision.allowed);
+        assert!(p.evaluate(Some(&s), 1, 4).decision.allowed);
         assert_eq!(Params::new(0, 1, 1), Err(LimitError::InvalidCapacity));
         assert_eq!(Params::new(1, 0, 1), Err(LimitError::InvalidRate));
         assert_eq!(Params::new(1, 1, 0), Err(LimitError::InvalidPeriod));
@@ -181,10 +172,10 @@ mod tests {
     #[test]
     fn impossible_costs_are_rejected_without_retry() {
         let p = Params::new(5, 1, 1000).unwrap();
-        let out = evaluate(None, &p, 6, 0);
+        let out = p.evaluate(None, 6, 0);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, -1);
-        let out = evaluate(None, &p, u64::MAX, u64::MAX);
+        let out = p.evaluate(None, u64::MAX, u64::MAX);
         assert!(!out.decision.allowed);
     }
 
@@ -236,8 +227,8 @@ mod tests {
         ) {
             let p = Params::new(burst, rate, period).unwrap();
             let s = State { tat, scale };
-            let _ = evaluate(Some(&s), &p, cost, now);
-            let _ = evaluate(None, &p, cost, now);
+            let _ = p.evaluate(Some(&s), cost, now);
+            let _ = p.evaluate(None, cost, now);
         }
 
         #[test]

@@ -18,7 +18,7 @@
 
 use super::meter::{decode_scaled, encode_scaled, Meter};
 use super::{ceil_div, info_i64, rescale, sat_u64, Algorithm, LimitError, Outcome};
-use super::{count, parse_duration, Codec};
+use super::{count, parse_duration, Codec, Named};
 
 /// A validated leaky-bucket configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +62,6 @@ pub struct State {
 }
 
 impl Codec for State {
-    const NAME: &'static str = "leaky";
-    const TAG: u8 = 0x85;
-
     /// Compact binary form: header, scaled level (u128), scale, time (36 bytes).
     fn encode(&self) -> Vec<u8> {
         encode_scaled(State::TAG, self.level, self.scale, &[self.updated_ms])
@@ -94,13 +91,9 @@ impl Codec for State {
 }
 
 impl Algorithm for Params {
-    type State = State;
-    const ARGS: usize = 3;
-
     /// Adds `cost` units at `now_ms` (cost 0 peeks).
     fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
-        let params = self;
-        let m = params.meter;
+        let m = self.meter;
         let (level, last) = match state {
             // Rounding a re-scaled level up never lets more through.
             Some(s) => (rescale(s.level, s.scale, m.period_ms, true), s.updated_ms),
@@ -117,11 +110,9 @@ impl Algorithm for Params {
     fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
         Params::new(count(args[0])?, count(args[1])?, parse_duration(args[2])?)
     }
-}
 
-/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
-pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    params.evaluate(state, cost, now_ms)
+    type State = State;
+    const ARGS: usize = 3;
 }
 
 #[cfg(test)]
@@ -134,17 +125,17 @@ mod tests {
     fn fills_then_leaks() {
         // Holds 4, leaks 2 per second.
         let p = Params::new(4, 2, 1000).unwrap();
-        let out = evaluate(None, &p, 3, 10_000);
+        let out = p.evaluate(None, 3, 10_000);
         assert!(out.decision.allowed);
         assert_eq!(out.decision.remaining, 1);
         assert_eq!(out.decision.reset_after_ms, 1500);
         let s = out.new_state.unwrap();
         assert_eq!(s.info(), vec![("level", 3), ("updated_ms", 10_000)]);
-        let out = evaluate(Some(&s), &p, 2, 10_000);
+        let out = p.evaluate(Some(&s), 2, 10_000);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, 500);
-        assert!(evaluate(Some(&s), &p, 2, 10_500).decision.allowed);
-        let out = evaluate(Some(&s), &p, 5, 10_000);
+        assert!(p.evaluate(Some(&s), 2, 10_500).decision.allowed);
+        let out = p.evaluate(Some(&s), 5, 10_000);
         assert_eq!(out.decision.retry_after_ms, -1);
         assert_eq!(Params::new(0, 1, 1), Err(LimitError::InvalidCapacity));
         assert_eq!(Params::new(1, 0, 1), Err(LimitError::InvalidRate));
@@ -200,8 +191,8 @@ mod tests {
         ) {
             let p = Params::new(capacity, leak, period).unwrap();
             let s = State { level, scale, updated_ms };
-            let _ = evaluate(Some(&s), &p, cost, now);
-            let _ = evaluate(None, &p, cost, now);
+            let _ = p.evaluate(Some(&s), cost, now);
+            let _ = p.evaluate(None, cost, now);
         }
 
         #[test]

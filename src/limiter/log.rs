@@ -15,7 +15,7 @@
 //! clock steps back, the request is stamped with the newest timestamp in the
 //! log, keeping the log ordered.
 
-use super::{count, parse_duration, Codec, LimitError};
+use super::{count, parse_duration, Codec, Encoded, LimitError, Named};
 use super::{encoder, info_i64, put_u64, put_varint, Algorithm, Decision, Outcome};
 use super::{Reader, Tally, WindowParams};
 
@@ -58,9 +58,6 @@ fn decode_entries(bytes: &[u8]) -> Option<Vec<(u64, u64)>> {
 }
 
 impl Codec for State {
-    const NAME: &'static str = "log";
-    const TAG: u8 = 0x83;
-
     /// Compact binary form: header, the number of entries as a varint, then
     /// (if any) the first timestamp as u64 and its units as a varint, then
     /// per further entry the timestamp delta and the units as varints.
@@ -91,14 +88,10 @@ impl Codec for State {
 }
 
 impl Algorithm for Params {
-    type State = State;
-    const ARGS: usize = 2;
-
     /// Charges `cost` units at `now_ms` (cost 0 peeks).
     fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
-        let params = self;
         let entries = state.map_or(&[][..], |s| &s.entries[..]);
-        let (decision, admit) = decide(entries, params, cost, now_ms);
+        let (decision, admit) = decide(entries, self, cost, now_ms);
         let new_state = admit.map(|(first_live, at)| {
             let mut kept = Vec::with_capacity(entries.len() - first_live + 1);
             kept.extend_from_slice(&entries[first_live..]);
@@ -112,19 +105,12 @@ impl Algorithm for Params {
         Params::new(count(args[0])?, parse_duration(args[1])?)
     }
 
-    fn evaluate_encoded(
-        &self,
-        stored: Option<&[u8]>,
-        cost: u64,
-        now_ms: u64,
-    ) -> Option<Outcome<Vec<u8>>> {
-        evaluate_encoded(stored, self, cost, now_ms)
+    fn evaluate_encoded(&self, stored: Option<&[u8]>, cost: u64, now: u64) -> Option<Encoded> {
+        evaluate_encoded(stored, self, cost, now)
     }
-}
 
-/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
-pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    params.evaluate(state, cost, now_ms)
+    type State = State;
+    const ARGS: usize = 2;
 }
 
 /// [`evaluate`] on an encoded state, returning the encoded state to store,
@@ -148,7 +134,7 @@ pub fn evaluate_encoded(
         None => (&[][..], Scan::default()),
     };
     if scan.last.is_some_and(|l| l.at > now_ms) {
-        let out = evaluate(Some(&State::decode(bytes)?), params, cost, now_ms);
+        let out = params.evaluate(Some(&State::decode(bytes)?), cost, now_ms);
         return Some(Outcome::new(
             out.decision,
             out.new_state.as_ref().map(State::encode),
@@ -390,16 +376,16 @@ mod tests {
         let p = Params::new(3, 1000).unwrap();
         let mut s = None;
         for t in [100, 100, 400] {
-            s = evaluate(s.as_ref(), &p, 1, t).new_state;
+            s = p.evaluate(s.as_ref(), 1, t).new_state;
         }
         assert_eq!(s.as_ref().unwrap().entries, [(100, 2), (400, 1)]);
-        let out = evaluate(s.as_ref(), &p, 1, 1099);
+        let out = p.evaluate(s.as_ref(), 1, 1099);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, 1);
         assert_eq!(out.decision.reset_after_ms, 301);
-        let out = evaluate(s.as_ref(), &p, 3, 1099);
+        let out = p.evaluate(s.as_ref(), 3, 1099);
         assert_eq!(out.decision.retry_after_ms, 301);
-        let out = evaluate(s.as_ref(), &p, 2, 1100);
+        let out = p.evaluate(s.as_ref(), 2, 1100);
         assert!(out.decision.allowed);
         assert_eq!(out.new_state.unwrap().entries, [(400, 1), (1100, 2)]);
         assert_eq!(
@@ -438,8 +424,8 @@ mod tests {
     #[test]
     fn a_clock_stepping_back_stamps_the_newest_time() {
         let p = Params::new(3, 1000).unwrap();
-        let s = evaluate(None, &p, 1, 5000).new_state.unwrap();
-        let s = evaluate(Some(&s), &p, 1, 4990).new_state.unwrap();
+        let s = p.evaluate(None, 1, 5000).new_state.unwrap();
+        let s = p.evaluate(Some(&s), 1, 4990).new_state.unwrap();
         assert_eq!(s.entries, [(5000, 2)]);
     }
 
@@ -470,7 +456,7 @@ mod tests {
             for (cost, dt) in steps {
                 // Small steps back as well as forward.
                 now = (now + dt).saturating_sub(100);
-                let out = evaluate(s.as_ref(), &p, cost, now);
+                let out = p.evaluate(s.as_ref(), cost, now);
                 let bytes = s.as_ref().map(State::encode);
                 let enc = evaluate_encoded(bytes.as_deref(), &p, cost, now).unwrap();
                 prop_assert_eq!(enc.decision, out.decision);
@@ -508,7 +494,7 @@ mod tests {
             let mut stamped = Vec::new();
             for &(dt, cost) in &steps {
                 now = now.saturating_add_signed(dt);
-                let out = evaluate(state.as_ref(), &p, cost, now);
+                let out = p.evaluate(state.as_ref(), cost, now);
                 if let Some(s) = out.new_state {
                     stamped.push((s.entries.last().unwrap().0, cost));
                     state = Some(s);
@@ -532,8 +518,8 @@ mod tests {
             entries.sort();
             entries.dedup_by_key(|e| e.0);
             let s = State { entries };
-            let _ = evaluate(Some(&s), &p, cost, now);
-            let _ = evaluate(None, &p, cost, now);
+            let _ = p.evaluate(Some(&s), cost, now);
+            let _ = p.evaluate(None, cost, now);
         }
 
         #[test]
@@ -578,7 +564,7 @@ mod tests {
             match State::decode(&bytes) {
                 None => prop_assert!(enc.is_none()),
                 Some(state) => {
-                    let out = evaluate(Some(&state), &p, cost, now);
+                    let out = p.evaluate(Some(&state), cost, now);
                     let enc = enc.expect("a log that decodes");
                     prop_assert_eq!(enc.decision, out.decision);
                     prop_assert_eq!(enc.ttl_ms, out.ttl_ms);

@@ -63,31 +63,43 @@ pub mod token;
 
 use std::fmt::Debug;
 
-/// Every algorithm, listed once: `Variant => module`. Rate rules (`LIMIT.<NAME>` and
+/// Every algorithm, listed once: `Variant => module tag`. Rate rules (`LIMIT.<NAME>` and
 /// LIMIT.ALL's rules, parameters implementing [`Algorithm`]) first, then the states of
 /// algorithms with commands of their own (CL.THROTTLE, LIMIT.ACQUIRE). A module's name is
-/// its algorithm's [`Codec::NAME`]. The list is handed to `$callback!` (here
+/// its algorithm's name ([`Named::NAME`]) and the tag goes after the magic in its encoded
+/// states ([`Named::TAG`]: in `0x81..=0x8f`, see above, distinct, checked at compile time). The list is handed to `$callback!` (here
 /// `registry!`, and `command/limiter.rs` for its command rows).
 macro_rules! algorithms {
     ($callback:ident) => {
         $callback! {
-            rules: Fixed => fixed, Sliding => sliding, Log => log, Token => token,
-                Leaky => leaky, Gcra => gcra;
-            others: Cell => cell, Concurrency => concurrency;
+            rules:
+                Fixed => fixed 0x81,
+                Sliding => sliding 0x82,
+                Log => log 0x83,
+                Token => token 0x84,
+                Leaky => leaky 0x85,
+                Gcra => gcra 0x86;
+            others:
+                Cell => cell 0x87,
+                Concurrency => concurrency 0x88;
         }
     };
 }
 pub(crate) use algorithms;
 
-/// A limiter state as stored in a key: the algorithm's name and tag, the encoding
-/// and decoding, and what `LIMIT.INFO` shows of it.
-pub trait Codec: Sized + Clone + PartialEq + Debug {
+/// Which algorithm a stored state belongs to: given to each state type by its line in
+/// [`algorithms!`].
+pub trait Named {
     /// The algorithm's lower-case name (`LIMIT.<NAME>`, LIMIT.ALL's rule keyword,
-    /// LIMIT.INFO's `algorithm`); also its module's name.
+    /// LIMIT.INFO's `algorithm`): its module's name.
     const NAME: &'static str;
-    /// The byte after the magic in encoded states: in `0x81..=0x8f` (see the module
-    /// documentation), one per algorithm.
+    /// The byte after the magic in encoded states.
     const TAG: u8;
+}
+
+/// A limiter state as stored in a key: the encoding and decoding, and what `LIMIT.INFO`
+/// shows of it.
+pub trait Codec: Named + Sized + Clone + PartialEq + Debug {
     /// The compact binary form stored as the key's value.
     fn encode(&self) -> Vec<u8>;
     /// Parses [`Codec::encode`]'s output; `None` for anything else.
@@ -115,12 +127,7 @@ pub trait Algorithm: Sized + Copy + Debug {
 
     /// [`Algorithm::evaluate`] on an encoded state, returning the encoded state to
     /// store; `None` when `stored` is not a state of this algorithm.
-    fn evaluate_encoded(
-        &self,
-        stored: Option<&[u8]>,
-        cost: u64,
-        now_ms: u64,
-    ) -> Option<Outcome<Vec<u8>>> {
+    fn evaluate_encoded(&self, stored: Option<&[u8]>, cost: u64, now_ms: u64) -> Option<Encoded> {
         let state = match stored {
             None => None,
             Some(bytes) => Some(Self::State::decode(bytes)?),
@@ -136,6 +143,9 @@ pub trait Algorithm: Sized + Copy + Debug {
 
 /// [`Algorithm::parse`] of some algorithm, into a [`Rule`].
 pub type RuleParser = fn(&[&[u8]], &[Option<u64>]) -> Result<Rule, LimitError>;
+
+/// An [`Outcome`] whose state is already encoded.
+pub type Encoded = Outcome<Vec<u8>>;
 
 /// The syntax of one rate rule: what LIMIT.ALL needs to split and parse its arguments.
 #[derive(Debug)]
@@ -170,7 +180,23 @@ fn parse_rule<P: Algorithm + Into<Rule>>(
 
 /// Builds the types and tables that range over every algorithm from [`algorithms!`].
 macro_rules! registry {
-    (rules: $($rule:ident => $rm:ident),+; others: $($other:ident => $om:ident),+;) => {
+    (
+        rules: $($rule:ident => $rm:ident $rtag:literal),+;
+        others: $($other:ident => $om:ident $otag:literal),+;
+    ) => {
+        $(
+            impl Named for $rm::State {
+                const NAME: &'static str = stringify!($rm);
+                const TAG: u8 = $rtag;
+            }
+        )+
+        $(
+            impl Named for $om::State {
+                const NAME: &'static str = stringify!($om);
+                const TAG: u8 = $otag;
+            }
+        )+
+
         /// One rate rule of any algorithm: its validated parameters.
         #[derive(Debug, Clone, Copy)]
         pub enum Rule {
@@ -190,14 +216,9 @@ macro_rules! registry {
 
         impl Rule {
             /// [`Algorithm::evaluate_encoded`] of the rule's algorithm.
-            pub fn evaluate_encoded(
-                &self,
-                stored: Option<&[u8]>,
-                cost: u64,
-                now_ms: u64,
-            ) -> Option<Outcome<Vec<u8>>> {
+            pub fn evaluate_encoded(&self, stored: Option<&[u8]>, cost: u64, now: u64) -> Option<Encoded> {
                 match self {
-                    $(Rule::$rule(p) => p.evaluate_encoded(stored, cost, now_ms),)+
+                    $(Rule::$rule(p) => p.evaluate_encoded(stored, cost, now),)+
                 }
             }
         }
@@ -206,7 +227,7 @@ macro_rules! registry {
         pub static RULES: &[RuleSyntax] = &[
             $(
                 RuleSyntax {
-                    name: <$rm::State as Codec>::NAME,
+                    name: <$rm::State as Named>::NAME,
                     args: <$rm::Params as Algorithm>::ARGS,
                     options: <$rm::Params as Algorithm>::OPTIONS,
                     parse: parse_rule::<$rm::Params>,
@@ -229,11 +250,11 @@ macro_rules! registry {
         }
 
         impl AnyState {
-            /// The algorithm's name ([`Codec::NAME`]).
+            /// The algorithm's name ([`Named::NAME`]).
             pub fn name(&self) -> &'static str {
                 match self {
-                    $(AnyState::$rule(_) => <$rm::State as Codec>::NAME,)+
-                    $(AnyState::$other(_) => <$om::State as Codec>::NAME,)+
+                    $(AnyState::$rule(_) => <$rm::State as Named>::NAME,)+
+                    $(AnyState::$other(_) => <$om::State as Named>::NAME,)+
                 }
             }
 
@@ -259,12 +280,12 @@ macro_rules! registry {
         pub fn decode_any(bytes: &[u8]) -> Option<AnyState> {
             let tag = tag_of(bytes)?;
             $(
-                if tag == <$rm::State as Codec>::TAG {
+                if tag == <$rm::State as Named>::TAG {
                     return $rm::State::decode(bytes).map(AnyState::$rule);
                 }
             )+
             $(
-                if tag == <$om::State as Codec>::TAG {
+                if tag == <$om::State as Named>::TAG {
                     return $om::State::decode(bytes).map(AnyState::$other);
                 }
             )+
@@ -273,8 +294,8 @@ macro_rules! registry {
 
         /// Every algorithm's name and tag, in [`algorithms!`] order.
         pub const ALGORITHMS: &[(&str, u8)] = &[
-            $((<$rm::State as Codec>::NAME, <$rm::State as Codec>::TAG),)+
-            $((<$om::State as Codec>::NAME, <$om::State as Codec>::TAG),)+
+            $((<$rm::State as Named>::NAME, <$rm::State as Named>::TAG),)+
+            $((<$om::State as Named>::NAME, <$om::State as Named>::TAG),)+
         ];
 
         const _: () = {
@@ -856,39 +877,20 @@ mod tests {
         assert_eq!(algorithm_of("TGL\u{81}".as_bytes()), None);
     }
 
+    /// The state `params` store after admitting one unit at time 10.
+    fn first_state<P: Algorithm>(params: Result<P, LimitError>) -> P::State {
+        params.unwrap().evaluate(None, 1, 10).new_state.unwrap()
+    }
+
     #[test]
     fn decode_any_identifies_each_algorithm() {
         let states = [
-            AnyState::Fixed(
-                fixed::evaluate(None, &fixed::Params::new(5, 1000).unwrap(), 1, 10)
-                    .new_state
-                    .unwrap(),
-            ),
-            AnyState::Sliding(
-                sliding::evaluate(None, &sliding::Params::new(5, 1000, 10).unwrap(), 1, 10)
-                    .new_state
-                    .unwrap(),
-            ),
-            AnyState::Log(
-                log::evaluate(None, &log::Params::new(5, 1000).unwrap(), 1, 10)
-                    .new_state
-                    .unwrap(),
-            ),
-            AnyState::Token(
-                token::evaluate(None, &token::Params::new(5, 1, 1000).unwrap(), 1, 10)
-                    .new_state
-                    .unwrap(),
-            ),
-            AnyState::Leaky(
-                leaky::evaluate(None, &leaky::Params::new(5, 1, 1000).unwrap(), 1, 10)
-                    .new_state
-                    .unwrap(),
-            ),
-            AnyState::Gcra(
-                gcra::evaluate(None, &gcra::Params::new(5, 1, 1000).unwrap(), 1, 10)
-                    .new_state
-                    .unwrap(),
-            ),
+            AnyState::Fixed(first_state(fixed::Params::new(5, 1000))),
+            AnyState::Sliding(first_state(sliding::Params::new(5, 1000, 10))),
+            AnyState::Log(first_state(log::Params::new(5, 1000))),
+            AnyState::Token(first_state(token::Params::new(5, 1, 1000))),
+            AnyState::Leaky(first_state(leaky::Params::new(5, 1, 1000))),
+            AnyState::Gcra(first_state(gcra::Params::new(5, 1, 1000))),
             AnyState::Cell(
                 cell::evaluate(None, &cell::Params::new(5, 1, 1).unwrap(), 1, 10)
                     .new_state

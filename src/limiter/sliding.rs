@@ -23,7 +23,7 @@
 //! changes between calls, stored counts move to the new bucket holding their
 //! old bucket's start.
 
-use super::{count, parse_duration, Codec};
+use super::{count, parse_duration, Codec, Named};
 use super::{encoder, info_i64, put_u64, put_varint, require, Algorithm, LimitError, Outcome};
 use super::{Reader, Tally};
 
@@ -121,9 +121,6 @@ impl State {
 }
 
 impl Codec for State {
-    const NAME: &'static str = "sliding";
-    const TAG: u8 = 0x82;
-
     /// Compact binary form: header, bucket width, head index, then the
     /// number of counts and the counts as varints.
     fn encode(&self) -> Vec<u8> {
@@ -174,15 +171,10 @@ impl Codec for State {
 }
 
 impl Algorithm for Params {
-    type State = State;
-    const ARGS: usize = 2;
-    const OPTIONS: &'static [&'static str] = &["precision"];
-
     /// Charges `cost` units at `now_ms` (cost 0 peeks).
     fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
-        let params = self;
-        let p = params.buckets as usize;
-        let b = params.bucket_ms;
+        let p = self.buckets as usize;
+        let b = self.bucket_ms;
         let now_bucket = now_ms / b;
         let (stored_head, mut counts) = match state {
             Some(s) => s.aligned(b, p),
@@ -197,7 +189,7 @@ impl Algorithm for Params {
             counts[..shift as usize].fill(0);
         }
         let used = counts.iter().fold(0u64, |a, &c| a.saturating_add(c));
-        let tally = Tally::new(params.limit, used, cost);
+        let tally = Tally::new(self.limit, used, cost);
         if tally.admitted {
             counts[0] += cost;
         }
@@ -210,7 +202,7 @@ impl Algorithm for Params {
             let mut still_counted = used;
             for j in 1..=p {
                 still_counted = still_counted.saturating_sub(counts[p - j]);
-                if still_counted.saturating_add(cost) <= params.limit {
+                if still_counted.saturating_add(cost) <= self.limit {
                     return time_of(head.saturating_add(j as u64));
                 }
             }
@@ -234,11 +226,10 @@ impl Algorithm for Params {
         let buckets = options[0].unwrap_or(DEFAULT_PRECISION.min(window));
         Params::new(limit, window, buckets)
     }
-}
 
-/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
-pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    params.evaluate(state, cost, now_ms)
+    type State = State;
+    const ARGS: usize = 2;
+    const OPTIONS: &'static [&'static str] = &["precision"];
 }
 
 #[cfg(test)]
@@ -253,18 +244,18 @@ mod tests {
         let p = Params::new(4, 400, 4).unwrap();
         let mut s = None;
         for t in [0, 100, 200, 300] {
-            let out = evaluate(s.as_ref(), &p, 1, t);
+            let out = p.evaluate(s.as_ref(), 1, t);
             assert!(out.decision.allowed, "at {t}");
             s = out.new_state;
         }
-        let out = evaluate(s.as_ref(), &p, 1, 350);
+        let out = p.evaluate(s.as_ref(), 1, 350);
         assert!(!out.decision.allowed);
         // Bucket 0 (0..100) stops counting when bucket 4 (400..500) begins.
         assert_eq!(out.decision.retry_after_ms, 50);
         assert_eq!(out.decision.reset_after_ms, 350);
-        let out = evaluate(s.as_ref(), &p, 2, 350);
+        let out = p.evaluate(s.as_ref(), 2, 350);
         assert_eq!(out.decision.retry_after_ms, 150);
-        let out = evaluate(s.as_ref(), &p, 1, 400);
+        let out = p.evaluate(s.as_ref(), 1, 400);
         assert!(out.decision.allowed);
         assert_eq!(out.decision.remaining, 0);
     }
@@ -285,12 +276,12 @@ mod tests {
     #[test]
     fn changing_the_bucket_width_keeps_the_counts() {
         let coarse = Params::new(10, 1000, 10).unwrap();
-        let s = evaluate(None, &coarse, 7, 5_050).new_state.unwrap();
+        let s = coarse.evaluate(None, 7, 5_050).new_state.unwrap();
         let fine = Params::new(10, 1000, 100).unwrap();
-        let out = evaluate(Some(&s), &fine, 4, 5_060);
+        let out = fine.evaluate(Some(&s), 4, 5_060);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.remaining, 3);
-        let out = evaluate(Some(&s), &fine, 3, 5_060);
+        let out = fine.evaluate(Some(&s), 3, 5_060);
         assert!(out.decision.allowed);
     }
 
@@ -375,8 +366,8 @@ mod tests {
             prop_assume!(p <= window);
             let params = Params::new(limit, window, p).unwrap();
             let s = State { bucket_ms, head, counts };
-            let _ = evaluate(Some(&s), &params, cost, now);
-            let _ = evaluate(None, &params, cost, now);
+            let _ = params.evaluate(Some(&s), cost, now);
+            let _ = params.evaluate(None, cost, now);
         }
 
         #[test]

@@ -210,7 +210,7 @@ impl<P: Algorithm> Algo<P> {
         for &(dt, cost) in steps {
             now += dt as u64;
             let o = params.evaluate(ours.as_ref(), cost, now);
-            let t = token::evaluate(theirs.as_ref(), &tp, cost, now);
+            let t = tp.evaluate(theirs.as_ref(), cost, now);
             prop_assert_eq!(o.decision, t.decision);
             if let Some(s) = o.new_state {
                 ours = Some(s);

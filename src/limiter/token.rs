@@ -16,7 +16,7 @@
 //! again. If the clock steps back, no tokens are added.
 
 use super::meter::{decode_scaled, encode_scaled, Meter};
-use super::{count, parse_duration, Codec};
+use super::{count, parse_duration, Codec, Named};
 use super::{info_i64, rescale, sat_u64, Algorithm, LimitError, Outcome};
 
 /// A validated token-bucket configuration.
@@ -65,9 +65,6 @@ pub struct State {
 }
 
 impl Codec for State {
-    const NAME: &'static str = "token";
-    const TAG: u8 = 0x84;
-
     /// Compact binary form: header, scaled tokens (u128), scale, time (36 bytes).
     fn encode(&self) -> Vec<u8> {
         encode_scaled(State::TAG, self.tokens, self.scale, &[self.updated_ms])
@@ -96,13 +93,9 @@ impl Codec for State {
 }
 
 impl Algorithm for Params {
-    type State = State;
-    const ARGS: usize = 3;
-
     /// Takes `cost` tokens at `now_ms` (cost 0 peeks).
     fn evaluate(&self, state: Option<&State>, cost: u64, now_ms: u64) -> Outcome<State> {
-        let params = self;
-        let m = params.meter;
+        let m = self.meter;
         let full = u128::from(m.capacity) * m.scale();
         // The meter tracks the missing tokens; a fresh bucket misses none.
         let (missing, last) = match state {
@@ -123,11 +116,9 @@ impl Algorithm for Params {
     fn parse(args: &[&[u8]], _options: &[Option<u64>]) -> Result<Params, LimitError> {
         Params::new(count(args[0])?, count(args[1])?, parse_duration(args[2])?)
     }
-}
 
-/// [`Algorithm::evaluate`]: charges `cost` at `now_ms` (cost 0 peeks).
-pub fn evaluate(state: Option<&State>, params: &Params, cost: u64, now_ms: u64) -> Outcome<State> {
-    params.evaluate(state, cost, now_ms)
+    type State = State;
+    const ARGS: usize = 3;
 }
 
 #[cfg(test)]
@@ -140,31 +131,31 @@ mod tests {
     fn starts_full_and_refills_continuously() {
         // 10 tokens, 1 token per 100 ms.
         let p = Params::new(10, 1, 100).unwrap();
-        let first = evaluate(None, &p, 10, 1_000);
+        let first = p.evaluate(None, 10, 1_000);
         assert!(first.decision.allowed);
         assert_eq!(first.decision.remaining, 0);
         assert_eq!(first.decision.reset_after_ms, 1_000);
         assert_eq!(first.ttl_ms, 1_000);
         let s = first.new_state.unwrap();
-        let out = evaluate(Some(&s), &p, 1, 1_040);
+        let out = p.evaluate(Some(&s), 1, 1_040);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, 60);
-        let out = evaluate(Some(&s), &p, 3, 1_040);
+        let out = p.evaluate(Some(&s), 3, 1_040);
         assert_eq!(out.decision.retry_after_ms, 260);
-        let out = evaluate(Some(&s), &p, 1, 1_100);
+        let out = p.evaluate(Some(&s), 1, 1_100);
         assert!(out.decision.allowed);
         assert_eq!(out.decision.reset_after_ms, 1_000);
         // Fractions accumulate exactly: 1 token per 3 ms.
         let p = Params::new(1, 1, 3).unwrap();
-        let s = evaluate(None, &p, 1, 0).new_state.unwrap();
-        assert_eq!(evaluate(Some(&s), &p, 1, 1).decision.retry_after_ms, 2);
-        assert!(evaluate(Some(&s), &p, 1, 3).decision.allowed);
+        let s = p.evaluate(None, 1, 0).new_state.unwrap();
+        assert_eq!(p.evaluate(Some(&s), 1, 1).decision.retry_after_ms, 2);
+        assert!(p.evaluate(Some(&s), 1, 3).decision.allowed);
     }
 
     #[test]
     fn impossible_costs_and_validation() {
         let p = Params::new(5, 1, 1000).unwrap();
-        let out = evaluate(None, &p, 6, 0);
+        let out = p.evaluate(None, 6, 0);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, -1);
         assert_eq!(out.decision.remaining, 5);
@@ -172,11 +163,11 @@ mod tests {
         assert_eq!(Params::new(1, 0, 1), Err(LimitError::InvalidRate));
         assert_eq!(Params::new(1, 1, 0), Err(LimitError::InvalidPeriod));
         let huge = Params::new(u64::MAX, 1, u64::MAX).unwrap();
-        let out = evaluate(None, &huge, u64::MAX, u64::MAX);
+        let out = huge.evaluate(None, u64::MAX, u64::MAX);
         assert!(out.decision.allowed);
         assert_eq!(out.decision.reset_after_ms, u64::MAX);
         let s = out.new_state.unwrap();
-        let out = evaluate(Some(&s), &huge, u64::MAX, u64::MAX);
+        let out = huge.evaluate(Some(&s), u64::MAX, u64::MAX);
         assert!(!out.decision.allowed);
         assert_eq!(out.decision.retry_after_ms, i64::MAX);
     }
@@ -184,9 +175,9 @@ mod tests {
     #[test]
     fn a_changed_period_keeps_whole_tokens() {
         let p = Params::new(10, 1, 100).unwrap();
-        let s = evaluate(None, &p, 7, 0).new_state.unwrap();
+        let s = p.evaluate(None, 7, 0).new_state.unwrap();
         let q = Params::new(10, 1, 1000).unwrap();
-        let out = evaluate(Some(&s), &q, 0, 0);
+        let out = q.evaluate(Some(&s), 0, 0);
         assert_eq!(out.decision.remaining, 3);
     }
 
@@ -228,8 +219,8 @@ mod tests {
         ) {
             let p = Params::new(capacity, refill, period).unwrap();
             let s = State { tokens, scale, updated_ms };
-            let _ = evaluate(Some(&s), &p, cost, now);
-            let _ = evaluate(None, &p, cost, now);
+            let _ = p.evaluate(Some(&s), cost, now);
+            let _ = p.evaluate(None, cost, now);
         }
 
         #[test]

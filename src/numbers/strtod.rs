@@ -24,18 +24,8 @@ pub fn is_c_space(b: u8) -> bool {
 
 /// C `strtod` in the "C" locale with round-to-nearest, on a byte string (stops at NUL).
 pub fn strtod(s: &[u8]) -> Strtod {
-    let mut i = s.iter().take_while(|b| is_c_space(**b)).count();
-    let negative = match s.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let spaces = s.iter().take_while(|b| is_c_space(**b)).count();
+    let (negative, i) = sign(s, spaces);
     let rest = &s[i..];
     let parsed = match_infinity(rest)
         .map(|n| (f64::INFINITY, n, false))
@@ -53,6 +43,15 @@ pub fn strtod(s: &[u8]) -> Strtod {
             len: 0,
             range_error: false,
         },
+    }
+}
+
+/// An optional `+` or `-` at `i`: whether it is `-`, and where what follows starts.
+fn sign(s: &[u8], i: usize) -> (bool, usize) {
+    match s.get(i) {
+        Some(b'-') => (true, i + 1),
+        Some(b'+') => (false, i + 1),
+        _ => (false, i),
     }
 }
 
@@ -100,18 +99,7 @@ fn parse_exponent(s: &[u8], i: usize, markers: [u8; 2]) -> Option<(i64, usize)> 
     if !s.get(i).is_some_and(|b| markers.contains(b)) {
         return None;
     }
-    let mut j = i + 1;
-    let negative = match s.get(j) {
-        Some(b'-') => {
-            j += 1;
-            true
-        }
-        Some(b'+') => {
-            j += 1;
-            false
-        }
-        _ => false,
-    };
+    let (negative, j) = sign(s, i + 1);
     let n = digit_run(s, j, u8::is_ascii_digit);
     if n == 0 {
         return None;

@@ -397,43 +397,24 @@ impl ScriptEngine {
         }
     }
 
-    /// EVAL script numkeys ... (`by_sha`: EVALSHA sha1 numkeys ...; `read_only`: the `_RO`
-    /// variants). `args` are the full command including its name, arity already checked
-    /// (the command table's row).
-    pub fn eval(
+    /// Runs one scripting command: `args` are the full command including its name, arity
+    /// already checked (the command table's row names `call`).
+    pub fn call(
         &mut self,
+        call: ScriptCall,
         host: &mut dyn ScriptHost,
         args: &[Bytes],
         ctx: &ScriptContext,
-        by_sha: bool,
-        read_only: bool,
     ) -> Reply {
         self.functions.publish_counts(&ctx.control);
-        self.eval.eval(host, args, ctx, by_sha, read_only)
-    }
-
-    /// FCALL function numkeys ... (`read_only`: FCALL_RO).
-    pub fn fcall(
-        &mut self,
-        host: &mut dyn ScriptHost,
-        args: &[Bytes],
-        ctx: &ScriptContext,
-        read_only: bool,
-    ) -> Reply {
-        self.functions.publish_counts(&ctx.control);
-        self.functions.fcall(host, args, ctx, read_only)
-    }
-
-    /// SCRIPT subcommand ...
-    pub fn script(&mut self, args: &[Bytes], ctx: &ScriptContext) -> Reply {
-        self.functions.publish_counts(&ctx.control);
-        self.eval.script_command(args, ctx, self.limits)
-    }
-
-    /// FUNCTION subcommand ...
-    pub fn function(&mut self, args: &[Bytes], ctx: &ScriptContext) -> Reply {
-        self.functions.publish_counts(&ctx.control);
-        self.functions.function_command(args, ctx)
+        match call {
+            ScriptCall::Eval { by_sha, read_only } => {
+                self.eval.eval(host, args, ctx, by_sha, read_only)
+            }
+            ScriptCall::Fcall { read_only } => self.functions.fcall(host, args, ctx, read_only),
+            ScriptCall::Script => self.eval.script_command(args, ctx, self.limits),
+            ScriptCall::Function => self.functions.function_command(args, ctx),
+        }
     }
 
     /// The flags declared by the script or function a call would run (None when unknown),
@@ -490,6 +471,27 @@ impl ScriptEngine {
     pub fn used_memory(&self) -> (usize, usize) {
         (self.eval.used_memory(), self.functions.used_memory())
     }
+}
+
+/// Which scripting command runs (see [`ScriptEngine::call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptCall {
+    /// EVAL, EVALSHA (`by_sha`) and their `_RO` variants (`read_only`).
+    Eval {
+        /// The script is named by its SHA1 (EVALSHA).
+        by_sha: bool,
+        /// Write commands are refused (EVAL_RO, EVALSHA_RO).
+        read_only: bool,
+    },
+    /// FCALL and FCALL_RO (`read_only`).
+    Fcall {
+        /// Write commands are refused (FCALL_RO).
+        read_only: bool,
+    },
+    /// SCRIPT subcommand ...
+    Script,
+    /// FUNCTION subcommand ...
+    Function,
 }
 
 /// What a script call names: EVAL's body, EVALSHA's SHA1, FCALL's function.

@@ -84,7 +84,11 @@ impl Harness {
             control: self.control.clone(),
         };
         let mut host = WithTypedReplies(Host::new(&mut self.ks, 0, self.now_ms, self.oom));
-        self.engine.eval(&mut host, &args, &ctx, false, false)
+        let call = ScriptCall::Eval {
+            by_sha: false,
+            read_only: false,
+        };
+        self.engine.call(call, &mut host, &args, &ctx)
     }
 
     /// The key's entry in database 0, if it exists.

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use super::transaction::WatchState;
 use super::{ClientHandle, ClientInfo, Shared};
 use crate::command::{self, flags, CommandSpec};
-use crate::engine::{Batch, Op};
+use crate::engine::{Batch, BatchResult, Op, WatchGuard};
 use crate::protocol::parser::{parse_request, Limits, Request};
 use crate::protocol::Reply;
 
@@ -232,20 +232,28 @@ impl Client {
         // about a hundred bytes, so growing by doubling copied more than it allocated).
         let capacity = self.pending.len();
         let ops = std::mem::replace(&mut self.pending, Vec::with_capacity(capacity));
-        let result = self
-            .shared
-            .engine
-            .execute(Batch {
-                db: self.db,
-                resp: self.resp,
-                ops,
-                watch: None,
-                transaction: false,
-            })
-            .await;
+        let result = self.run_batch(ops, None, false).await;
         for r in result.replies.unwrap_or_default() {
             self.push(r);
         }
+    }
+
+    /// Run `ops` in the engine as one atomic batch from this client's database; a
+    /// `transaction` (EXEC) is refused whole under `maxmemory` rather than per command.
+    pub(super) async fn run_batch(
+        &self,
+        ops: Vec<Op>,
+        watch: Option<WatchGuard>,
+        transaction: bool,
+    ) -> BatchResult {
+        let batch = Batch {
+            db: self.db,
+            resp: self.resp,
+            ops,
+            watch,
+            transaction,
+        };
+        self.shared.engine.execute(batch).await
     }
 
     /// Run one request, whose command (`spec`) the parser looked up.

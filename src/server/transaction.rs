@@ -9,7 +9,7 @@
 use bytes::Bytes;
 
 use super::connection::{Answer, Client};
-use crate::engine::{Batch, Op, WatchGuard};
+use crate::engine::{Op, WatchGuard};
 use crate::protocol::Reply;
 use crate::store::WatchFlag;
 
@@ -98,17 +98,7 @@ impl Client {
             existed: w.existed.clone(),
             digests: w.digests.clone(),
         });
-        let result = self
-            .shared
-            .engine
-            .execute(Batch {
-                db: self.db,
-                resp: self.resp,
-                ops,
-                watch,
-                transaction: true,
-            })
-            .await;
+        let result = self.run_batch(ops, watch, true).await;
         self.unwatch().await;
         if let Some(Reply::Error(reason)) = result.aborted {
             return Reply::err(format!(
