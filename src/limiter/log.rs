@@ -113,7 +113,7 @@ impl Algorithm for Params {
     const ARGS: usize = 2;
 }
 
-/// [`evaluate`] on an encoded state, returning the encoded state to store,
+/// [`Algorithm::evaluate`] on an encoded state, returning the encoded state to store,
 /// without building a [`State`]; `None` when `bytes` are not a log state.
 ///
 /// One validating pass over the bytes finds the window's first live entry, the units

@@ -359,8 +359,8 @@ impl<S> Outcome<S> {
 }
 
 /// A validated "`limit` units per window of `window_ms`" configuration: the
-/// parameters of the fixed window ([`FixedParams`]) and of the sliding log
-/// ([`LogParams`]), whose state grows with the limit and so caps it at `MAX`.
+/// parameters of the fixed window ([`fixed::Params`]) and of the sliding log
+/// ([`log::Params`]), whose state grows with the limit and so caps it at `MAX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowParams<const MAX: u64> {
     limit: u64,

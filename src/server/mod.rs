@@ -1,5 +1,13 @@
 //! The server: the listener, the state shared by all connections, the client registry,
 //! background expiry, graceful shutdown, and in cluster mode the Raft node's start and stop.
+//!
+//! | file | what it owns |
+//! | --- | --- |
+//! | `connection.rs` | one client: reading, routing each request by its table row, replies |
+//! | `client_commands.rs` | the connection commands (AUTH, HELLO, CLIENT, INFO, ...) |
+//! | `transaction.rs` | MULTI, EXEC, DISCARD, WATCH, UNWATCH |
+//! | `info.rs` | INFO, CONFIG, COMMAND, MEMORY texts and CLIENT LIST lines |
+//! | `cluster.rs` | CLUSTER and RAFT.* in cluster mode, INFO replication |
 
 pub mod client_commands;
 pub mod cluster;
