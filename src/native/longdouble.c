@@ -2,7 +2,7 @@
  * increment are read with strtold into a C `long double`, added, and printed with
  * "%.17Lf" with trailing zeroes removed (Redis's string2ld and ld2string in
  * LD_STR_HUMAN mode, src/util.c). Rust has no long double, so this small file does
- * the arithmetic; the callers in src/command/float.rs do everything else. */
+ * the arithmetic; the callers in src/numbers/long_double.rs do everything else. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
