@@ -110,20 +110,24 @@ fn parse_exponent(s: &[u8], i: usize, markers: [u8; 2]) -> Option<(i64, usize)> 
     Some((if negative { -value } else { value }, j + n - i))
 }
 
-/// A decimal significand with optional exponent: (magnitude, bytes, range error).
-fn parse_decimal(s: &[u8]) -> Option<(f64, usize, bool)> {
-    let int = digit_run(s, 0, u8::is_ascii_digit);
-    let mut end = int;
+/// Digits, optionally a point and more digits, from `start`: (integer digits, fraction
+/// digits, end); `None` without a digit (a lone point is no number).
+fn significand(s: &[u8], start: usize, is_digit: fn(&u8) -> bool) -> Option<(usize, usize, usize)> {
+    let int = digit_run(s, start, is_digit);
+    let mut end = start + int;
     let mut frac = 0;
     if s.get(end) == Some(&b'.') {
-        frac = digit_run(s, end + 1, u8::is_ascii_digit);
+        frac = digit_run(s, end + 1, is_digit);
         if int + frac > 0 {
             end += 1 + frac;
         }
     }
-    if int + frac == 0 {
-        return None;
-    }
+    (int + frac > 0).then_some((int, frac, end))
+}
+
+/// A decimal significand with optional exponent: (magnitude, bytes, range error).
+fn parse_decimal(s: &[u8]) -> Option<(f64, usize, bool)> {
+    let (_, _, mut end) = significand(s, 0, u8::is_ascii_digit)?;
     let nonzero_digit = s[..end].iter().any(|b| (b'1'..=b'9').contains(b));
     if let Some((_, n)) = parse_exponent(s, end, [b'e', b'E']) {
         end += n;
@@ -140,18 +144,7 @@ fn parse_hex(s: &[u8]) -> Option<(f64, usize, bool)> {
     if s.len() < 3 || s[0] != b'0' || !matches!(s[1], b'x' | b'X') {
         return None;
     }
-    let int = digit_run(s, 2, u8::is_ascii_hexdigit);
-    let mut end = 2 + int;
-    let mut frac = 0;
-    if s.get(end) == Some(&b'.') {
-        frac = digit_run(s, end + 1, u8::is_ascii_hexdigit);
-        if int + frac > 0 {
-            end += 1 + frac;
-        }
-    }
-    if int + frac == 0 {
-        return None;
-    }
+    let (int, _, mut end) = significand(s, 2, u8::is_ascii_hexdigit)?;
     // Keep the first 16 significant hex digits (64 bits); later ones only set `sticky`.
     let mut mantissa: u64 = 0;
     let mut exp: i64 = 0;
