@@ -9,10 +9,13 @@
 
 use bytes::Bytes;
 
+use super::args::is;
 use super::flags::{DENYOOM, NOSCRIPT, SCRIPT, WRITE};
 use super::{Ctx, Keys};
 use crate::protocol::Reply;
-use crate::scripting::{CommandInfo, ScriptCall, ScriptContext, ScriptHost};
+use crate::scripting::{
+    CommandInfo, ScriptCall, ScriptContext, ScriptEngine, ScriptHost, ScriptTarget,
+};
 use crate::store::Keyspace;
 
 /// What `redis.call` runs against: the keyspace of the script's batch.
@@ -158,6 +161,40 @@ pub fn function(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run_script(ctx, a, ScriptCall::Function)
 }
 
+/// Redis's `denyoom` of a script call, by the flags the script declares: one with a
+/// shebang may grow memory unless it declares `allow-oom` or `no-writes`; one without (and
+/// an unknown script or function) is not refused up front but at its first `denyoom`
+/// `redis.call` made before any write (`Host::script_oom`).
+fn declared_denyoom(engine: &ScriptEngine, target: ScriptTarget<'_>) -> bool {
+    engine
+        .declared_flags(target)
+        .is_some_and(|f| !f.eval_compat && !f.allow_oom && !f.no_writes)
+}
+
+/// `denyoom` of EVAL and EVAL_RO (a body), EVALSHA and EVALSHA_RO (`BY_SHA`).
+fn eval_denies_oom<const BY_SHA: bool>(engine: &ScriptEngine, a: &[Bytes]) -> bool {
+    a.get(1).is_some_and(|target| {
+        let target = if BY_SHA {
+            ScriptTarget::Sha(target)
+        } else {
+            ScriptTarget::Body(target)
+        };
+        declared_denyoom(engine, target)
+    })
+}
+
+/// `denyoom` of FCALL and FCALL_RO.
+fn fcall_denies_oom(engine: &ScriptEngine, a: &[Bytes]) -> bool {
+    a.get(1)
+        .is_some_and(|name| declared_denyoom(engine, ScriptTarget::Function(name)))
+}
+
+/// `denyoom` of FUNCTION: LOAD and RESTORE add code.
+fn function_denies_oom(_: &ScriptEngine, a: &[Bytes]) -> bool {
+    a.get(1)
+        .is_some_and(|sub| is(sub, "load") || is(sub, "restore"))
+}
+
 const RUN: u32 = SCRIPT | NOSCRIPT | WRITE | DENYOOM;
 
 /// `numkeys` at argument 2, and a script may take no key.
@@ -169,12 +206,17 @@ const NUMKEYS: Keys = Keys::Counted {
 /// Scripting commands. Keys follow `numkeys`, so key positions are not fixed. SCRIPT and
 /// FUNCTION first go to the connection, which answers KILL and STATS itself.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("eval", -3, RUN, keys: NUMKEYS, eval::<false, false>),
-    crate::cmd!("evalsha", -3, RUN, keys: NUMKEYS, eval::<true, false>),
-    crate::cmd!("eval_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval::<false, true>),
-    crate::cmd!("evalsha_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval::<true, true>),
-    crate::cmd!("fcall", -3, RUN, keys: NUMKEYS, fcall::<false>),
-    crate::cmd!("fcall_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, fcall::<true>),
+    crate::cmd!("eval", -3, RUN, keys: NUMKEYS, eval::<false, false>)
+        .denyoom_if(eval_denies_oom::<false>),
+    crate::cmd!("evalsha", -3, RUN, keys: NUMKEYS, eval::<true, false>)
+        .denyoom_if(eval_denies_oom::<true>),
+    crate::cmd!("eval_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval::<false, true>)
+        .denyoom_if(eval_denies_oom::<false>),
+    crate::cmd!("evalsha_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval::<true, true>)
+        .denyoom_if(eval_denies_oom::<true>),
+    crate::cmd!("fcall", -3, RUN, keys: NUMKEYS, fcall::<false>).denyoom_if(fcall_denies_oom),
+    crate::cmd!("fcall_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, fcall::<true>)
+        .denyoom_if(fcall_denies_oom),
     crate::cmd!(
         "script",
         -2,
@@ -194,5 +236,6 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         0,
         client: crate::server::client_commands::function_control,
         function
-    ),
+    )
+    .denyoom_if(function_denies_oom),
 ];

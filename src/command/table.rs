@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::{ClientHandler, FastHandler, Handler};
+use crate::scripting::ScriptEngine;
 
 /// Static facts about one command, as in Redis's command table.
 ///
@@ -26,7 +27,7 @@ use super::{ClientHandler, FastHandler, Handler};
 ///   to `handler` ([`super::Answer::Engine`]); EXEC and scripts run `handler`. SELECT (the
 ///   connection's database; in EXEC and scripts the batch's), SCRIPT and FUNCTION (KILL and
 ///   STATS are answered at once, without waiting for the running script).
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct CommandSpec {
     /// Lower-case name.
     pub name: &'static str,
@@ -44,7 +45,14 @@ pub struct CommandSpec {
     pub fast: Option<FastHandler>,
     /// The connection-level handler, run with the client's state (outside MULTI).
     pub client: Option<ClientHandler>,
+    /// Whether a call may grow memory, for commands where that depends on the call (Redis's
+    /// `denyoom` of scripts, by the flags they declare; of FUNCTION, by its subcommand);
+    /// `None`: the `DENYOOM` flag says. Set with [`CommandSpec::denyoom_if`].
+    pub denyoom_if: Option<DenyoomCheck>,
 }
+
+/// Decides per call whether a command may grow memory (see `CommandSpec::denyoom_if`).
+pub type DenyoomCheck = fn(&ScriptEngine, &[Bytes]) -> bool;
 
 /// Where a command's keys are among its arguments (`args[0]` is the name).
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +94,23 @@ impl Keys {
 }
 
 impl CommandSpec {
+    /// This row with `denyoom_if` set: `cmd!(...).denyoom_if(f)`.
+    pub const fn denyoom_if(self, check: DenyoomCheck) -> CommandSpec {
+        CommandSpec {
+            denyoom_if: Some(check),
+            ..self
+        }
+    }
+
+    /// Whether this call may grow memory (Redis's `denyoom`): refused while memory is over
+    /// `maxmemory` and nothing can be evicted.
+    pub fn denies_oom(&self, scripts: &ScriptEngine, args: &[Bytes]) -> bool {
+        match self.denyoom_if {
+            Some(check) => check(scripts, args),
+            None => self.has(super::flags::DENYOOM),
+        }
+    }
+
     /// Whether the command has flag `f`.
     pub fn has(&self, f: u32) -> bool {
         self.flags & f != 0
@@ -219,6 +244,7 @@ macro_rules! cmd {
             handler: $handler,
             fast: $fast,
             client: $client,
+            denyoom_if: None,
         }
     };
 }
@@ -349,6 +375,8 @@ mod tests {
                 "{}: a fast handler without a handler",
                 c.name
             );
+            // Frames (fast handlers) are judged by the DENYOOM flag alone.
+            assert!(c.fast.is_none() || c.denyoom_if.is_none(), "{}", c.name);
             // Only the connection can run a command at once inside MULTI.
             assert!(!c.has(NOT_QUEUED) || c.client.is_some(), "{}", c.name);
             assert!(!(c.has(WRITE) && c.has(READONLY | STATELESS)), "{}", c.name);

@@ -26,7 +26,6 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use super::{Op, State};
-use crate::command::args::is;
 use crate::command::{flags, CommandSpec};
 use crate::scripting::ScriptEngine;
 use crate::store::eviction::{AccessClock, MemorySettings, Policy};
@@ -202,30 +201,11 @@ pub fn out_of_memory(state: &mut State) -> bool {
 }
 
 /// Whether a command may grow memory (Redis's `denyoom`): then it is refused while memory
-/// is over the limit and nothing can be evicted. Scripts count by the flags they declare, as
-/// in Redis: one with a shebang is `denyoom` unless it declares `allow-oom` or `no-writes`;
-/// one without (and an unknown SHA or function) is not, and is refused instead at its first
-/// `denyoom` `redis.call` that comes before any write (see `command::scripting::Host`).
+/// is over the limit and nothing can be evicted. The command's row decides
+/// ([`CommandSpec::denies_oom`]): its `DENYOOM` flag, or for scripts the flags they declare
+/// and for FUNCTION its subcommand (`command/scripting.rs`).
 pub fn denies_oom(scripts: &ScriptEngine, spec: &CommandSpec, args: &[Bytes]) -> bool {
-    match spec.name {
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
-            let Some(target) = args.get(1) else {
-                return false;
-            };
-            let target = match spec.name {
-                "eval" | "eval_ro" => crate::scripting::ScriptTarget::Body(target),
-                "evalsha" | "evalsha_ro" => crate::scripting::ScriptTarget::Sha(target),
-                _ => crate::scripting::ScriptTarget::Function(target),
-            };
-            scripts
-                .declared_flags(target)
-                .is_some_and(|f| !f.eval_compat && !f.allow_oom && !f.no_writes)
-        }
-        "function" => args
-            .get(1)
-            .is_some_and(|sub| is(sub, "load") || is(sub, "restore")),
-        _ => spec.has(flags::DENYOOM),
-    }
+    spec.denies_oom(scripts, args)
 }
 
 /// Whether `op` is a command that [`denies_oom`].
