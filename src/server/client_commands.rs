@@ -467,14 +467,8 @@ impl Client {
         }
         if is(&a[1], "panic-on-apply") && a.len() == 2 {
             // Replicated like a write: every node panics applying it (engine::poison).
-            let batch = crate::engine::Batch {
-                db: self.db,
-                resp: self.resp,
-                ops: vec![crate::engine::poison::panic_trigger_op()],
-                watch: None,
-                transaction: false,
-            };
-            let result = self.shared.engine.execute(batch).await;
+            let ops = vec![crate::engine::poison::panic_trigger_op()];
+            let result = self.run_batch(ops, None, false).await;
             return result
                 .replies
                 .and_then(|r| r.into_iter().next())
