@@ -577,9 +577,9 @@ fn maxmemory_evictions_are_replicated_and_oom_is_decided_before_the_log() {
             "5000",
         ],
     );
-    // Five times the limit in 1 KB values, through each node in turn, 16 SETs a pipeline.
+    // Ten times the limit in 1 KB values, through each node in turn, 16 SETs a pipeline.
     let value = vec![b'v'; 1024];
-    let total = 30 * 1024;
+    let total = 60 * 1024;
     let mut conns: Vec<redis::Connection> = c.nodes.iter().map(|n| n.conn()).collect();
     for batch in 0..total / 16 {
         let mut pipe = redis::pipe();
