@@ -34,6 +34,10 @@ pub struct Config {
     pub cluster_addr: String,
     /// Address to bind the cluster listener to; `None` binds `cluster_addr`.
     pub bind_addr: Option<String>,
+    /// Bind the cluster listener at start. A single node that may grow later sets this to
+    /// false: it binds when [`RaftNode::listen`](crate::RaftNode::listen) is called (before a
+    /// node is added), or at start when its membership already has other members.
+    pub listen_at_start: bool,
     /// What this node tells its peers about itself when they connect (opaque here: the
     /// server advertises its client address, so every node can name the leader's);
     /// [`RaftNode::advertised`](crate::RaftNode::advertised) reads it back. Empty: nothing.
@@ -94,6 +98,7 @@ impl Config {
             node_id,
             cluster_addr: cluster_addr.into(),
             bind_addr: None,
+            listen_at_start: true,
             peers,
             data_dir: data_dir.into(),
             secret: secret.into(),

@@ -62,7 +62,7 @@ pub use config::{Config, FsyncPolicy, DEFAULT_ELECTION_TIMEOUT_MS, DEFAULT_HEART
 pub use error::ClusterError;
 pub use node::{LogMemory, RaftNode};
 pub use repair::{RepairReason, RepairStatus};
-pub use state_machine::StateMachine;
+pub use state_machine::{SnapshotInfo, StateMachine};
 pub use types::{
     Batch, BatchOutput, ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId,
     Role, TypeConfig,

@@ -142,6 +142,22 @@ impl LogHandle {
             .live_bytes
     }
 
+    /// Bytes of the log file's records, live and dead (what a rewrite would shrink).
+    pub(crate) fn file_bytes(&self) -> u64 {
+        self.shared
+            .mem
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .file_bytes
+    }
+
+    /// Rewrite the file now with only its live records (BGREWRITEAOF, after a purge), whatever
+    /// the dead bytes weigh. The rewrite is queued behind the writes before it.
+    pub(crate) fn compact_now(&self) -> io::Result<()> {
+        let mut mem = self.shared.mem_write();
+        self.shared.compact(&mut mem, true)
+    }
+
     /// Highest index known committed (persisted lazily with the next group fsync).
     pub(crate) fn committed_index(&self) -> u64 {
         self.shared.committed_index.load(Ordering::Acquire)
@@ -336,8 +352,15 @@ impl LogStore {
 
     /// Rewrite the file with only live records when dead bytes dominate.
     fn maybe_compact(&self, mem: &mut LogMem) -> io::Result<()> {
+        self.shared.compact(mem, false)
+    }
+}
+
+impl Shared {
+    /// Rewrite the file with only live records when dead bytes dominate, or with `force`.
+    fn compact(&self, mem: &mut LogMem, force: bool) -> io::Result<()> {
         let dead = mem.file_bytes.saturating_sub(mem.live_bytes);
-        if dead <= mem.live_bytes.max(self.shared.compact_min_bytes) {
+        if !force && dead <= mem.live_bytes.max(self.compact_min_bytes) {
             return Ok(());
         }
         let mut bytes = Vec::new();
@@ -353,11 +376,9 @@ impl LogStore {
         // The new file holds the whole state, the queued records' effects included.
         mem.lazy.clear();
         mem.file_bytes = bytes.len() as u64;
-        self.shared.send(WriteOp::Rewrite { bytes })
+        self.send(WriteOp::Rewrite { bytes })
     }
-}
 
-impl Shared {
     fn mem_write(&self) -> std::sync::RwLockWriteGuard<'_, LogMem> {
         self.mem.write().unwrap_or_else(|e| e.into_inner())
     }

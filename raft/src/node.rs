@@ -25,11 +25,14 @@ use crate::network::{NetworkFactory, PeerHealth};
 use crate::proposer::{Gate, Proposer, ReadIndexer};
 use crate::repair::Repair;
 use crate::service::{await_reply, Service};
-use crate::state_machine::{StateMachine, StateMachineStore};
+use crate::state_machine::{SnapshotInfo, SnapshotStats, StateMachine, StateMachineStore};
 use crate::transport::{AdminOp, Request, Response, Transport};
 use crate::types::{
     ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId, Role, TypeConfig,
 };
+
+/// How long a write waits for its entry on a node that is its only voter (see `propose`).
+const SOLE_VOTER_WAIT: Duration = Duration::from_secs(3600);
 
 /// Pause between retries of a request that certainly had no effect (leader changing).
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
@@ -65,6 +68,11 @@ struct Inner<S: StateMachine> {
     stopping: AtomicBool,
     repair: Arc<Repair>,
     health: Arc<PeerHealth>,
+    /// Where the cluster listener binds.
+    bind: String,
+    /// Whether the cluster listener is bound (see [`RaftNode::listen`]).
+    listening: tokio::sync::Mutex<bool>,
+    snapshot_stats: Arc<SnapshotStats>,
 }
 
 /// Reads how many bytes of log entries a node holds in memory (cheap to clone; holds no
@@ -121,6 +129,7 @@ impl<S: StateMachine> RaftNode<S> {
             ClusterError::Startup(format!("opening {}: {e}", config.data_dir.display()))
         })?;
         let log = log_store.handle();
+        let snapshot_stats = sm_store.stats();
         let mut raft_config = config.openraft_config()?;
         if let Some(status) = repair.status() {
             // One line that says it all; the details were found by the storage.
@@ -140,9 +149,6 @@ impl<S: StateMachine> RaftNode<S> {
             .bind_addr
             .clone()
             .unwrap_or_else(|| config.cluster_addr.clone());
-        let listener = TcpListener::bind(&bind)
-            .await
-            .map_err(|e| ClusterError::Startup(format!("binding cluster port {bind}: {e}")))?;
         let transport = Transport::new(
             id,
             config.secret.clone(),
@@ -188,7 +194,6 @@ impl<S: StateMachine> RaftNode<S> {
             health: health.clone(),
             responsive_within: responsive_within(&config),
         };
-        let server_task = transport.serve(listener, Arc::new(service.clone()));
         let repair_task = resume_voting_when_repaired(&repair, raft.clone());
         let (leadership_tx, watch_task) = watch_leadership(id, raft.metrics());
         let leadership = leadership_tx.subscribe();
@@ -213,7 +218,6 @@ impl<S: StateMachine> RaftNode<S> {
                     batcher_task,
                     reader_task,
                     forwarder_task,
-                    server_task,
                     watch_task,
                     learn_task,
                     repair_task,
@@ -221,8 +225,16 @@ impl<S: StateMachine> RaftNode<S> {
                 stopping: AtomicBool::new(false),
                 repair,
                 health,
+                bind,
+                listening: tokio::sync::Mutex::new(false),
+                snapshot_stats,
             }),
         };
+        // A node that already has other members must be reachable at once, whatever it was
+        // told: they replicate to it, forward to it, and may elect it.
+        if node.inner.config.listen_at_start || node.stored_other_members().await? {
+            node.listen().await?;
+        }
         node.bootstrap().await?;
         Ok(node)
     }
@@ -254,6 +266,91 @@ impl<S: StateMachine> RaftNode<S> {
     /// This node's id.
     pub fn id(&self) -> NodeId {
         self.inner.id
+    }
+
+    /// Bind the cluster listener and start answering peers, if not done yet. A node started
+    /// with [`Config::listen_at_start`] false calls this before it adds another node.
+    pub async fn listen(&self) -> Result<(), ClusterError> {
+        let mut listening = self.inner.listening.lock().await;
+        if *listening {
+            return Ok(());
+        }
+        let bind = &self.inner.bind;
+        let listener = TcpListener::bind(bind)
+            .await
+            .map_err(|e| ClusterError::Startup(format!("binding cluster port {bind}: {e}")))?;
+        let task = self
+            .inner
+            .transport
+            .serve(listener, Arc::new(self.inner.service.clone()));
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
+        *listening = true;
+        tracing::info!(node = self.inner.id, addr = %bind, "cluster port bound");
+        Ok(())
+    }
+
+    /// Whether the cluster listener is bound.
+    pub fn is_listening(&self) -> bool {
+        self.inner.listening.try_lock().map_or(true, |l| *l)
+    }
+
+    /// Whether the membership loaded from storage names any node but this one (asked of
+    /// Raft's core, so it answers only after the core has loaded its state).
+    async fn stored_other_members(&self) -> Result<bool, ClusterError> {
+        let id = self.inner.id;
+        self.inner
+            .raft
+            .with_raft_state(move |st| {
+                st.membership_state
+                    .effective()
+                    .membership()
+                    .nodes()
+                    .any(|(m, _)| *m != id)
+            })
+            .await
+            .map_err(|e| ClusterError::Startup(e.to_string()))
+    }
+
+    /// Whether the membership (voters and learners) names any node but this one.
+    pub fn has_other_members(&self) -> bool {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow();
+        let others = m
+            .membership_config
+            .membership()
+            .nodes()
+            .any(|(id, _)| *id != self.inner.id);
+        others
+    }
+
+    /// True while this node leads, is the only voter (learners aside), and has applied an
+    /// entry of its own term: then every acknowledged write has been applied here, and reads
+    /// need no read barrier. Any membership change goes through this leader, which sees it in
+    /// its metrics before the change can take effect anywhere else.
+    pub fn is_sole_voter(&self) -> bool {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow();
+        // Entries of earlier terms (replayed at start, or committed by an earlier leader) are
+        // all applied once an entry of this leader's own term is.
+        let sole = m.state == ServerState::Leader
+            && m.current_leader == Some(self.inner.id)
+            && m.last_applied
+                .is_some_and(|l| l.leader_id.term == m.current_term)
+            && m.membership_config
+                .membership()
+                .voter_ids()
+                .all(|v| v == self.inner.id);
+        sole
+    }
+
+    /// True while this node leads and is the only member at all (no voter nor learner else):
+    /// nothing it applies is ever applied by another node from its log entries.
+    pub fn is_only_member(&self) -> bool {
+        self.is_sole_voter() && !self.has_other_members()
     }
 
     /// The state machine this node applies to (read it after `read_barrier`).
@@ -320,7 +417,13 @@ impl<S: StateMachine> RaftNode<S> {
             return Err(ClusterError::TooLarge { bytes, max });
         }
         let started = Instant::now();
-        let deadline = started + self.inner.config.client_timeout;
+        // Alone, nothing but this node's own disk and state machine can hold a write up (a
+        // long script, say): wait as a standalone server would, not a quorum's timeout.
+        let timeout = match self.is_sole_voter() {
+            true => self.inner.config.client_timeout.max(SOLE_VOTER_WAIT),
+            false => self.inner.config.client_timeout,
+        };
+        let deadline = started + timeout;
         loop {
             let (leader, addr) = self.wait_for_leader(started, deadline).await?;
             let rx = if leader == self.inner.id {
@@ -474,6 +577,82 @@ impl<S: StateMachine> RaftNode<S> {
     /// and has it campaign; held requests then go to `to`. Returns once the leader follows `to`.
     pub async fn transfer_leader(&self, to: NodeId) -> Result<(), ClusterError> {
         self.admin(AdminOp::TransferLeader { to }).await
+    }
+
+    /// What has happened to this node's snapshots (for INFO persistence).
+    pub fn snapshot_info(&self) -> SnapshotInfo {
+        self.inner.snapshot_stats.read()
+    }
+
+    /// Bytes of the log file's records, live and dead (what [`RaftNode::rewrite_log`] shrinks).
+    pub fn log_file_bytes(&self) -> u64 {
+        self.inner.log.file_bytes()
+    }
+
+    /// Write a snapshot holding everything applied here when this is called, and return once
+    /// it is on disk (within `within`). If the newest snapshot already holds all of it, no new
+    /// one is written.
+    pub async fn save_snapshot(&self, within: Duration) -> Result<Option<u64>, ClusterError> {
+        let started = Instant::now();
+        let deadline = started + within;
+        let mut metrics = self.inner.raft.metrics();
+        let target = metrics.borrow().last_applied.map(|l| l.index);
+        loop {
+            let have = metrics.borrow_and_update().snapshot.map(|l| l.index);
+            if have >= target {
+                return Ok(have);
+            }
+            // A no-op while another build runs; that one ends with a new snapshot, and if it
+            // holds less than `target` this asks again.
+            self.trigger_snapshot().await?;
+            let newer =
+                move |m: &RaftMetrics<NodeId, BasicNode>| m.snapshot.map(|l| l.index) != have;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match self
+                .inner
+                .raft
+                .wait(Some(remaining))
+                .metrics(newer, "snapshot")
+                .await
+            {
+                Ok(_) => {}
+                Err(WaitError::ShuttingDown) => return Err(ClusterError::ShuttingDown),
+                Err(WaitError::Timeout(..)) => {
+                    return Err(ClusterError::Timeout {
+                        waited_ms: elapsed_ms(started),
+                    })
+                }
+            }
+        }
+    }
+
+    /// BGREWRITEAOF: a snapshot of everything applied (as [`RaftNode::save_snapshot`]), then
+    /// the log purged up to it and the log file rewritten with only what follows. Purging
+    /// waits while a follower is still being sent the entries concerned (bounded by `within`;
+    /// the file is rewritten with what could be purged by then).
+    pub async fn rewrite_log(&self, within: Duration) -> Result<(), ClusterError> {
+        let started = Instant::now();
+        if let Some(upto) = self.save_snapshot(within).await? {
+            self.inner
+                .raft
+                .trigger()
+                .purge_log(upto)
+                .await
+                .map_err(|_| ClusterError::ShuttingDown)?;
+            let remaining = within.saturating_sub(started.elapsed());
+            let purged =
+                move |m: &RaftMetrics<NodeId, BasicNode>| m.purged.map(|l| l.index) >= Some(upto);
+            let _ = self
+                .inner
+                .raft
+                .wait(Some(remaining))
+                .metrics(purged, "rewrite log")
+                .await;
+        }
+        self.inner
+            .log
+            .compact_now()
+            .map_err(|e| ClusterError::Startup(format!("rewriting the log: {e}")))
     }
 
     /// Build a snapshot now (and purge the log behind it), instead of waiting for the policy.

@@ -17,6 +17,7 @@ use std::fmt::Debug;
 use std::fs;
 use std::io::{self, Cursor};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -45,6 +46,71 @@ pub trait StateMachine: Send + Sync + 'static {
     fn snapshot(&self) -> Vec<u8>;
     /// Replace the full state from snapshot bytes.
     fn restore(&self, data: &[u8]) -> Result<(), String>;
+}
+
+/// What has happened to this node's snapshots (shared between the state machine store, its
+/// snapshot builders and [`RaftNode::snapshot_info`](crate::RaftNode::snapshot_info)).
+#[derive(Default)]
+pub(crate) struct SnapshotStats {
+    /// Unix ms when the snapshot being built now was started; 0 when none is.
+    building_since_ms: AtomicU64,
+    /// Unix ms when the newest snapshot was completed (written, installed or found at
+    /// start); 0 when there is none.
+    last_done_ms: AtomicU64,
+    /// How long building the last snapshot took, ms; `u64::MAX` when none was built here.
+    last_build_ms: AtomicU64,
+    /// Snapshots built by this process.
+    builds: AtomicU64,
+    /// Commands applied by this process (through entries; a snapshot install counts none).
+    applied_commands: AtomicU64,
+    /// `applied_commands` as of the state in the newest snapshot.
+    saved_commands: AtomicU64,
+}
+
+/// A reading of [`SnapshotStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// Unix ms when the snapshot being built now was started.
+    pub building_since_ms: Option<u64>,
+    /// Unix ms when the newest snapshot on disk was completed.
+    pub last_done_ms: Option<u64>,
+    /// How long building the last snapshot built by this process took, ms.
+    pub last_build_ms: Option<u64>,
+    /// Snapshots built by this process.
+    pub builds: u64,
+    /// Commands applied since the state the newest snapshot holds.
+    pub changes_since_last: u64,
+}
+
+impl SnapshotStats {
+    pub(crate) fn read(&self) -> SnapshotInfo {
+        let some = |v: u64| (v != 0).then_some(v);
+        let applied = self.applied_commands.load(Ordering::Acquire);
+        let saved = self.saved_commands.load(Ordering::Acquire);
+        SnapshotInfo {
+            building_since_ms: some(self.building_since_ms.load(Ordering::Acquire)),
+            last_done_ms: some(self.last_done_ms.load(Ordering::Acquire)),
+            last_build_ms: match self.last_build_ms.load(Ordering::Acquire) {
+                u64::MAX => None,
+                ms => Some(ms),
+            },
+            builds: self.builds.load(Ordering::Acquire),
+            changes_since_last: applied.saturating_sub(saved),
+        }
+    }
+
+    fn new() -> SnapshotStats {
+        SnapshotStats {
+            last_build_ms: AtomicU64::new(u64::MAX),
+            ..SnapshotStats::default()
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, by the wall clock (for reports only).
+fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// What a snapshot carries besides openraft's metadata.
@@ -129,7 +195,7 @@ impl SnapshotDir {
 
     /// The newest intact snapshot file in the directory (corrupt ones are set aside with a
     /// warning).
-    fn load_latest(&self) -> io::Result<Option<SnapshotFile>> {
+    fn load_latest(&self) -> io::Result<Option<(SnapshotFile, std::time::SystemTime)>> {
         let mut paths: Vec<PathBuf> = fs::read_dir(&self.dir)?
             .flatten()
             .map(|e| e.path())
@@ -139,12 +205,13 @@ impl SnapshotDir {
         while let Some(path) = paths.pop() {
             match read_snapshot_file(&path) {
                 Ok(file) => {
+                    let done = fs::metadata(&path)?.modified()?;
                     *self.current.lock().unwrap_or_else(|e| e.into_inner()) =
                         Some(CurrentSnapshot {
                             meta: file.meta.clone(),
                             path,
                         });
-                    return Ok(Some(file));
+                    return Ok(Some((file, done)));
                 }
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                     let mut kept = path.clone().into_os_string();
@@ -199,6 +266,7 @@ pub(crate) struct StateMachineStore<S: StateMachine> {
     last_time_ms: u64,
     clock: Arc<LeaderClock>,
     snapshots: SnapshotDir,
+    stats: Arc<SnapshotStats>,
 }
 
 impl<S: StateMachine> StateMachineStore<S> {
@@ -216,14 +284,24 @@ impl<S: StateMachine> StateMachineStore<S> {
             last_time_ms: 0,
             clock,
             snapshots,
+            stats: Arc::new(SnapshotStats::new()),
         };
-        if let Some(file) = store.snapshots.load_latest()? {
+        if let Some((file, done)) = store.snapshots.load_latest()? {
+            store
+                .stats
+                .last_done_ms
+                .store(unix_ms(done), Ordering::Release);
             store
                 .restore_from(&file.meta, &file.payload)
                 .map_err(io::Error::other)?;
             tracing::info!(snapshot = %file.meta, "restored state machine from snapshot");
         }
         Ok(store)
+    }
+
+    /// What has happened to this node's snapshots.
+    pub(crate) fn stats(&self) -> Arc<SnapshotStats> {
+        self.stats.clone()
     }
 
     /// The last log id the loaded state covers (that of the snapshot restored at open).
@@ -249,6 +327,9 @@ impl<S: StateMachine> StateMachineStore<S> {
             .iter()
             .map(|bytes| self.apply_one(bytes, now_ms))
             .collect();
+        self.stats
+            .applied_commands
+            .fetch_add(commands.len() as u64, Ordering::AcqRel);
         BatchOutput { results }
     }
 
@@ -265,6 +346,27 @@ pub(crate) struct SnapshotBuilder {
     meta: SnapshotMeta,
     payload: Result<Vec<u8>, String>,
     snapshots: SnapshotDir,
+    stats: Arc<SnapshotStats>,
+    /// `applied_commands` as of the captured state.
+    commands: u64,
+}
+
+impl SnapshotBuilder {
+    /// Record the end of this build (the file written, or not).
+    fn finished(&self, ok: bool) {
+        let now = unix_ms(std::time::SystemTime::now());
+        let started = self.stats.building_since_ms.swap(0, Ordering::AcqRel);
+        if ok {
+            self.stats
+                .last_build_ms
+                .store(now.saturating_sub(started), Ordering::Release);
+            self.stats.last_done_ms.store(now, Ordering::Release);
+            self.stats.builds.fetch_add(1, Ordering::AcqRel);
+            self.stats
+                .saved_commands
+                .fetch_max(self.commands, Ordering::AcqRel);
+        }
+    }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -273,13 +375,16 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let meta = self.meta.clone();
         let signature = meta.signature();
         let payload = self.payload.clone().map_err(|e| {
+            self.finished(false);
             StorageIOError::write_snapshot(Some(signature.clone()), &io::Error::other(e))
         })?;
-        let payload =
+        let saved =
             tokio::task::spawn_blocking(move || snapshots.save(&meta, &payload).map(|()| payload))
                 .await
-                .map_err(|e| StorageIOError::write_snapshot(Some(signature.clone()), &e))?
-                .map_err(|e| StorageIOError::write_snapshot(Some(signature), &e))?;
+                .map_err(io::Error::other)
+                .and_then(|r| r);
+        self.finished(saved.is_ok());
+        let payload = saved.map_err(|e| StorageIOError::write_snapshot(Some(signature), &e))?;
         tracing::info!(snapshot = %self.meta, bytes = payload.len(), "snapshot written");
         Ok(Snapshot {
             meta: self.meta.clone(),
@@ -319,6 +424,9 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.stats
+            .building_since_ms
+            .store(unix_ms(std::time::SystemTime::now()), Ordering::Release);
         // Capture the state here: openraft runs `build_snapshot` concurrently with later applies.
         let payload = SnapshotPayload {
             last_time_ms: self.last_time_ms,
@@ -334,6 +442,8 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             },
             payload: postcard::to_allocvec(&payload).map_err(|e| e.to_string()),
             snapshots: self.snapshots.clone(),
+            stats: self.stats.clone(),
+            commands: self.stats.applied_commands.load(Ordering::Acquire),
         }
     }
 
@@ -356,6 +466,11 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             .await
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        self.stats
+            .last_done_ms
+            .store(unix_ms(std::time::SystemTime::now()), Ordering::Release);
+        let applied = self.stats.applied_commands.load(Ordering::Acquire);
+        self.stats.saved_commands.store(applied, Ordering::Release);
         tracing::info!(snapshot = %meta, "installed snapshot from leader");
         Ok(())
     }

@@ -102,6 +102,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("lastsave", 1, FAST, 0, 0, 0, client: conn::lastsave),
     crate::cmd!("save", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0, client: conn::save),
     crate::cmd!("bgsave", -1, CONN | ADMIN, 0, 0, 0, client: conn::bgsave),
+    crate::cmd!("bgrewriteaof", 1, CONN | ADMIN, 0, 0, 0, client: conn::bgrewriteaof),
     // Cluster mode (src/server/cluster.rs); they answer an error on a standalone server.
     crate::cmd!("cluster", -2, CONN, 0, 0, 0, client: conn::cluster),
     crate::cmd!("raft.status", 1, CONN | ADMIN, 0, 0, 0, client: conn::raft_status),

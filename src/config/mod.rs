@@ -195,7 +195,8 @@ pub enum AppendFsync {
     EverySec,
 }
 
-/// The cluster-mode settings, present when `--node-id` is given.
+/// The Raft settings: of a cluster node (`--node-id`), or of a durable single node
+/// (`--data-dir` or `appendonly yes` without `--node-id`; see `standalone`).
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
     /// This node's id.
@@ -206,7 +207,7 @@ pub struct ClusterConfig {
     pub cluster_addr: String,
     /// The address the Raft link listens on.
     pub cluster_bind: String,
-    /// Shared secret (at least 16 bytes).
+    /// Shared secret (at least 16 bytes); empty on a durable single node started without one.
     pub secret: String,
     /// Raft storage directory.
     pub data_dir: PathBuf,
@@ -218,6 +219,10 @@ pub struct ClusterConfig {
     pub election_timeout_ms: u64,
     /// Leader heartbeat interval, ms.
     pub heartbeat_interval_ms: u64,
+    /// A durable single node (started without `--node-id`): the only voter of its own group,
+    /// which binds its cluster port only once it grows (RAFT.ADDNODE) and reads or creates
+    /// its secret in `data_dir` when `secret` is empty.
+    pub standalone: bool,
 }
 
 /// Parse `id@host:port,...` into `id -> host:port`.
@@ -250,14 +255,24 @@ fn cluster_config(
     file: &FileConfig,
     bind: &str,
     port: u16,
+    appendonly: bool,
 ) -> Result<Option<ClusterConfig>, String> {
+    let peers_text = cli.peers.as_deref().or(file.peers.as_deref());
+    let data_dir = cli.data_dir.clone().or(file.data_dir.clone());
     let Some(node_id) = cli.node_id.or(file.node_id) else {
-        return Ok(None);
+        if peers_text.is_some() {
+            return Err("--peers needs --node-id (this node's id among them)".into());
+        }
+        if data_dir.is_none() && !appendonly {
+            // In memory: no data directory, nothing written to disk.
+            return Ok(None);
+        }
+        return durable_standalone(cli, file, bind, port, data_dir).map(Some);
     };
     if node_id == 0 {
         return Err("--node-id must be a positive integer".into());
     }
-    let peers = match cli.peers.as_deref().or(file.peers.as_deref()) {
+    let peers = match peers_text {
         Some(p) => parse_peers(p)?,
         None => BTreeMap::new(),
     };
@@ -271,29 +286,101 @@ fn cluster_config(
         .clone()
         .or(file.cluster_secret.clone())
         .ok_or("cluster mode (--node-id) needs --cluster-secret (the same on every node, at least 16 bytes)")?;
-    if secret.len() < 16 {
-        return Err(format!(
-            "--cluster-secret must be at least 16 bytes (got {})",
-            secret.len()
-        ));
-    }
+    check_secret(&secret)?;
     let own_port = peers
         .get(&node_id)
         .and_then(|a| a.rsplit_once(':'))
         .and_then(|(_, p)| p.parse::<u16>().ok());
     let cluster_port = match cli.cluster_port.or(file.cluster_port).or(own_port) {
         Some(p) => p,
-        None => port
-            .checked_add(10_000)
-            .ok_or("--cluster-port is required when the client port is above 55535")?,
+        None => default_cluster_port(port)?,
     };
     let cluster_bind = format!("{bind}:{cluster_port}");
     let cluster_addr = peers
         .get(&node_id)
         .cloned()
         .unwrap_or_else(|| cluster_bind.clone());
-    // `appendfsync` is a parameter; it is applied after this, over the default.
-    let fsync = AppendFsync::Always;
+    let data_dir = data_dir.unwrap_or_else(|| default_data_dir(node_id));
+    let mut c = timing(cli, file)?;
+    c.node_id = node_id;
+    c.peers = peers;
+    c.cluster_addr = cluster_addr;
+    c.cluster_bind = cluster_bind;
+    c.secret = secret;
+    c.data_dir = data_dir;
+    Ok(Some(c))
+}
+
+/// The durable single node (`--data-dir` or `appendonly yes`, no `--node-id`): node 1, the
+/// only voter of its own Raft group, its cluster address `<bind>:<cluster port>` recorded
+/// for when it grows. Its cluster secret, when not given, is read from (or created in) its
+/// data directory at start.
+fn durable_standalone(
+    cli: &Cli,
+    file: &FileConfig,
+    bind: &str,
+    port: u16,
+    data_dir: Option<PathBuf>,
+) -> Result<ClusterConfig, String> {
+    let node_id = STANDALONE_NODE_ID;
+    let secret = cli
+        .cluster_secret
+        .clone()
+        .or(file.cluster_secret.clone())
+        .unwrap_or_default();
+    if !secret.is_empty() {
+        check_secret(&secret)?;
+    }
+    let cluster_port = match cli.cluster_port.or(file.cluster_port) {
+        Some(p) => p,
+        None if port == 0 => {
+            return Err("a durable node (--data-dir or appendonly yes) needs a fixed --port, or a --cluster-port, to record the cluster address it grows with".into())
+        }
+        None => default_cluster_port(port)?,
+    };
+    let cluster_bind = format!("{bind}:{cluster_port}");
+    let mut c = timing(cli, file)?;
+    c.node_id = node_id;
+    c.peers = BTreeMap::from([(node_id, cluster_bind.clone())]);
+    c.cluster_addr = cluster_bind.clone();
+    c.cluster_bind = cluster_bind;
+    c.secret = secret;
+    c.data_dir = data_dir.unwrap_or_else(|| default_data_dir(node_id));
+    c.standalone = true;
+    Ok(c)
+}
+
+/// The default log filter: Tollgate's messages from `info` up, the Raft library's from `warn`
+/// (its `info` lines narrate every election and snapshot).
+pub const DEFAULT_LOG: &str = "info,openraft=warn";
+
+/// Redis's default `save` points (used by a durable node unless `save` is set).
+pub const DEFAULT_SAVE: &str = "3600 1 300 100 60 10000";
+
+/// The node id of a durable single node.
+pub const STANDALONE_NODE_ID: u64 = 1;
+
+fn default_data_dir(node_id: u64) -> PathBuf {
+    PathBuf::from(format!("./data/node-{node_id}"))
+}
+
+fn default_cluster_port(port: u16) -> Result<u16, String> {
+    port.checked_add(10_000)
+        .ok_or_else(|| "--cluster-port is required when the client port is above 55535".into())
+}
+
+fn check_secret(secret: &str) -> Result<(), String> {
+    if secret.len() < 16 {
+        return Err(format!(
+            "--cluster-secret must be at least 16 bytes (got {})",
+            secret.len()
+        ));
+    }
+    Ok(())
+}
+
+/// A [`ClusterConfig`] with the timing settings resolved and checked, the rest empty.
+fn timing(cli: &Cli, file: &FileConfig) -> Result<ClusterConfig, String> {
     let timeout_ms = cli
         .cluster_timeout_ms
         .or(file.cluster_timeout_ms)
@@ -324,22 +411,20 @@ fn cluster_config(
             "--election-timeout-ms ({election_timeout_ms}) must be at least 3 times --heartbeat-interval-ms ({heartbeat_interval_ms}), or followers would call elections between heartbeats"
         ));
     }
-    Ok(Some(ClusterConfig {
-        node_id,
-        peers,
-        cluster_addr,
-        cluster_bind,
-        secret,
-        data_dir: cli
-            .data_dir
-            .clone()
-            .or(file.data_dir.clone())
-            .unwrap_or_else(|| PathBuf::from(format!("./data/node-{node_id}"))),
-        fsync,
+    Ok(ClusterConfig {
+        node_id: 0,
+        peers: BTreeMap::new(),
+        cluster_addr: String::new(),
+        cluster_bind: String::new(),
+        secret: String::new(),
+        data_dir: PathBuf::new(),
+        // `appendfsync` is a parameter; it is applied after this, over the default.
+        fsync: AppendFsync::Always,
         timeout: Duration::from_millis(timeout_ms),
         election_timeout_ms,
         heartbeat_interval_ms,
-    }))
+        standalone: false,
+    })
 }
 
 /// Largest accepted election timeout (ms).
@@ -375,6 +460,9 @@ pub struct Config {
     pub enable_debug_command: bool,
     /// `maxmemory`, its policy and the LFU settings.
     pub memory: MemorySettings,
+    /// `save`: Redis's snapshot points, `seconds changes ...` (canonical text; "" = none). A
+    /// durable node takes a snapshot when one is reached (`server::save_points`).
+    pub save: String,
     /// Values of the parameters that have no effect on Tollgate, by name (see
     /// [`params::Effect::NoEffect`]); a parameter not here has its default.
     pub stored: BTreeMap<&'static str, String>,
@@ -400,8 +488,9 @@ impl Default for Config {
             busy_reply_threshold: 5000,
             enable_debug_command: false,
             memory: MemorySettings::default(),
+            save: String::new(),
             stored: BTreeMap::new(),
-            log: "info".into(),
+            log: DEFAULT_LOG.into(),
             threads: DEFAULT_THREADS,
             cluster: None,
             file: None,
@@ -439,7 +528,12 @@ impl Config {
         };
         c.set_params(&file_source, &early(&file_settings))?;
         c.set_params(flag_source, &early(&cli.settings))?;
-        c.cluster = cluster_config(&cli, &file, &c.bind, c.port)?;
+        let appendonly = appendonly_setting(&file_settings, &cli.settings)?;
+        c.cluster = cluster_config(&cli, &file, &c.bind, c.port, appendonly)?;
+        if c.cluster.is_some() {
+            // A durable node snapshots at Redis's default save points unless told otherwise.
+            c.save = DEFAULT_SAVE.to_string();
+        }
         c.set_params(&file_source, &file_settings)?;
         c.set_params(flag_source, &cli.settings)?;
         c.log = cli.log.or(file.log).unwrap_or(c.log);
@@ -449,6 +543,25 @@ impl Config {
         };
         Ok(c)
     }
+}
+
+/// Whether `appendonly yes` is set (the file's value, then the flags' and environment's,
+/// the last one winning), checked as CONFIG SET checks it.
+fn appendonly_setting(
+    file: &[(String, String)],
+    flags: &[(String, String)],
+) -> Result<bool, String> {
+    let mut on = false;
+    for (name, value) in file.iter().chain(flags) {
+        if name.eq_ignore_ascii_case("appendonly") {
+            let p = params::lookup(name).map(|(p, _)| p);
+            let checked = p.map(|p| params::check(p.kind, value)).transpose();
+            on = checked
+                .map_err(|e| format!("appendonly: {e}"))?
+                .is_some_and(|v| v == "yes");
+        }
+    }
+    Ok(on)
 }
 
 #[cfg(test)]

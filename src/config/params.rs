@@ -258,19 +258,20 @@ pub static PARAMS: &[Param] = &[
     Param::live("appendonly", Kind::Bool, "no", |c| yes_no(c.cluster.is_some()), |c, v| {
         match (c.cluster.is_some(), v == "yes") {
             (true, true) | (false, false) => Ok(()),
-            (false, true) => Err(format!("this node keeps its data in memory only, so there is no append-only file; {DURABLE}")),
-            (true, false) => Err("a cluster node always persists every write in its Raft log".into()),
+            (false, true) => Err(format!("this node was started without a data directory and keeps its data in memory only; appendonly cannot be turned on while it runs. {DURABLE}")),
+            (true, false) => Err("this node writes every write to its Raft log before acknowledging it; to run in memory only, restart it without --data-dir and appendonly".into()),
         }
     }, Apply::Nothing),
     Param::live("appendfsync", Kind::Enum(&["everysec", "always", "no"]), "everysec", |c| match &c.cluster {
         Some(cl) => fsync_name(cl.fsync).into(),
         None => "everysec".into(),
     }, set_appendfsync, Apply::Fsync),
-    Param::live("save", Kind::Special(save_points), "", |_| String::new(), |_, v| {
-        if v.is_empty() {
+    Param::live("save", Kind::Special(save_points), "", |c| c.save.clone(), |c, v| {
+        if v.is_empty() || c.cluster.is_some() {
+            c.save = v.to_string();
             return Ok(());
         }
-        Err(format!("Tollgate does not write RDB snapshots; only \"\" (no snapshots) is accepted. {DURABLE}"))
+        Err(format!("this node keeps its data in memory only, so there is nothing to snapshot; only \"\" (no snapshots) is accepted. {DURABLE}"))
     }, Apply::Nothing),
     Param::live("min-replicas-to-write", Kind::Int(0, INT_MAX), "0", |_| "0".into(), |_, v| {
         if v != "0" {
@@ -315,8 +316,8 @@ pub static PARAMS: &[Param] = &[
     Param::stored("min-replicas-max-lag", Kind::Int(0, INT_MAX), "10", REPLICATION).alias("min-slaves-max-lag"),
 ];
 
-/// Where a durable standalone node will come from.
-const DURABLE: &str = "For durable storage run a cluster (--node-id and --peers), which persists every write in its Raft log.";
+/// How to get a durable node.
+const DURABLE: &str = "For durable storage start it with --data-dir <dir> (or appendonly yes), which keeps every write in a Raft log on disk.";
 
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_string()
@@ -341,7 +342,7 @@ fn set_appendfsync(c: &mut Config, v: &str) -> Result<(), String> {
     cluster.fsync = match v {
         "always" => AppendFsync::Always,
         "everysec" => AppendFsync::EverySec,
-        _ => return Err("a cluster node fsyncs its Raft log always or everysec".into()),
+        _ => return Err("appendfsync no is not supported: the Raft log is fsynced always (before each acknowledgement) or everysec".into()),
     };
     Ok(())
 }

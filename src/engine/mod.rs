@@ -218,6 +218,8 @@ pub struct Engine {
     clock: Clock,
     settings: parking_lot::RwLock<EngineSettings>,
     cluster: OnceLock<ClusterNode>,
+    /// The Raft node is a durable single node's (started without `--node-id`).
+    single: std::sync::atomic::AtomicBool,
     /// Total DEBUG ADVANCE-TIME, mirrored into the Raft node's clock skew in cluster mode.
     advanced_ms: AtomicU64,
 }
@@ -239,6 +241,7 @@ impl Engine {
                 busy_reply_threshold: Duration::from_millis(5000),
             }),
             cluster: OnceLock::new(),
+            single: std::sync::atomic::AtomicBool::new(false),
             advanced_ms: AtomicU64::new(0),
         })
     }
@@ -248,9 +251,11 @@ impl Engine {
         Arc::new(ReplicatedState::new(self.state.clone()))
     }
 
-    /// Switch to cluster mode: from now on batches go through `node` (once; later calls are
-    /// ignored).
-    pub fn attach_cluster(&self, node: ClusterNode) {
+    /// Switch to Raft: from now on batches go through `node` (once; later calls are ignored).
+    /// `single`: a durable single node, which reports itself as standalone while it has no
+    /// other members.
+    pub fn attach_cluster(&self, node: ClusterNode, single: bool) {
+        self.single.store(single, Ordering::Release);
         let log = node.log_memory();
         self.memory.set_not_counted(move || log.bytes() as usize);
         let _ = self.cluster.set(node);
@@ -268,10 +273,19 @@ impl Engine {
 
     /// `cluster` or `standalone`, as HELLO's `mode` and INFO's `redis_mode` say.
     pub fn mode_name(&self) -> &'static str {
-        if self.cluster.get().is_some() {
+        if self.is_cluster() {
             "cluster"
         } else {
             "standalone"
+        }
+    }
+
+    /// Whether this node serves as a cluster member (CLUSTER commands, `redis_mode`): a node
+    /// started with `--node-id`, or a durable single node once it has other members.
+    pub fn is_cluster(&self) -> bool {
+        match self.cluster.get() {
+            None => false,
+            Some(node) => !self.single.load(Ordering::Acquire) || node.has_other_members(),
         }
     }
 
@@ -372,14 +386,27 @@ impl Engine {
         self.execute_local(batch, None).await
     }
 
-    /// Cluster mode: reads after a read barrier, everything else through the Raft log.
+    /// Raft: reads after a read barrier (none needed while this node is the only voter and
+    /// has applied everything acknowledged), everything else through the Raft log.
     async fn execute_replicated(&self, node: &ClusterNode, batch: Batch) -> BatchResult {
         if batch.read_only() {
-            if let Err(e) = node.read_barrier().await {
-                return cluster_error(&batch, &e);
+            if !node.is_sole_voter() {
+                if let Err(e) = node.read_barrier().await {
+                    return cluster_error(&batch, &e);
+                }
             }
             let now = self.now_ms();
             return self.execute_local(batch, Some(now)).await;
+        }
+        if node.is_sole_voter() {
+            // Alone, as on a standalone server: a write that arrives while a script has run
+            // past `busy-reply-threshold` is answered -BUSY rather than queued behind it.
+            if let Some(text) = scripting::busy_error(&self.control, self.busy_threshold()) {
+                return BatchResult::ran(
+                    Some(vec![Reply::err(text); batch.reply_count()]),
+                    batch.db,
+                );
+            }
         }
         let (batch, refused) = match self.memory.excess() {
             None => (batch, Vec::new()),

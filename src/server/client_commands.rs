@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::connection::{Answer, Client};
-use super::{cluster, info, ClientHandle};
+use super::{cluster, info, persistence, ClientHandle};
 use crate::command::args::{db_index, int, is};
 use crate::command::{self};
 use crate::protocol::Reply;
@@ -80,25 +80,29 @@ pub async fn shutdown(c: &mut Client, a: &[Bytes]) -> Answer {
     match shutdown_options(a) {
         Err(e) => e.into(),
         Ok(Shutdown::Abort) => Reply::err("ERR No shutdown in progress.").into(),
-        Ok(Shutdown::Save) if c.shared.engine.cluster().is_none() => {
-            Reply::err(NOTHING_TO_SAVE).into()
-        }
-        Ok(_) => {
-            c.shared.request_shutdown();
-            Answer::Close(None)
-        }
+        Ok(Shutdown::Stop(save)) => match persistence::before_shutdown(&c.shared, save).await {
+            Err(e) => e.into(),
+            Ok(()) => {
+                c.shared.request_shutdown();
+                Answer::Close(None)
+            }
+        },
     }
 }
 
-/// SAVE
+/// SAVE: write a snapshot and answer once it is on disk (`persistence.rs`).
 pub async fn save(c: &mut Client, a: &[Bytes]) -> Answer {
-    c.save(a, Reply::ok()).await.into()
+    persistence::save(&c.shared, "save", a).await.into()
 }
 
-/// BGSAVE [SCHEDULE]
+/// BGSAVE [SCHEDULE]: write a snapshot in the background.
 pub async fn bgsave(c: &mut Client, a: &[Bytes]) -> Answer {
-    let started = Reply::Status("Background saving started".into());
-    c.save(a, started).await.into()
+    persistence::save(&c.shared, "bgsave", a).await.into()
+}
+
+/// BGREWRITEAOF: a snapshot, then the log purged behind it and its file rewritten.
+pub async fn bgrewriteaof(c: &mut Client, _a: &[Bytes]) -> Answer {
+    persistence::bgrewriteaof(&c.shared).into()
 }
 
 /// MEMORY USAGE|STATS ...
@@ -106,9 +110,9 @@ pub async fn memory(c: &mut Client, a: &[Bytes]) -> Answer {
     info::memory(&c.shared, c.db, a).await.into()
 }
 
-/// LASTSAVE: when this node last saved (its start, or its last SAVE or BGSAVE).
+/// LASTSAVE: the Unix time of the newest snapshot on disk (0 when there is none).
 pub async fn lastsave(c: &mut Client, _a: &[Bytes]) -> Answer {
-    Reply::Integer(c.shared.last_save.load(Ordering::Relaxed) as i64).into()
+    persistence::lastsave(&c.shared).into()
 }
 
 /// CLUSTER subcommand ...
@@ -172,40 +176,26 @@ pub async fn function_control(c: &mut Client, a: &[Bytes]) -> Answer {
 
 /// SCRIPT KILL (`function` false) or FUNCTION KILL.
 fn kill_script(c: &Client, function: bool) -> Answer {
-    if c.shared.engine.cluster().is_some() {
-        // Killing a script on one node would leave the replicas that finished it diverged.
+    let control = c.shared.engine.script_control();
+    let Some(node) = c.shared.engine.cluster() else {
+        return control.request_kill(function).into();
+    };
+    // Killing a script on one node would leave the replicas that finished it diverged; a
+    // node alone may, and then puts the killed entry behind a snapshot.
+    if !node.is_only_member() {
         return Reply::err(
             "ERR SCRIPT KILL and FUNCTION KILL are not supported in cluster mode (a script runs on every replica)",
         )
         .into();
     }
-    c.shared
-        .engine
-        .script_control()
-        .request_kill(function)
-        .into()
+    let reply = control.request_kill(function);
+    if reply == Reply::ok() {
+        persistence::after_script_kill(c.shared.clone(), node.clone());
+    }
+    reply.into()
 }
 
 impl Client {
-    /// SAVE and BGSAVE. A standalone node keeps its data in memory only: there is nothing
-    /// to save to, and it says so. A cluster node has every acknowledged write in its Raft
-    /// log on disk already; SAVE and BGSAVE also have it write a snapshot.
-    async fn save(&mut self, a: &[Bytes], done: Reply) -> Reply {
-        if a.len() > 2 || a.get(1).is_some_and(|arg| !is(arg, "schedule")) {
-            return Reply::err("ERR syntax error");
-        }
-        let Some(node) = self.shared.engine.cluster() else {
-            return Reply::err(NOTHING_TO_SAVE);
-        };
-        if let Err(e) = node.trigger_snapshot().await {
-            return crate::engine::cluster_error_reply(&e);
-        }
-        self.shared
-            .last_save
-            .store(super::unix_secs(), Ordering::Relaxed);
-        done
-    }
-
     fn check_password(&mut self, user: &[u8], pass: &[u8]) -> Reply {
         let expected = self.shared.config.read().requirepass.clone();
         match expected {
@@ -489,16 +479,12 @@ impl Client {
     }
 }
 
-/// The answer to SAVE, BGSAVE and SHUTDOWN SAVE on a standalone node.
-const NOTHING_TO_SAVE: &str = "ERR nothing to save to: this standalone node keeps its data in memory only (no RDB or AOF file). SHUTDOWN or SHUTDOWN NOSAVE stops it; for durable storage run a cluster (--node-id and --peers)";
-
 /// What SHUTDOWN was asked to do.
 #[derive(PartialEq)]
 enum Shutdown {
-    /// Stop, saving only where something is saved anyway (the default, NOSAVE).
-    Stop,
-    /// SAVE: stop after saving.
-    Save,
+    /// Stop: after a snapshot with SAVE (`Some(true)`), without one with NOSAVE
+    /// (`Some(false)`), by default (`None`) as the `save` points say.
+    Stop(Option<bool>),
     /// ABORT: cancel a shutdown in progress.
     Abort,
 }
@@ -524,10 +510,10 @@ fn shutdown_options(a: &[Bytes]) -> Result<Shutdown, Reply> {
     }
     Ok(if abort {
         Shutdown::Abort
-    } else if save {
-        Shutdown::Save
+    } else if save || nosave {
+        Shutdown::Stop(Some(save))
     } else {
-        Shutdown::Stop
+        Shutdown::Stop(None)
     })
 }
 

@@ -22,7 +22,7 @@ use tollgate_raft::{ClusterStatus, Member, RepairStatus, Role};
 /// Redis's reply to CLUSTER on a server without cluster support.
 const NOT_CLUSTER: &str = "ERR This instance has cluster support disabled";
 /// Reply to RAFT.* on a standalone server.
-const NOT_RAFT: &str = "ERR This instance is not running in cluster mode (start it with --node-id)";
+const NOT_RAFT: &str = "ERR This instance keeps its data in memory only and runs no Raft log (start it with --data-dir for a durable node that can grow into a cluster, or with --node-id for a cluster node)";
 /// Number of hash slots a Redis cluster has.
 const SLOTS: i64 = 16384;
 /// How long RAFT.ADDNODE waits for the new node to catch up before giving up, by default.
@@ -69,8 +69,12 @@ pub fn advertised_client_addr(cluster_addr: &str, port: u16) -> String {
     format!("{host}:{port}")
 }
 
+/// The Raft node of a cluster member (a durable single node counts once it has grown).
 fn node(shared: &Shared) -> Option<&ClusterNode> {
-    shared.engine.cluster()
+    shared
+        .engine
+        .cluster()
+        .filter(|_| shared.engine.is_cluster())
 }
 
 /// Redis 7.0's CLUSTER subcommands and their arities (negative: at least that many
@@ -430,7 +434,7 @@ fn parse_id(arg: &[u8]) -> Result<u64, Reply> {
 
 /// The Raft node, or the error RAFT.* answers on a standalone server.
 fn raft_node(shared: &Shared) -> Result<&ClusterNode, Reply> {
-    node(shared).ok_or_else(|| Reply::err(NOT_RAFT))
+    shared.engine.cluster().ok_or_else(|| Reply::err(NOT_RAFT))
 }
 
 /// OK, or the error of a failed membership change.
@@ -478,6 +482,13 @@ pub async fn raft_addnode(shared: &Shared, a: &[Bytes]) -> Reply {
         Some(Err(e)) => return e,
     };
     let catch_up = std::time::Duration::from_millis(catch_up_ms as u64);
+    // A durable single node binds its cluster port when it first grows: the new node must be
+    // able to reach it (replies, forwarded writes, a later election).
+    if let Err(e) = node.listen().await {
+        return Reply::err(format!(
+            "ERR cannot add node {id}: this node could not open its cluster port: {e}"
+        ));
+    }
     done(node.add_node(id, addr, catch_up).await)
 }
 

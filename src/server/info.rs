@@ -69,6 +69,9 @@ pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
             crate::alloc::name()
         );
     }
+    if want("persistence") {
+        out.push_str(&super::persistence::info(shared));
+    }
     if want("stats") {
         let s = &shared.stats;
         let _ = write!(

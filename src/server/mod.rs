@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod connection;
 pub mod fds;
 pub mod info;
+pub mod persistence;
 pub mod transaction;
 
 use std::collections::BTreeMap;
@@ -103,9 +104,11 @@ pub struct Shared {
     pub connected: AtomicUsize,
     /// Descriptors kept for Tollgate itself (`fds::reserved`).
     pub reserved_fds: u64,
-    /// LASTSAVE: unix seconds of the last time this node's data was known to be on disk (0
-    /// = never: a standalone node keeps its data in memory only).
-    pub last_save: AtomicU64,
+    /// BGREWRITEAOF jobs (INFO persistence).
+    pub rewrites: persistence::Rewrites,
+    /// True while a durable node is still applying the log it found at start (INFO's
+    /// `loading`).
+    pub loading: AtomicBool,
 }
 
 impl Shared {
@@ -143,13 +146,41 @@ impl Server {
         let engine = Engine::new(Clock::new());
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
-        if let Some(c) = &config.cluster {
-            let node = start_raft(c, addr.port(), &engine).await?;
-            tracing::info!(node_id = c.node_id, cluster_addr = %c.cluster_addr, data_dir = %c.data_dir.display(), "raft node started");
-            engine.attach_cluster(node);
+        match &mut config.cluster {
+            None => tracing::info!(
+                "running in memory only: no data directory, so nothing is written to disk and \
+                 all data is lost when the process stops (start with --data-dir <dir> for a \
+                 durable node)"
+            ),
+            Some(c) => {
+                if c.standalone && c.secret.is_empty() {
+                    c.secret = persistence::load_or_create_secret(&c.data_dir).map_err(|e| {
+                        std::io::Error::other(format!(
+                            "cluster secret in {}: {e}",
+                            c.data_dir.display()
+                        ))
+                    })?;
+                }
+                let node = start_raft(c, addr.port(), &engine).await?;
+                if c.standalone {
+                    tracing::info!(
+                        data_dir = %c.data_dir.display(),
+                        appendfsync = ?c.fsync,
+                        "durable single node: every write is in the Raft log under the data \
+                         directory before it is acknowledged; it grows into a cluster with \
+                         RAFT.ADDNODE (its cluster port {} is bound then; new nodes need the \
+                         secret in {})",
+                        c.cluster_addr,
+                        c.data_dir.join("cluster-secret").display()
+                    );
+                } else {
+                    tracing::info!(node_id = c.node_id, cluster_addr = %c.cluster_addr, data_dir = %c.data_dir.display(), "raft node started");
+                }
+                engine.attach_cluster(node, c.standalone);
+            }
         }
         let (shutdown, _) = watch::channel(false);
-        let clustered = config.cluster.is_some();
+        let durable = config.cluster.is_some();
         let shared = Arc::new(Shared {
             config: RwLock::new(config),
             engine,
@@ -161,8 +192,8 @@ impl Server {
             shutdown,
             connected: AtomicUsize::new(0),
             reserved_fds,
-            // A cluster node starts from what its log and snapshot hold on disk.
-            last_save: AtomicU64::new(if clustered { unix_secs() } else { 0 }),
+            rewrites: persistence::Rewrites::default(),
+            loading: AtomicBool::new(durable),
         });
         Ok(Server { listener, shared })
     }
@@ -183,6 +214,13 @@ impl Server {
         let mut shutdown_rx = shared.shutdown.subscribe();
         let expiry = tokio::spawn(active_expiry(shared.clone()));
         let memory = tokio::spawn(memory_cycle(shared.clone()));
+        let durable: Vec<_> = match shared.engine.cluster() {
+            Some(node) => vec![
+                tokio::spawn(persistence::save_points_task(shared.clone(), node.clone())),
+                tokio::spawn(watch_loading(shared.clone(), node.clone())),
+            ],
+            None => Vec::new(),
+        };
         let mut spare = fds::Spare::new();
         let mut warned_at: Option<Instant> = None;
         tracing::info!(addr = %shared.addr, "tollgate ready to accept connections");
@@ -227,6 +265,9 @@ impl Server {
         let _ = shared.shutdown.send(true);
         expiry.abort();
         memory.abort();
+        for task in durable {
+            task.abort();
+        }
         if let Some(node) = shared.engine.cluster() {
             node.shutdown().await;
         }
@@ -361,6 +402,18 @@ async fn active_expiry(shared: Arc<Shared>) {
     }
 }
 
+/// Clear `loading` once the node has applied every entry that was committed when it started.
+async fn watch_loading(shared: Arc<Shared>, node: ClusterNode) {
+    let target = node.status().commit_index;
+    loop {
+        if node.status().applied_index >= target {
+            shared.loading.store(false, Ordering::Release);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Open this node's Raft storage and cluster port over the engine's state.
 async fn start_raft(
     c: &crate::config::ClusterConfig,
@@ -375,6 +428,8 @@ async fn start_raft(
         c.secret.clone().into_bytes(),
     );
     rc.bind_addr = Some(c.cluster_bind.clone());
+    // A durable single node binds its cluster port only once it grows (or has grown).
+    rc.listen_at_start = !c.standalone;
     rc.advertise = cluster::advertised_client_addr(&c.cluster_addr, client_port);
     rc.client_timeout = c.timeout;
     rc.election_timeout_min_ms = c.election_timeout_ms;
