@@ -126,9 +126,12 @@ fn settings_that_would_weaken_a_guarantee_are_refused() {
     let s = TestServer::start();
     let mut c = s.conn();
     let cases = [
-        (&["appendonly", "yes"][..], "there is no append-only file"),
+        (
+            &["appendonly", "yes"][..],
+            "appendonly cannot be turned on while it runs",
+        ),
         (&["appendfsync", "always"][..], "no file to fsync"),
-        (&["save", "3600 1"][..], "does not write RDB snapshots"),
+        (&["save", "3600 1"][..], "nothing to snapshot"),
         (&["min-replicas-to-write", "1"][..], "no Redis replicas"),
         (&["notify-keyspace-events", "KEA"][..], "not implemented"),
         (
@@ -184,17 +187,27 @@ fn an_in_memory_node_does_not_pretend_to_save() {
     let s = TestServer::start();
     let mut c = s.conn();
     q::<()>(&mut c, &["SET", "k", "v"]);
-    let nothing = "ERR nothing to save to: this standalone node keeps its data in memory only";
+    let nothing = "ERR nothing to save to: this node keeps its data in memory only";
     for cmd in [
         &["SAVE"][..],
         &["BGSAVE"],
         &["BGSAVE", "SCHEDULE"],
+        &["BGREWRITEAOF"],
         &["SHUTDOWN", "SAVE"],
     ] {
         let e = err(&mut c, cmd);
         assert!(e.starts_with(nothing), "{cmd:?}: {e}");
     }
     assert_eq!(q::<i64>(&mut c, &["LASTSAVE"]), 0, "no save ever happened");
+    let info: String = q(&mut c, &["INFO", "persistence"]);
+    for line in [
+        "aof_enabled:0",
+        "rdb_last_save_time:0",
+        "tollgate_storage:memory",
+    ] {
+        assert!(info.contains(line), "{line} in {info}");
+    }
+    assert!(err(&mut c, &["RAFT.ADDNODE", "2", "127.0.0.1:1"]).contains("in memory only"));
     assert_eq!(err(&mut c, &["BGSAVE", "NOW"]), "ERR syntax error");
     assert_eq!(
         err(&mut c, &["SHUTDOWN", "SAVE", "NOSAVE"]),

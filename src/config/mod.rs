@@ -534,8 +534,17 @@ impl Config {
             // A durable node snapshots at Redis's default save points unless told otherwise.
             c.save = DEFAULT_SAVE.to_string();
         }
-        c.set_params(&file_source, &file_settings)?;
-        c.set_params(flag_source, &cli.settings)?;
+        // `appendonly` decided the mode above; its values are not set one by one (a file's
+        // `yes` overridden by a flag's `no` would be refused on the way).
+        let rest = |settings: &[(String, String)]| -> Vec<(String, String)> {
+            settings
+                .iter()
+                .filter(|(n, _)| !n.eq_ignore_ascii_case("appendonly"))
+                .cloned()
+                .collect()
+        };
+        c.set_params(&file_source, &rest(&file_settings))?;
+        c.set_params(flag_source, &rest(&cli.settings))?;
         c.log = cli.log.or(file.log).unwrap_or(c.log);
         c.threads = match cli.threads.or(file.threads).unwrap_or(c.threads) {
             n if n <= MAX_THREADS => n,
@@ -649,7 +658,8 @@ mod tests {
         };
         assert!(bad(&[("maxmemory", "lots")]).contains("argument must be a memory value"));
         assert!(bad(&[("no-such-thing", "1")]).contains("unknown setting 'no-such-thing'"));
-        assert!(bad(&[("appendonly", "yes")]).contains("in memory only"));
+        assert!(bad(&[("appendonly", "yes"), ("port", "0")]).contains("needs a fixed --port"));
+        assert!(bad(&[("appendonly", "maybe")]).contains("argument must be 'yes' or 'no'"));
         assert!(bad(&[("appendfsync", "always")]).contains("no file to fsync"));
         assert!(bad(&[("databases", "32")]).contains("16 databases"));
         // Start-only parameters can be set at start.
@@ -763,6 +773,58 @@ mod tests {
         assert!(parse_peers("x@h:1").is_err());
         assert!(parse_peers("1@h:1,1@h:2").is_err());
         assert!(Config::load(Cli::default()).unwrap().cluster.is_none());
+    }
+
+    #[test]
+    fn a_data_directory_or_appendonly_makes_a_durable_single_node() {
+        let load = |cli: Cli| Config::load(cli).map(|c| c.cluster);
+        assert!(
+            load(Cli::default()).unwrap().is_none(),
+            "in memory by default"
+        );
+        let d = load(Cli {
+            data_dir: Some("/var/lib/tg".into()),
+            settings: settings(&[("port", "7000")]),
+            ..Cli::default()
+        })
+        .unwrap()
+        .unwrap();
+        assert!(d.standalone);
+        assert_eq!(d.node_id, STANDALONE_NODE_ID);
+        assert_eq!(d.cluster_addr, "127.0.0.1:17000");
+        assert_eq!(
+            d.peers,
+            BTreeMap::from([(1, "127.0.0.1:17000".to_string())])
+        );
+        assert_eq!(d.data_dir, PathBuf::from("/var/lib/tg"));
+        assert!(d.secret.is_empty(), "read from the data directory at start");
+        let a = Config::load(Cli {
+            settings: settings(&[("appendonly", "yes"), ("appendfsync", "everysec")]),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!(a.save, DEFAULT_SAVE);
+        let a = a.cluster.unwrap();
+        assert_eq!(a.data_dir, PathBuf::from("./data/node-1"));
+        assert_eq!(a.fsync, AppendFsync::EverySec);
+        let no = load(Cli {
+            settings: settings(&[("appendonly", "yes"), ("appendonly", "no")]),
+            ..Cli::default()
+        });
+        assert!(no.unwrap().is_none(), "the last value wins");
+        let e = load(Cli {
+            peers: Some("1@h:1".into()),
+            ..Cli::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("--peers needs --node-id"), "{e}");
+        let e = load(Cli {
+            data_dir: Some("d".into()),
+            cluster_secret: Some("short".into()),
+            ..Cli::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("16 bytes"), "{e}");
     }
 
     #[test]

@@ -838,9 +838,10 @@ mod tests {
         let c = Config::default();
         let e = |args: &[&str]| set(&c, args).err().unwrap();
         assert!(e(&["appendonly", "yes"]).contains("keeps its data in memory only"));
+        assert!(e(&["appendonly", "yes"]).contains("--data-dir"));
         assert!(set(&c, &["appendonly", "no"]).is_ok());
         assert!(e(&["appendfsync", "always"]).contains("no file to fsync"));
-        assert!(e(&["save", "3600 1"]).contains("does not write RDB snapshots"));
+        assert!(e(&["save", "3600 1"]).contains("nothing to snapshot"));
         assert!(set(&c, &["save", ""]).is_ok());
         assert!(e(&["min-replicas-to-write", "1"]).contains("no Redis replicas"));
         assert!(e(&["notify-keyspace-events", "KEA"]).contains("not implemented"));

@@ -61,10 +61,37 @@ pub struct Node {
     pub extra: Vec<String>,
     /// The cluster secret it starts with.
     pub secret: String,
+    /// A durable single node: started with `--data-dir` but without `--node-id` and
+    /// `--cluster-secret` (it is node 1 and keeps its secret in its data directory).
+    pub solo: bool,
     pub child: Option<Child>,
 }
 
 impl Node {
+    /// A durable single node on a free port pair, its data in `dir`, not started yet.
+    pub fn solo(dir: PathBuf, extra: &[&str]) -> Node {
+        let port = free_port_pair();
+        Node {
+            id: 1,
+            port,
+            cluster_port: port + 10_000,
+            dir,
+            peers: None,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
+            secret: String::new(),
+            solo: true,
+            child: None,
+        }
+    }
+
+    /// The secret a durable single node keeps in its data directory.
+    pub fn stored_secret(&self) -> String {
+        std::fs::read_to_string(self.dir.join("cluster-secret"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
     pub fn cluster_addr(&self) -> String {
         format!("127.0.0.1:{}", self.cluster_port)
     }
@@ -97,11 +124,13 @@ impl Node {
                 });
             }
         }
-        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--node-id", &self.id.to_string()])
-            .args(["--cluster-secret", &self.secret])
-            .args(["--data-dir", &self.dir.to_string_lossy()])
-            .args(["--cluster-timeout-ms", &CLUSTER_TIMEOUT_MS.to_string()])
+        cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()]);
+        if !self.solo {
+            cmd.args(["--node-id", &self.id.to_string()])
+                .args(["--cluster-secret", &self.secret])
+                .args(["--cluster-timeout-ms", &CLUSTER_TIMEOUT_MS.to_string()]);
+        }
+        cmd.args(["--data-dir", &self.dir.to_string_lossy()])
             .args(["--appendfsync", "always", "--enable-debug-command", "yes"])
             .args(["--log", "warn"]);
         if let Some(p) = &self.peers {
@@ -269,6 +298,7 @@ impl Cluster {
                 peers: Some(peers.clone()),
                 extra: extra.iter().map(|a| a.to_string()).collect(),
                 secret: SECRET.to_string(),
+                solo: false,
                 child: None,
             })
             .collect();
@@ -296,6 +326,7 @@ impl Cluster {
             peers: None,
             extra: Vec::new(),
             secret: secret.to_string(),
+            solo: false,
             child: None,
         };
         node.spawn();

@@ -1,0 +1,532 @@
+//! The durable single node (issue 18) as real `tollgate` processes: started with `--data-dir`
+//! and no `--node-id`, it keeps every acknowledged write across `kill -9` (with `appendfsync
+//! always` and `everysec`) and `SHUTDOWN [SAVE]`, limiter state continues where it was,
+//! SCRIPT KILL works, the persistence commands answer as in Redis, and RAFT.ADDNODE grows it
+//! into a three-node cluster (and RAFT.REMOVENODE back to one) under load without a failed
+//! request. The harness is in `cluster_support/`; the tests run one at a time (`serial()`).
+
+mod cluster_support;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cluster_support::*;
+use redis::RedisResult;
+
+/// A durable single node in a fresh directory, started and leading.
+fn solo(extra: &[&str]) -> (tempfile::TempDir, Node) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::solo(dir.path().join("data"), extra);
+    start(&mut node);
+    (dir, node)
+}
+
+/// Start `node` and wait until it leads and has applied what its log held.
+fn start(node: &mut Node) {
+    node.spawn();
+    eventually("the node leads", Duration::from_secs(10), || {
+        (node.status("role").as_deref() == Some("leader")).then_some(())
+    });
+    eventually("the log is loaded", Duration::from_secs(30), || {
+        info(node, "persistence")
+            .contains("loading:0")
+            .then_some(())
+    });
+}
+
+fn info(node: &Node, section: &str) -> String {
+    node.q(&["INFO", section]).unwrap()
+}
+
+/// The value of INFO field `field` in `section`.
+fn info_field(node: &Node, section: &str, field: &str) -> String {
+    let text = info(node, section);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+        .trim()
+        .to_string()
+}
+
+/// `threads` clients INCR `ctr` and SET `k:<thread>:<n>` on `node` until `stop`; each
+/// returns the acknowledged INCR values and the keys whose SET was acknowledged.
+fn writers(
+    node: &Node,
+    threads: usize,
+    stop: &Arc<AtomicBool>,
+) -> Vec<thread::JoinHandle<(Vec<i64>, Vec<String>)>> {
+    (0..threads)
+        .map(|t| {
+            let port = node.port;
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+                let mut c = client.get_connection().unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let (mut incrs, mut keys) = (Vec::new(), Vec::new());
+                let deadline = Instant::now() + Duration::from_secs(30);
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    let key = format!("k:{t}:{n}");
+                    n += 1;
+                    let set: RedisResult<()> = redis::cmd("SET").arg(&key).arg(n).query(&mut c);
+                    if set.is_err() {
+                        break;
+                    }
+                    keys.push(key);
+                    match redis::cmd("INCR").arg("ctr").query::<i64>(&mut c) {
+                        Ok(v) => incrs.push(v),
+                        Err(_) => break,
+                    }
+                }
+                (incrs, keys)
+            })
+        })
+        .collect()
+}
+
+/// Writes under load, `kill -9`, restart: every acknowledged INCR and SET is there.
+fn kill9_keeps_every_acknowledged_write(fsync: &str) {
+    let _g = serial();
+    let (_dir, mut node) = solo(&["--appendfsync", fsync]);
+    assert_eq!(
+        info_field(&node, "persistence", "tollgate_appendfsync"),
+        fsync
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = writers(&node, 4, &stop);
+    // Let the load run, then kill the process in the middle of it.
+    eventually("writes acknowledged", Duration::from_secs(20), || {
+        let n: Option<i64> = node.q(&["GET", "ctr"]).ok().flatten();
+        (n.unwrap_or(0) >= 2_000).then_some(())
+    });
+    node.kill9();
+    stop.store(true, Ordering::Relaxed);
+    let seen: Vec<(Vec<i64>, Vec<String>)> = load.into_iter().map(|h| h.join().unwrap()).collect();
+    start(&mut node);
+    let acked: Vec<i64> = seen.iter().flat_map(|(i, _)| i.iter().copied()).collect();
+    let unique: HashSet<i64> = acked.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        acked.len(),
+        "an INCR value was acknowledged twice"
+    );
+    let max = *acked.iter().max().unwrap();
+    let ctr: i64 = node.q(&["GET", "ctr"]).unwrap();
+    assert!(
+        ctr >= max && ctr >= acked.len() as i64,
+        "lost INCRs: the counter is {ctr}, {} were acknowledged up to {max}",
+        acked.len()
+    );
+    let mut c = node.conn();
+    for (_, keys) in &seen {
+        for key in keys {
+            let there: bool = redis::cmd("EXISTS").arg(key).query(&mut c).unwrap();
+            assert!(there, "acknowledged SET {key} lost");
+        }
+    }
+    // It goes on from there.
+    assert_eq!(node.q::<i64>(&["INCR", "ctr"]).unwrap(), ctr + 1);
+}
+
+#[test]
+fn kill9_keeps_every_acknowledged_write_with_appendfsync_always() {
+    kill9_keeps_every_acknowledged_write("always");
+}
+
+#[test]
+fn kill9_keeps_every_acknowledged_write_with_appendfsync_everysec() {
+    kill9_keeps_every_acknowledged_write("everysec");
+}
+
+/// Data of every type, a TTL, a cached script and a function library.
+fn fill(node: &Node) -> String {
+    let mut c = node.conn();
+    let lib = "#!lua name=lib\nredis.register_function('bump', function(keys) return redis.call('INCR', keys[1]) end)";
+    redis::pipe()
+        .cmd("SET")
+        .arg("s")
+        .arg("v")
+        .ignore()
+        .cmd("SET")
+        .arg("ttl")
+        .arg("v")
+        .arg("EX")
+        .arg(3600)
+        .ignore()
+        .cmd("HSET")
+        .arg("h")
+        .arg("a")
+        .arg(1)
+        .arg("b")
+        .arg(2)
+        .ignore()
+        .cmd("ZADD")
+        .arg("z")
+        .arg(1.5)
+        .arg("m")
+        .arg(-2)
+        .arg("n")
+        .ignore()
+        .cmd("RPUSH")
+        .arg("l")
+        .arg("x")
+        .arg("y")
+        .ignore()
+        .cmd("SADD")
+        .arg("set")
+        .arg("p")
+        .arg("q")
+        .ignore()
+        .cmd("SELECT")
+        .arg(3)
+        .ignore()
+        .cmd("SET")
+        .arg("other-db")
+        .arg(1)
+        .ignore()
+        .cmd("SELECT")
+        .arg(0)
+        .ignore()
+        .cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(lib)
+        .ignore()
+        .query::<()>(&mut c)
+        .unwrap();
+    for i in 0..500 {
+        let _: i64 = redis::cmd("INCR")
+            .arg(format!("n:{}", i % 50))
+            .query(&mut c)
+            .unwrap();
+    }
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return redis.call('GET', KEYS[1])")
+        .query(&mut c)
+        .unwrap()
+}
+
+#[test]
+fn shutdown_save_and_shutdown_then_start_give_the_same_digest() {
+    let _g = serial();
+    let (_dir, mut node) = solo(&[]);
+    let sha = fill(&node);
+    let digest = node.digest();
+    assert_ne!(
+        info_field(&node, "persistence", "rdb_changes_since_last_save"),
+        "0"
+    );
+    let r: RedisResult<()> = node.q(&["SHUTDOWN", "SAVE"]);
+    assert!(r.is_err(), "the connection closes");
+    assert!(node.wait_exit(Duration::from_secs(20)).success());
+    start(&mut node);
+    assert_eq!(node.digest(), digest);
+    assert_eq!(
+        info_field(&node, "persistence", "rdb_changes_since_last_save"),
+        "0"
+    );
+    assert!(node.q::<i64>(&["LASTSAVE"]).unwrap() > 1_700_000_000);
+    // The script cache and the functions came back with the data.
+    assert_eq!(node.q::<String>(&["EVALSHA", &sha, "1", "s"]).unwrap(), "v");
+    assert_eq!(node.q::<i64>(&["FCALL", "bump", "1", "n:0"]).unwrap(), 11);
+    let digest = node.digest();
+    // SHUTDOWN NOSAVE: nothing is lost either, the log has it all.
+    let r: RedisResult<()> = node.q(&["SHUTDOWN", "NOSAVE"]);
+    assert!(r.is_err());
+    assert!(node.wait_exit(Duration::from_secs(20)).success());
+    start(&mut node);
+    assert_eq!(node.digest(), digest);
+    assert!(node.q::<i64>(&["TTL", "ttl"]).unwrap() > 3000);
+}
+
+/// A daily quota with 9,000 of 10,000 used comes back with 9,000 used; a token bucket and a
+/// CL.THROTTLE limiter come back exactly where they were.
+#[test]
+fn limiter_state_continues_after_a_restart() {
+    let _g = serial();
+    let (_dir, mut node) = solo(&[]);
+    let fixed: Vec<i64> = node
+        .q(&["LIMIT.FIXED", "quota:day", "10000", "1d", "COST", "9000"])
+        .unwrap();
+    assert_eq!(fixed[..3], [1, 10000, 1000]);
+    let token: Vec<i64> = node
+        .q(&["LIMIT.TOKEN", "bucket", "100", "1", "1h", "COST", "60"])
+        .unwrap();
+    assert_eq!(token[..3], [1, 100, 40]);
+    let cell: Vec<i64> = (0..5)
+        .map(|_| {
+            node.q::<Vec<i64>>(&["CL.THROTTLE", "cell", "9", "1", "3600"])
+                .unwrap()[2]
+        })
+        .collect();
+    assert_eq!(cell, [9, 8, 7, 6, 5]);
+    node.kill9();
+    start(&mut node);
+    // A peek (COST 0) reports the state as it was.
+    let fixed: Vec<i64> = node
+        .q(&["LIMIT.FIXED", "quota:day", "10000", "1d", "COST", "0"])
+        .unwrap();
+    assert_eq!(
+        fixed[..3],
+        [1, 10000, 1000],
+        "9,000 of the day's 10,000 used"
+    );
+    let over: Vec<i64> = node
+        .q(&["LIMIT.FIXED", "quota:day", "10000", "1d", "COST", "1001"])
+        .unwrap();
+    assert_eq!(over[0], 0, "only 1,000 are left today");
+    let token: Vec<i64> = node
+        .q(&["LIMIT.TOKEN", "bucket", "100", "1", "1h"])
+        .unwrap();
+    assert_eq!(token[..3], [1, 100, 39]);
+    let cell: Vec<i64> = node.q(&["CL.THROTTLE", "cell", "9", "1", "3600"]).unwrap();
+    assert_eq!(cell[..3], [0, 10, 4]);
+}
+
+#[test]
+fn persistence_commands_on_a_durable_node() {
+    let _g = serial();
+    let (_dir, node) = solo(&["--log", "info"]);
+    assert!(
+        node.log_text().contains("durable single node"),
+        "{}",
+        node.log_text()
+    );
+    let got: Vec<String> = node
+        .q(&["CONFIG", "GET", "appendonly", "appendfsync", "save"])
+        .unwrap();
+    assert_eq!(
+        got,
+        [
+            "appendonly",
+            "yes",
+            "appendfsync",
+            "always",
+            "save",
+            "3600 1 300 100 60 10000"
+        ]
+    );
+    let e = node
+        .q::<()>(&["CONFIG", "SET", "appendonly", "no"])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("restart it without --data-dir"),
+        "{e}"
+    );
+    let e = node
+        .q::<()>(&["CONFIG", "SET", "appendfsync", "no"])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("appendfsync no is not supported"),
+        "{e}"
+    );
+    node.q::<()>(&["CONFIG", "SET", "save", "1 1"]).unwrap();
+    // Standalone as far as clients go: HELLO and CLUSTER say so.
+    assert_eq!(info_field(&node, "server", "redis_mode"), "standalone");
+    let e = node.q::<String>(&["CLUSTER", "INFO"]).unwrap_err();
+    assert!(e.to_string().contains("cluster support disabled"), "{e}");
+    assert_eq!(info_field(&node, "persistence", "aof_enabled"), "1");
+    assert_eq!(info_field(&node, "persistence", "rdb_last_save_time"), "0");
+    assert_eq!(node.q::<i64>(&["LASTSAVE"]).unwrap(), 0, "no snapshot yet");
+
+    // The `save 1 1` point writes a snapshot within about a second of a change.
+    node.q::<()>(&["SET", "a", "1"]).unwrap();
+    eventually(
+        "a snapshot at the save point",
+        Duration::from_secs(10),
+        || (node.q::<i64>(&["LASTSAVE"]).unwrap() > 0).then_some(()),
+    );
+    node.q::<()>(&["CONFIG", "SET", "save", ""]).unwrap();
+    for i in 0..2_000 {
+        node.q::<()>(&["SET", &format!("key:{}", i % 10), "some value"])
+            .unwrap();
+    }
+    assert_eq!(
+        info_field(&node, "persistence", "rdb_changes_since_last_save"),
+        "2000"
+    );
+    assert_eq!(node.q::<String>(&["SAVE"]).unwrap(), "OK");
+    assert_eq!(
+        info_field(&node, "persistence", "rdb_changes_since_last_save"),
+        "0"
+    );
+    let saves: u64 = info_field(&node, "persistence", "rdb_saves")
+        .parse()
+        .unwrap();
+    assert!(saves >= 2, "{saves}");
+    assert_eq!(
+        node.q::<String>(&["BGSAVE"]).unwrap(),
+        "Background saving started"
+    );
+    // BGREWRITEAOF: a snapshot, then the log purged behind it and its file rewritten.
+    for i in 0..2_000 {
+        node.q::<()>(&["SET", &format!("key:{}", i % 10), "another value"])
+            .unwrap();
+    }
+    let before: u64 = info_field(&node, "persistence", "aof_current_size")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        node.q::<String>(&["BGREWRITEAOF"]).unwrap(),
+        "Background append only file rewriting started"
+    );
+    eventually("the rewrite", Duration::from_secs(20), || {
+        (info_field(&node, "persistence", "aof_rewrites") == "1").then_some(())
+    });
+    assert_eq!(
+        info_field(&node, "persistence", "aof_last_bgrewrite_status"),
+        "ok"
+    );
+    let after: u64 = info_field(&node, "persistence", "aof_current_size")
+        .parse()
+        .unwrap();
+    assert!(
+        after * 10 < before,
+        "the log file shrank: {before} -> {after}"
+    );
+    assert_eq!(
+        node.q::<String>(&["GET", "key:3"]).unwrap(),
+        "another value"
+    );
+    let e = node.q::<String>(&["BGSAVE", "NOW"]).unwrap_err();
+    assert!(e.to_string().contains("syntax error"), "{e}");
+    let e = node.q::<String>(&["SAVE", "x"]).unwrap_err();
+    assert!(e.to_string().contains("wrong number of arguments"), "{e}");
+}
+
+#[test]
+fn an_in_memory_node_says_so_when_it_starts() {
+    let _g = serial();
+    let port = free_port_pair();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["--port", &port.to_string()])
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::process::Stdio::null())
+        .current_dir(dir.path())
+        .spawn()
+        .unwrap();
+    let text = eventually("the start-up lines", Duration::from_secs(10), || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("ready to accept connections").then_some(text)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(text.contains("running in memory only"), "{text}");
+    assert!(!dir.path().join("data").exists(), "nothing written to disk");
+}
+
+/// SCRIPT KILL on a node alone: the script stops, its entry goes behind a snapshot, and a
+/// restart does not run it again.
+#[test]
+fn script_kill_works_on_a_node_alone() {
+    let _g = serial();
+    let (_dir, mut node) = solo(&["--busy-reply-threshold", "200"]);
+    node.q::<()>(&["SET", "before", "1"]).unwrap();
+    let port = node.port;
+    let looping = thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut c = client.get_connection().unwrap();
+        redis::cmd("EVAL")
+            .arg("local i = 0 while true do i = i + 1 end")
+            .arg(0)
+            .query::<()>(&mut c)
+            .unwrap_err()
+            .to_string()
+    });
+    let busy = eventually("BUSY", Duration::from_secs(10), || {
+        let e = node.q::<Option<String>>(&["GET", "before"]).err()?;
+        e.to_string().contains("BUSY").then_some(e)
+    });
+    assert!(busy.to_string().contains("SCRIPT KILL"), "{busy}");
+    // A write is answered -BUSY too, not queued behind the script.
+    let e = node.q::<i64>(&["INCR", "during"]).unwrap_err();
+    assert!(e.to_string().contains("BUSY"), "{e}");
+    assert_eq!(node.q::<String>(&["SCRIPT", "KILL"]).unwrap(), "OK");
+    let killed = looping.join().unwrap();
+    assert!(killed.contains("Script killed by user"), "{killed}");
+    assert_eq!(node.q::<i64>(&["INCR", "after"]).unwrap(), 1);
+    eventually(
+        "the snapshot after the kill",
+        Duration::from_secs(10),
+        || (node.q::<i64>(&["LASTSAVE"]).unwrap() > 0).then_some(()),
+    );
+    node.kill9();
+    start(&mut node);
+    assert_eq!(node.q::<String>(&["GET", "before"]).unwrap(), "1");
+    assert_eq!(node.q::<Option<i64>>(&["GET", "during"]).unwrap(), None);
+    assert_eq!(node.q::<i64>(&["INCR", "after"]).unwrap(), 2);
+}
+
+/// 1 → 3 nodes under a steady INCR load from several clients, then 3 → 1: no failed request,
+/// no lost or repeated value, equal digests on all three.
+#[test]
+fn a_durable_node_grows_to_three_and_back_under_load() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut one = Node::solo(dir.path().join("node-1"), &[]);
+    start(&mut one);
+    let secret = one.stored_secret();
+    let mut c = Cluster {
+        nodes: vec![one],
+        dir,
+    };
+    c.add_joiner_with_secret(2, &secret);
+    c.add_joiner_with_secret(3, &secret);
+    let mut seen = Vec::new();
+
+    // 1 → 3.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = load_all(&[c.nodes[0].port], 4, &stop, true);
+    for node in [1, 2] {
+        thread::sleep(Duration::from_millis(300));
+        let addr = c.nodes[node].cluster_addr();
+        let id = c.nodes[node].id.to_string();
+        let added: String = c.nodes[0].q(&["RAFT.ADDNODE", &id, &addr]).unwrap();
+        assert_eq!(added, "OK");
+    }
+    thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    seen.extend(load.into_iter().map(|h| h.join().unwrap()));
+    assert_eq!(c.voters(0), [1, 2, 3]);
+    assert_eq!(info_field(&c.nodes[0], "server", "redis_mode"), "cluster");
+    c.converged_digest(Duration::from_secs(10));
+    // The new nodes serve clients too (a follower forwards writes to the leader).
+    assert_eq!(c.nodes[2].q::<i64>(&["INCR", "via-three"]).unwrap(), 1);
+
+    // 3 → 1.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = load_all(&[c.nodes[0].port], 4, &stop, true);
+    for id in ["3", "2"] {
+        thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            c.nodes[0].q::<String>(&["RAFT.REMOVENODE", id]).unwrap(),
+            "OK"
+        );
+    }
+    thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    seen.extend(load.into_iter().map(|h| h.join().unwrap()));
+    let failed: u64 = seen.iter().map(|s| s.failed).sum();
+    assert_eq!(failed, 0, "a request failed while the node grew or shrank");
+    let n = assert_incrs_exact(&seen, &c.nodes[0]);
+    let fin: i64 = c.nodes[0].q(&["GET", "ctr"]).unwrap();
+    assert_eq!(fin, n as i64, "every INCR was applied exactly once");
+    assert_eq!(c.voters(0), [1]);
+    assert_eq!(
+        info_field(&c.nodes[0], "server", "redis_mode"),
+        "standalone"
+    );
+    // Alone again, and still durable.
+    for node in c.nodes.iter_mut().rev() {
+        node.kill9();
+    }
+    start(&mut c.nodes[0]);
+    assert_eq!(c.nodes[0].q::<i64>(&["GET", "ctr"]).unwrap(), fin);
+    assert_eq!(c.nodes[0].q::<i64>(&["INCR", "ctr"]).unwrap(), fin + 1);
+}
