@@ -324,6 +324,14 @@ fn persistence_commands_on_a_durable_node() {
         e.to_string().contains("appendfsync no is not supported"),
         "{e}"
     );
+    node.q::<()>(&["CONFIG", "SET", "appendfsync", "everysec"])
+        .unwrap();
+    assert_eq!(
+        info_field(&node, "persistence", "tollgate_appendfsync"),
+        "everysec"
+    );
+    node.q::<()>(&["CONFIG", "SET", "appendfsync", "always"])
+        .unwrap();
     node.q::<()>(&["CONFIG", "SET", "save", "1 1"]).unwrap();
     // Standalone as far as clients go: HELLO and CLUSTER say so.
     assert_eq!(info_field(&node, "server", "redis_mode"), "standalone");

@@ -118,6 +118,32 @@ struct Shared {
     repair: Arc<Repair>,
     /// Rewrite the file once dead bytes exceed both the live bytes and this floor.
     compact_min_bytes: u64,
+    /// The fsync policy the writer follows (changeable while it runs).
+    policy: Arc<SharedPolicy>,
+}
+
+/// An [`FsyncPolicy`] that may change while the writer runs (CONFIG SET appendfsync).
+#[derive(Default)]
+pub(crate) struct SharedPolicy(std::sync::atomic::AtomicBool);
+
+impl SharedPolicy {
+    fn new(policy: FsyncPolicy) -> SharedPolicy {
+        let p = SharedPolicy::default();
+        p.set(policy);
+        p
+    }
+
+    fn get(&self) -> FsyncPolicy {
+        match self.0.load(Ordering::Acquire) {
+            true => FsyncPolicy::EverySec,
+            false => FsyncPolicy::Always,
+        }
+    }
+
+    fn set(&self, policy: FsyncPolicy) {
+        self.0
+            .store(policy == FsyncPolicy::EverySec, Ordering::Release);
+    }
 }
 
 /// The log store handed to openraft; clones share state (a clone is also the log reader).
@@ -156,6 +182,17 @@ impl LogHandle {
     pub(crate) fn compact_now(&self) -> io::Result<()> {
         let mut mem = self.shared.mem_write();
         self.shared.compact(&mut mem, true)
+    }
+
+    /// Follow `policy` from the next group of writes on (switching to `Always` also makes
+    /// what was written before durable with that group's fsync).
+    pub(crate) fn set_fsync(&self, policy: FsyncPolicy) {
+        self.shared.policy.set(policy);
+    }
+
+    /// The fsync policy followed now.
+    pub(crate) fn fsync(&self) -> FsyncPolicy {
+        self.shared.policy.get()
     }
 
     /// Highest index known committed (persisted lazily with the next group fsync).
@@ -305,7 +342,8 @@ impl LogStore {
         let committed_index = AtomicU64::new(mem.committed.map(|c| c.index).unwrap_or(0));
         let vote_term = Arc::new(AtomicU64::new(vote_term));
         let (tx, rx) = mpsc::channel();
-        let writer = Writer::new(file, data_end, log_path, policy, vote_term.clone());
+        let policy = Arc::new(SharedPolicy::new(policy));
+        let writer = Writer::new(file, data_end, log_path, policy.clone(), vote_term.clone());
         thread::Builder::new()
             .name("raft-log-writer".into())
             .spawn(move || writer.run(rx))?;
@@ -319,6 +357,7 @@ impl LogStore {
                 vote_term,
                 repair,
                 compact_min_bytes,
+                policy,
             }),
         })
     }
@@ -802,7 +841,7 @@ struct Writer {
     /// False once `fallocate` failed (a filesystem without it): then writes extend the file.
     preallocate: bool,
     path: PathBuf,
-    policy: FsyncPolicy,
+    policy: Arc<SharedPolicy>,
     /// Callbacks waiting for the next fsync.
     waiting: Vec<LogFlushed<TypeConfig>>,
     /// Bytes written since the last fsync.
@@ -821,7 +860,7 @@ impl Writer {
         file: File,
         data_end: u64,
         path: PathBuf,
-        policy: FsyncPolicy,
+        policy: Arc<SharedPolicy>,
         vote_term: Arc<AtomicU64>,
     ) -> Self {
         Writer {
@@ -842,7 +881,7 @@ impl Writer {
 
     fn run(mut self, rx: mpsc::Receiver<WriteOp>) {
         loop {
-            let first = match self.policy {
+            let first = match self.policy.get() {
                 FsyncPolicy::Always => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
                 FsyncPolicy::EverySec => rx.recv_timeout(Duration::from_secs(1)),
             };
@@ -917,7 +956,7 @@ impl Writer {
 
     /// Make the group durable as the policy requires and tell openraft.
     fn finish_group(&mut self, force_sync: bool) {
-        let must_sync = match self.policy {
+        let must_sync = match self.policy.get() {
             FsyncPolicy::Always => !self.waiting.is_empty() || force_sync,
             FsyncPolicy::EverySec => {
                 force_sync || self.last_sync.elapsed() >= Duration::from_secs(1)
@@ -1062,7 +1101,7 @@ mod tests {
             file,
             data_end,
             path.to_path_buf(),
-            FsyncPolicy::Always,
+            Arc::new(SharedPolicy::new(FsyncPolicy::Always)),
             term,
         )
     }

@@ -579,6 +579,16 @@ impl<S: StateMachine> RaftNode<S> {
         self.admin(AdminOp::TransferLeader { to }).await
     }
 
+    /// Fsync the log as `policy` says from now on (CONFIG SET appendfsync).
+    pub fn set_fsync(&self, policy: crate::config::FsyncPolicy) {
+        self.inner.log.set_fsync(policy);
+    }
+
+    /// The fsync policy the log follows now.
+    pub fn fsync(&self) -> crate::config::FsyncPolicy {
+        self.inner.log.fsync()
+    }
+
     /// What has happened to this node's snapshots (for INFO persistence).
     pub fn snapshot_info(&self) -> SnapshotInfo {
         self.inner.snapshot_stats.read()

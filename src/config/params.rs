@@ -57,7 +57,7 @@ pub enum Apply {
     BusyThreshold,
     /// `maxclients` (the file-descriptor limit may have to grow).
     MaxClients,
-    /// `appendfsync` (a cluster node's Raft log policy, fixed at start).
+    /// `appendfsync` (the Raft log's fsync policy, followed from the next group of writes).
     Fsync,
 }
 

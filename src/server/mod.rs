@@ -348,9 +348,11 @@ pub fn apply_config(
             Ok(())
         }
         Apply::Fsync => {
-            let policy = |c: &Config| c.cluster.as_ref().map(|c| c.fsync);
-            if policy(old) != policy(new) {
-                return Err("the Raft log's fsync policy is fixed at start: restart the node with --appendfsync".into());
+            if let (Some(node), Some(c)) = (shared.engine.cluster(), &new.cluster) {
+                node.set_fsync(match c.fsync {
+                    AppendFsync::Always => tollgate_raft::FsyncPolicy::Always,
+                    AppendFsync::EverySec => tollgate_raft::FsyncPolicy::EverySec,
+                });
             }
             Ok(())
         }

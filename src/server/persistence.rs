@@ -257,12 +257,12 @@ pub fn info(shared: &Shared) -> String {
         u64::MAX => None,
         ms => Some(ms),
     };
-    let (data_dir, fsync) = shared
+    let data_dir = shared
         .config
         .read()
         .cluster
         .as_ref()
-        .map(|c| (c.data_dir.display().to_string(), Some(c.fsync)))
+        .map(|c| c.data_dir.display().to_string())
         .unwrap_or_default();
     let ok = |b: bool| if b { "ok" } else { "err" };
     use std::fmt::Write as _;
@@ -290,9 +290,9 @@ pub fn info(shared: &Shared) -> String {
     let _ = write!(
         out,
         "tollgate_storage:raft-log\r\ntollgate_data_dir:{data_dir}\r\ntollgate_appendfsync:{}\r\n\r\n",
-        match fsync {
-            Some(crate::config::AppendFsync::EverySec) => "everysec",
-            _ => "always",
+        match node.fsync() {
+            tollgate_raft::FsyncPolicy::EverySec => "everysec",
+            tollgate_raft::FsyncPolicy::Always => "always",
         }
     );
     out
