@@ -1,6 +1,6 @@
 //! The `tollgate` binary (and `tollgate import-rdb`, see [`tollgate::persistence::import`]):
 //! parse configuration, start logging, serve until SIGINT/SIGTERM, or
-//! until a cluster node's Raft stops on an error (a failed disk write: disk full, I/O error):
+//! until a durable or cluster node's Raft stops on an error (a failed disk write: disk full, I/O error):
 //! then it exits with status 3, so that a supervisor restarts it, instead of staying up
 //! answering errors.
 
@@ -53,11 +53,14 @@ fn main() {
                 tokio::select! {
                     _ = shutdown_signal() => {}
                     why = storage => {
+                        let others = match node.as_ref().is_some_and(|n| n.has_other_members()) {
+                            true => "; the other nodes keep serving",
+                            false => "",
+                        };
                         tracing::error!(
                             "raft stopped on an error, this node can no longer serve: {why}; \
                              exiting with status {RAFT_FAILED} so that a supervisor restarts it \
-                             (once the disk has space again, if it is full; the other nodes keep \
-                             serving)"
+                             (once the disk has space again, if it is full{others})"
                         );
                         failed.store(true, std::sync::atomic::Ordering::Release);
                     }

@@ -538,3 +538,32 @@ fn a_durable_node_grows_to_three_and_back_under_load() {
     assert_eq!(c.nodes[0].q::<i64>(&["GET", "ctr"]).unwrap(), fin);
     assert_eq!(c.nodes[0].q::<i64>(&["INCR", "ctr"]).unwrap(), fin + 1);
 }
+
+/// A log write that fails (a file-size limit standing in for a full disk) stops the node with
+/// status 3 and one clear line; restarted with room, it has every acknowledged INCR.
+#[test]
+fn a_full_disk_stops_the_node_and_a_restart_loses_nothing() {
+    let _g = serial();
+    let (_dir, mut node) = solo(&["--log", "info"]);
+    node.kill9();
+    let held = log_records_end(&std::fs::read(node.raft_log()).unwrap()) as u64;
+    node.spawn_limited(Some(held + 256 * 1024));
+    eventually("the node leads", Duration::from_secs(10), || {
+        (node.status("role").as_deref() == Some("leader")).then_some(())
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = load_all(&[node.port], 4, &stop, false);
+    let status = node.wait_exit(Duration::from_secs(120));
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    stop.store(true, Ordering::Relaxed);
+    let seen: Vec<Seen> = load.into_iter().map(|h| h.join().unwrap()).collect();
+    let log = node.log_text();
+    assert_eq!(log.matches("raft stopped on an error").count(), 1, "{log}");
+    assert!(
+        !log.contains("other nodes keep serving"),
+        "a node alone: {log}"
+    );
+    start(&mut node);
+    let n = assert_incrs_exact(&seen, &node);
+    assert!(n > 1_000, "the load ran: {n} INCRs acknowledged");
+}

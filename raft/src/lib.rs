@@ -18,8 +18,8 @@
 //! | `error.rs` | [`ClusterError`] (what callers branch on; `is_cluster_down`) |
 //! | `clock.rs` | [`LeaderClock`]: leader time that never goes backwards |
 //! | `record.rs` | CRC-framed records and atomic file replacement |
-//! | `log_store.rs` | vote + append-only log, group-commit writer thread, torn-tail repair, purge |
-//! | `state_machine.rs` | the [`StateMachine`] trait, openraft adapter, snapshot files |
+//! | `log_store.rs` | vote + append-only log, group-commit writer thread (its fsync policy changeable while it runs), torn-tail repair, purge, rewrite |
+//! | `state_machine.rs` | the [`StateMachine`] trait, openraft adapter, snapshot files and their statistics |
 //! | `transport.rs` | authenticated TCP frames, peer connections, backoff, fault injection |
 //! | `network.rs` | openraft's `RaftNetwork` over the transport |
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
@@ -29,6 +29,13 @@
 //!
 //! On disk under `data_dir`: `log/vote`, `log/raft.log`, `snapshots/snap-<index>-<term>.snap`,
 //! and `repair` while a repair is under way; damaged files are kept as `<name>.corrupt`.
+//!
+//! A group may have a single voter (a durable single node): it commits alone, with no network
+//! round trip, binds its cluster port only when [`RaftNode::listen`] is called before it grows
+//! (`Config::listen_at_start` false), serves reads without a read barrier while
+//! [`RaftNode::is_sole_voter`], and waits for its own writes as long as a standalone server
+//! would. [`RaftNode::save_snapshot`] and [`RaftNode::rewrite_log`] serve SAVE and
+//! BGREWRITEAOF, [`RaftNode::snapshot_info`] INFO persistence.
 //!
 //! Failures: a node whose storage fails (disk full, I/O error) stops Raft, and
 //! [`RaftNode::failure`] resolves with why, so the server can exit and be restarted;

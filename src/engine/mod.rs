@@ -6,8 +6,9 @@
 //! the state, the command and `now_ms`, so the replicated engine reuses it unchanged as
 //! its state machine (`replicated.rs`).
 //!
-//! In cluster mode (a Raft node attached with [`Engine::attach_cluster`]) a batch made only
-//! of read-only commands waits for a Raft read barrier and then runs locally; any other batch
+//! With a Raft node attached ([`Engine::attach_cluster`]: a cluster node, or a durable single
+//! node, which is a one-voter group) a batch made only of read-only commands waits for a Raft
+//! read barrier (none while this node is the only voter) and then runs locally; any other batch
 //! (writes, scripts, MULTI/EXEC, WATCHed transactions) is proposed as one Raft command and its
 //! replies come back from the leader's apply.
 //!
