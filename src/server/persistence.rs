@@ -82,19 +82,24 @@ pub async fn save(shared: &Arc<Shared>, name: &str, a: &[Bytes]) -> Reply {
     let Some(node) = shared.engine.cluster().cloned() else {
         return Reply::err(NOTHING_TO_SAVE);
     };
+    // Redis's answers: a save already running is an error for SAVE and for BGSAVE, even with
+    // SCHEDULE; behind a rewrite SAVE proceeds and BGSAVE SCHEDULE queues its snapshot
+    // (`save_snapshot` waits for the rewrite's one).
+    if node.snapshot_info().building_since_ms.is_some() {
+        return Reply::err("ERR Background save already in progress");
+    }
     if name == "save" {
         return match node.save_snapshot(SAVE_TIMEOUT).await {
             Ok(_) => Reply::ok(),
             Err(e) => cluster_error_reply(&e),
         };
     }
-    let busy = node.snapshot_info().building_since_ms.is_some();
-    if busy && a.len() == 1 {
-        return Reply::err("ERR Background save already in progress");
+    let rewriting = shared.rewrites.started_ms.load(Ordering::Acquire) != 0;
+    if rewriting && a.len() == 1 {
+        return Reply::err("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
     }
     spawn_snapshot(node);
-    if busy {
-        // Started as soon as the running one ends (`save_snapshot` waits for it).
+    if rewriting {
         Reply::Status("Background saving scheduled".into())
     } else {
         Reply::Status("Background saving started".into())
@@ -125,6 +130,9 @@ pub fn bgrewriteaof(shared: &Arc<Shared>) -> Reply {
     {
         return Reply::err("ERR Background append only file rewriting already in progress");
     }
+    // Behind a running snapshot the rewrite waits for it (and then takes its own), as Redis
+    // schedules a rewrite behind a running BGSAVE.
+    let scheduled = node.snapshot_info().building_since_ms.is_some();
     let shared = shared.clone();
     tokio::spawn(async move {
         let result = node.rewrite_log(SAVE_TIMEOUT).await;
@@ -142,7 +150,13 @@ pub fn bgrewriteaof(shared: &Arc<Shared>) -> Reply {
             Err(e) => tracing::warn!(error = %e, "BGREWRITEAOF failed"),
         }
     });
-    Reply::Status("Background append only file rewriting started".into())
+    Reply::Status(
+        match scheduled {
+            true => "Background append only file rewriting scheduled",
+            false => "Background append only file rewriting started",
+        }
+        .into(),
+    )
 }
 
 /// Before SHUTDOWN stops a durable node: with SAVE, or by default while `save` points are set
