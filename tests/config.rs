@@ -132,6 +132,10 @@ fn settings_that_would_weaken_a_guarantee_are_refused() {
         ),
         (&["appendfsync", "always"][..], "no file to fsync"),
         (&["save", "3600 1"][..], "nothing to snapshot"),
+        (
+            &["rdb-key-save-delay", "10"][..],
+            "writes no snapshot to delay",
+        ),
         (&["min-replicas-to-write", "1"][..], "no Redis replicas"),
         (&["notify-keyspace-events", "KEA"][..], "not implemented"),
         (

@@ -406,6 +406,113 @@ fn persistence_commands_on_a_durable_node() {
     assert!(e.to_string().contains("wrong number of arguments"), "{e}");
 }
 
+/// The reply to `args` on `node`: its status text, or its error's text.
+fn answer(node: &Node, args: &[&str]) -> String {
+    match node.q::<String>(args) {
+        Ok(s) => s,
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Wait until INFO persistence's `field` is `value`.
+fn until_persistence(node: &Node, field: &str, value: &str) {
+    eventually(&format!("{field}:{value}"), Duration::from_secs(30), || {
+        (info_field(node, "persistence", field) == value).then_some(())
+    });
+}
+
+/// Redis 7.0's answers while a save or a rewrite runs, kept in progress with Redis's own test
+/// knob `rdb-key-save-delay` (microseconds per key; setting 0 ends the wait at once).
+#[test]
+fn save_and_rewrite_answers_while_one_runs() {
+    let _g = serial();
+    let (_dir, node) = solo(&[]);
+    node.q::<()>(&["SET", "a", "1"]).unwrap();
+    node.q::<()>(&["CONFIG", "SET", "rdb-key-save-delay", "100000000"])
+        .unwrap();
+
+    // A BGSAVE running (Redis's RDB child).
+    assert_eq!(answer(&node, &["BGSAVE"]), "Background saving started");
+    until_persistence(&node, "rdb_bgsave_in_progress", "1");
+    for args in [&["BGSAVE"][..], &["BGSAVE", "SCHEDULE"], &["SAVE"]] {
+        let e = answer(&node, args);
+        assert!(
+            e.contains("Background save already in progress"),
+            "{args:?}: {e}"
+        );
+    }
+    assert_eq!(
+        answer(&node, &["BGREWRITEAOF"]),
+        "Background append only file rewriting scheduled"
+    );
+    assert_eq!(
+        info_field(&node, "persistence", "aof_rewrite_scheduled"),
+        "1"
+    );
+    assert_eq!(
+        info_field(&node, "persistence", "aof_rewrite_in_progress"),
+        "0"
+    );
+    assert_eq!(
+        answer(&node, &["BGREWRITEAOF"]),
+        "Background append only file rewriting scheduled"
+    );
+    let e = answer(&node, &["BGSAVE"]);
+    assert!(e.contains("Background save already in progress"), "{e}");
+    // Ending the delay lets the save finish, then the scheduled rewrite runs.
+    node.q::<()>(&["CONFIG", "SET", "rdb-key-save-delay", "0"])
+        .unwrap();
+    until_persistence(&node, "aof_rewrites", "1");
+    assert_eq!(
+        info_field(&node, "persistence", "aof_rewrite_scheduled"),
+        "0"
+    );
+    assert_eq!(
+        info_field(&node, "persistence", "aof_last_bgrewrite_status"),
+        "ok"
+    );
+
+    // A rewrite running (Redis's AOF child): its snapshot is kept in progress.
+    node.q::<()>(&["SET", "b", "2"]).unwrap();
+    node.q::<()>(&["CONFIG", "SET", "rdb-key-save-delay", "100000000"])
+        .unwrap();
+    assert_eq!(
+        answer(&node, &["BGREWRITEAOF"]),
+        "Background append only file rewriting started"
+    );
+    until_persistence(&node, "aof_rewrite_in_progress", "1");
+    let e = answer(&node, &["BGREWRITEAOF"]);
+    assert!(
+        e.contains("Background append only file rewriting already in progress"),
+        "{e}"
+    );
+    let e = answer(&node, &["BGSAVE"]);
+    assert!(
+        e.contains("Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible."),
+        "{e}"
+    );
+    assert_eq!(
+        answer(&node, &["BGSAVE", "SCHEDULE"]),
+        "Background saving scheduled"
+    );
+    let saves: u64 = info_field(&node, "persistence", "rdb_saves")
+        .parse()
+        .unwrap();
+    node.q::<()>(&["SET", "c", "3"]).unwrap();
+    node.q::<()>(&["CONFIG", "SET", "rdb-key-save-delay", "0"])
+        .unwrap();
+    until_persistence(&node, "aof_rewrites", "2");
+    // The scheduled BGSAVE ran after the rewrite's snapshot: one more snapshot, holding `c`.
+    eventually("the scheduled save", Duration::from_secs(30), || {
+        let now: u64 = info_field(&node, "persistence", "rdb_saves")
+            .parse()
+            .unwrap();
+        (now >= saves + 2 && info_field(&node, "persistence", "rdb_changes_since_last_save") == "0")
+            .then_some(())
+    });
+    assert_eq!(answer(&node, &["BGSAVE"]), "Background saving started");
+}
+
 #[test]
 fn an_in_memory_node_says_so_when_it_starts() {
     let _g = serial();

@@ -594,6 +594,15 @@ impl<S: StateMachine> RaftNode<S> {
         self.inner.snapshot_stats.read()
     }
 
+    /// Have each snapshot write wait `per_key` times the number of keys first (Redis's
+    /// `rdb-key-save-delay`: tests use it to keep a save in progress); zero turns it off,
+    /// and ends a wait already running.
+    pub fn set_key_save_delay(&self, per_key: Duration) {
+        self.inner
+            .snapshot_stats
+            .set_key_save_delay_us(per_key.as_micros().min(u64::MAX as u128) as u64);
+    }
+
     /// Bytes of the log file's records, live and dead (what [`RaftNode::rewrite_log`] shrinks).
     pub fn log_file_bytes(&self) -> u64 {
         self.inner.log.file_bytes()

@@ -44,6 +44,9 @@ pub trait StateMachine: Send + Sync + 'static {
     /// Serialize the full state for a snapshot (called with the state consistent at the applied
     /// index: no apply runs concurrently).
     fn snapshot(&self) -> Vec<u8>;
+    /// How many keys the state holds (a snapshot's write waits `key_save_delay` per key,
+    /// see [`RaftNode::set_key_save_delay`](crate::RaftNode::set_key_save_delay)).
+    fn key_count(&self) -> u64;
     /// Replace the full state from snapshot bytes.
     fn restore(&self, data: &[u8]) -> Result<(), String>;
 }
@@ -65,6 +68,9 @@ pub(crate) struct SnapshotStats {
     applied_commands: AtomicU64,
     /// `applied_commands` as of the state in the newest snapshot.
     saved_commands: AtomicU64,
+    /// Microseconds a snapshot's write waits per key before it starts (Redis's
+    /// `rdb-key-save-delay`, for tests that need a save to stay in progress); 0 = none.
+    key_save_delay_us: AtomicU64,
 }
 
 /// A reading of [`SnapshotStats`].
@@ -83,6 +89,11 @@ pub struct SnapshotInfo {
 }
 
 impl SnapshotStats {
+    /// Set the per-key wait of snapshot writes (microseconds; 0 = none).
+    pub(crate) fn set_key_save_delay_us(&self, us: u64) {
+        self.key_save_delay_us.store(us, Ordering::Release);
+    }
+
     pub(crate) fn read(&self) -> SnapshotInfo {
         let some = |v: u64| (v != 0).then_some(v);
         let applied = self.applied_commands.load(Ordering::Acquire);
@@ -349,9 +360,26 @@ pub(crate) struct SnapshotBuilder {
     stats: Arc<SnapshotStats>,
     /// `applied_commands` as of the captured state.
     commands: u64,
+    /// Keys in the captured state (for `key_save_delay_us`).
+    keys: u64,
 }
 
 impl SnapshotBuilder {
+    /// Wait `key_save_delay_us` per key, re-reading the delay so that setting it to 0 ends
+    /// the wait at once (as Redis's `rdb-key-save-delay` slows each key's save).
+    async fn key_save_delay(&self) {
+        let started = std::time::Instant::now();
+        loop {
+            let per_key = self.stats.key_save_delay_us.load(Ordering::Acquire);
+            let total = std::time::Duration::from_micros(per_key.saturating_mul(self.keys));
+            let left = total.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return;
+            }
+            tokio::time::sleep(left.min(std::time::Duration::from_millis(10))).await;
+        }
+    }
+
     /// Record the end of this build (the file written, or not).
     fn finished(&self, ok: bool) {
         let now = unix_ms(std::time::SystemTime::now());
@@ -374,6 +402,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let snapshots = self.snapshots.clone();
         let meta = self.meta.clone();
         let signature = meta.signature();
+        self.key_save_delay().await;
         let payload = self.payload.clone().map_err(|e| {
             self.finished(false);
             StorageIOError::write_snapshot(Some(signature.clone()), &io::Error::other(e))
@@ -444,6 +473,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             snapshots: self.snapshots.clone(),
             stats: self.stats.clone(),
             commands: self.stats.applied_commands.load(Ordering::Acquire),
+            keys: self.sm.key_count(),
         }
     }
 

@@ -463,6 +463,9 @@ pub struct Config {
     /// `save`: Redis's snapshot points, `seconds changes ...` (canonical text; "" = none). A
     /// durable node takes a snapshot when one is reached (`server::save_points`).
     pub save: String,
+    /// `rdb-key-save-delay`: microseconds a snapshot's write waits per key (0 = none), to keep
+    /// a save in progress in tests, as in Redis.
+    pub rdb_key_save_delay: u64,
     /// Values of the parameters that have no effect on Tollgate, by name (see
     /// [`params::Effect::NoEffect`]); a parameter not here has its default.
     pub stored: BTreeMap<&'static str, String>,
@@ -489,6 +492,7 @@ impl Default for Config {
             enable_debug_command: false,
             memory: MemorySettings::default(),
             save: String::new(),
+            rdb_key_save_delay: 0,
             stored: BTreeMap::new(),
             log: DEFAULT_LOG.into(),
             threads: DEFAULT_THREADS,

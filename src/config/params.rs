@@ -59,6 +59,8 @@ pub enum Apply {
     MaxClients,
     /// `appendfsync` (the Raft log's fsync policy, followed from the next group of writes).
     Fsync,
+    /// `rdb-key-save-delay` (the per-key wait of snapshot writes).
+    KeySaveDelay,
 }
 
 /// What setting a parameter does.
@@ -273,6 +275,13 @@ pub static PARAMS: &[Param] = &[
         }
         Err(format!("this node keeps its data in memory only, so there is nothing to snapshot; only \"\" (no snapshots) is accepted. {DURABLE}"))
     }, Apply::Nothing),
+    Param::live("rdb-key-save-delay", Kind::Int(0, INT_MAX), "0", |c| c.rdb_key_save_delay.to_string(), |c, v| {
+        if v != "0" && c.cluster.is_none() {
+            return Err(format!("this node keeps its data in memory only and writes no snapshot to delay. {DURABLE}"));
+        }
+        c.rdb_key_save_delay = number(v);
+        Ok(())
+    }, Apply::KeySaveDelay),
     Param::live("min-replicas-to-write", Kind::Int(0, INT_MAX), "0", |_| "0".into(), |_, v| {
         if v != "0" {
             return Err("Tollgate has no Redis replicas to count; a cluster node acknowledges a write only once a majority of nodes stored it".into());

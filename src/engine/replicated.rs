@@ -109,6 +109,10 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         postcard::to_stdvec(&data).unwrap_or_default()
     }
 
+    fn key_count(&self) -> u64 {
+        self.state.lock().ks.total_keys() as u64
+    }
+
     fn restore(&self, data: &[u8]) -> Result<(), String> {
         let data: SnapshotData =
             postcard::from_bytes(data).map_err(|e| format!("bad state snapshot: {e}"))?;

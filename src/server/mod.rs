@@ -146,6 +146,7 @@ impl Server {
         let engine = Engine::new(Clock::new());
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
+        let key_save_delay = Duration::from_micros(config.rdb_key_save_delay);
         match &mut config.cluster {
             None => tracing::info!(
                 "running in memory only: no data directory, so nothing is written to disk and \
@@ -162,6 +163,7 @@ impl Server {
                     })?;
                 }
                 let node = start_raft(c, addr.port(), &engine).await?;
+                node.set_key_save_delay(key_save_delay);
                 if c.standalone {
                     tracing::info!(
                         data_dir = %c.data_dir.display(),
@@ -344,6 +346,12 @@ pub fn apply_config(
                     "The operating system is not able to handle the specified number of clients, try with {}",
                     fit.maxclients
                 ));
+            }
+            Ok(())
+        }
+        Apply::KeySaveDelay => {
+            if let Some(node) = shared.engine.cluster() {
+                node.set_key_save_delay(Duration::from_micros(new.rdb_key_save_delay));
             }
             Ok(())
         }

@@ -36,8 +36,11 @@ const SAVE_TIMEOUT: Duration = Duration::from_secs(600);
 /// The BGREWRITEAOF jobs of this process.
 #[derive(Debug)]
 pub struct Rewrites {
-    /// Unix ms when the running rewrite started; 0 when none runs.
+    /// Unix ms when the running (or scheduled) rewrite was asked for; 0 when none is.
     started_ms: AtomicU64,
+    /// The rewrite waits for a snapshot that was being written when it was asked for (Redis's
+    /// `aof_rewrite_scheduled`); it starts once that one is on disk.
+    scheduled: AtomicBool,
     /// How long the last rewrite took, ms; `u64::MAX` when none ran.
     last_ms: AtomicU64,
     /// Rewrites completed.
@@ -50,10 +53,19 @@ impl Default for Rewrites {
     fn default() -> Self {
         Rewrites {
             started_ms: AtomicU64::new(0),
+            scheduled: AtomicBool::new(false),
             last_ms: AtomicU64::new(u64::MAX),
             count: AtomicU64::new(0),
             last_ok: AtomicBool::new(true),
         }
+    }
+}
+
+impl Rewrites {
+    /// A rewrite is running (not merely scheduled behind a snapshot): the snapshot being
+    /// written, if any, is its own (Redis's AOF child).
+    fn running(&self) -> bool {
+        self.started_ms.load(Ordering::Acquire) != 0 && !self.scheduled.load(Ordering::Acquire)
     }
 }
 
@@ -82,10 +94,12 @@ pub async fn save(shared: &Arc<Shared>, name: &str, a: &[Bytes]) -> Reply {
     let Some(node) = shared.engine.cluster().cloned() else {
         return Reply::err(NOTHING_TO_SAVE);
     };
-    // Redis's answers: a save already running is an error for SAVE and for BGSAVE, even with
-    // SCHEDULE; behind a rewrite SAVE proceeds and BGSAVE SCHEDULE queues its snapshot
-    // (`save_snapshot` waits for the rewrite's one).
-    if node.snapshot_info().building_since_ms.is_some() {
+    // Redis's answers. A snapshot being written that is not a rewrite's is Redis's RDB child:
+    // SAVE and BGSAVE (even with SCHEDULE) answer an error. A running rewrite is Redis's AOF
+    // child: SAVE proceeds (it waits for the rewrite's snapshot, then writes its own),
+    // BGSAVE is refused, and BGSAVE SCHEDULE queues its snapshot behind the rewrite's.
+    let rewriting = shared.rewrites.running();
+    if node.snapshot_info().building_since_ms.is_some() && !rewriting {
         return Reply::err("ERR Background save already in progress");
     }
     if name == "save" {
@@ -94,11 +108,11 @@ pub async fn save(shared: &Arc<Shared>, name: &str, a: &[Bytes]) -> Reply {
             Err(e) => cluster_error_reply(&e),
         };
     }
-    let rewriting = shared.rewrites.started_ms.load(Ordering::Acquire) != 0;
     if rewriting && a.len() == 1 {
         return Reply::err("ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
     }
-    spawn_snapshot(node);
+    let after_rewrite = rewriting.then(|| shared.clone());
+    spawn_snapshot(node, after_rewrite);
     if rewriting {
         Reply::Status("Background saving scheduled".into())
     } else {
@@ -106,10 +120,14 @@ pub async fn save(shared: &Arc<Shared>, name: &str, a: &[Bytes]) -> Reply {
     }
 }
 
-/// Write a snapshot in the background; a failure is logged (a failed snapshot write stops the
-/// node anyway, see `main`).
-fn spawn_snapshot(node: ClusterNode) {
+/// Write a snapshot in the background, once the running rewrite is done when `after_rewrite`
+/// is given (a scheduled BGSAVE then holds what was applied by that time, as in Redis); a
+/// failure is logged (a failed snapshot write stops the node anyway, see `main`).
+fn spawn_snapshot(node: ClusterNode, after_rewrite: Option<Arc<Shared>>) {
     tokio::spawn(async move {
+        if let Some(shared) = after_rewrite {
+            wait_until(|| !shared.rewrites.running()).await;
+        }
         if let Err(e) = node.save_snapshot(SAVE_TIMEOUT).await {
             tracing::warn!(error = %e, "background snapshot failed");
         }
@@ -128,13 +146,22 @@ pub fn bgrewriteaof(shared: &Arc<Shared>) -> Reply {
         .compare_exchange(0, started, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
+        // As Redis: asking again while one is scheduled behind a snapshot just says so.
+        if rewrites.scheduled.load(Ordering::Acquire) {
+            return Reply::Status("Background append only file rewriting scheduled".into());
+        }
         return Reply::err("ERR Background append only file rewriting already in progress");
     }
-    // Behind a running snapshot the rewrite waits for it (and then takes its own), as Redis
-    // schedules a rewrite behind a running BGSAVE.
+    // Behind a snapshot being written the rewrite is scheduled, as Redis schedules a rewrite
+    // behind a running BGSAVE: it starts once that snapshot is on disk.
     let scheduled = node.snapshot_info().building_since_ms.is_some();
+    rewrites.scheduled.store(scheduled, Ordering::Release);
     let shared = shared.clone();
     tokio::spawn(async move {
+        if scheduled {
+            wait_until(|| node.snapshot_info().building_since_ms.is_none()).await;
+            shared.rewrites.scheduled.store(false, Ordering::Release);
+        }
         let result = node.rewrite_log(SAVE_TIMEOUT).await;
         let r = &shared.rewrites;
         r.last_ok.store(result.is_ok(), Ordering::Release);
@@ -157,6 +184,14 @@ pub fn bgrewriteaof(shared: &Arc<Shared>) -> Reply {
         }
         .into(),
     )
+}
+
+/// Wait (up to `SAVE_TIMEOUT`) until `done` holds.
+async fn wait_until(done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + SAVE_TIMEOUT;
+    while !done() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Before SHUTDOWN stops a durable node: with SAVE, or by default while `save` points are set
@@ -263,8 +298,10 @@ pub fn info(shared: &Shared) -> String {
     let secs = |ms: Option<u64>| ms.map_or(-1, |ms| (ms / 1000) as i64);
     let snap = node.snapshot_info();
     let r = &shared.rewrites;
+    let rewrite_scheduled = r.scheduled.load(Ordering::Acquire);
     let rewrite_started = match r.started_ms.load(Ordering::Acquire) {
         0 => None,
+        _ if rewrite_scheduled => None,
         ms => Some(ms),
     };
     let rewrite_last = match r.last_ms.load(Ordering::Acquire) {
@@ -293,8 +330,9 @@ pub fn info(shared: &Shared) -> String {
     );
     let _ = write!(
         out,
-        "aof_enabled:1\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:ok\r\naof_current_size:{}\r\n",
+        "aof_enabled:1\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{}\r\naof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\naof_last_write_status:ok\r\naof_current_size:{}\r\n",
         u8::from(rewrite_started.is_some()),
+        u8::from(rewrite_scheduled),
         secs(rewrite_last),
         secs(rewrite_started.map(|s| now.saturating_sub(s))),
         ok(r.last_ok.load(Ordering::Acquire)),

@@ -63,6 +63,10 @@ impl StateMachine for Counter {
         postcard::to_allocvec(&*self.state.lock().unwrap()).unwrap()
     }
 
+    fn key_count(&self) -> u64 {
+        1
+    }
+
     fn restore(&self, data: &[u8]) -> Result<(), String> {
         *self.state.lock().unwrap() = postcard::from_bytes(data).map_err(|e| e.to_string())?;
         Ok(())
