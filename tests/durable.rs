@@ -513,6 +513,49 @@ fn save_and_rewrite_answers_while_one_runs() {
     assert_eq!(answer(&node, &["BGSAVE"]), "Background saving started");
 }
 
+/// `appendonly yes` without `--data-dir` makes a durable node too, its data under
+/// `./data/node-1`: a value written before `kill -9` is there after a restart.
+#[test]
+fn appendonly_yes_alone_makes_a_durable_node() {
+    let _g = serial();
+    let port = free_port_pair();
+    let dir = tempfile::tempdir().unwrap();
+    let spawn = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["--port", &port.to_string(), "--appendonly", "yes"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .current_dir(dir.path())
+            .spawn()
+            .unwrap()
+    };
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let query = |args: &[&str]| -> RedisResult<String> {
+        let mut c = client.get_connection()?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut c)
+    };
+    let mut child = spawn();
+    eventually("the node answers", Duration::from_secs(10), || {
+        query(&["SET", "kept", "yes"]).ok()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(dir.path().join("data/node-1").is_dir());
+    let mut child = spawn();
+    let got = eventually("the node is back", Duration::from_secs(30), || {
+        query(&["GET", "kept"]).ok()
+    });
+    let storage = query(&["INFO", "persistence"]).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(got, "yes");
+    assert!(storage.contains("aof_enabled:1"), "{storage}");
+}
+
 #[test]
 fn an_in_memory_node_says_so_when_it_starts() {
     let _g = serial();
