@@ -850,6 +850,8 @@ mod tests {
             ks,
             db: 0,
             now_ms: now,
+            now_us: now * 1000,
+            seed: 0,
             resp,
             oom: false,
             scripts: None,

@@ -160,6 +160,11 @@ pub struct Ctx<'a> {
     pub db: usize,
     /// Time of this execution in unix milliseconds (leader-stamped in a cluster).
     pub now_ms: u64,
+    /// The same time in unix microseconds (TIME answers it).
+    pub now_us: u64,
+    /// Seed of this command's random choices: from the entry's place in the log in a cluster
+    /// (the same on every replica), from the batch standalone. See `collection::Rng`.
+    pub seed: u64,
     /// The client's protocol version (2 or 3), for replies whose shape differs.
     pub resp: u8,
     /// Redis's out-of-memory state before this command (`maxmemory` reached and nothing to

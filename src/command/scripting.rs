@@ -22,18 +22,23 @@ use crate::store::Keyspace;
 pub struct Host<'a> {
     ks: &'a mut Keyspace,
     db: usize,
-    now_ms: u64,
+    now_us: u64,
+    /// The script's seed; each `redis.call` gets its own from it and the call's number.
+    seed: u64,
+    calls: u64,
     oom: bool,
 }
 
 impl<'a> Host<'a> {
-    /// `redis.call` against database `db` of `ks` at `now_ms`; `oom`: Redis's
-    /// out-of-memory state before the script (see `Ctx::oom`).
-    pub fn new(ks: &'a mut Keyspace, db: usize, now_ms: u64, oom: bool) -> Host<'a> {
+    /// `redis.call` against database `db` of `ks` at `now_us` with random choices seeded
+    /// from `seed`; `oom`: Redis's out-of-memory state before the script (see `Ctx::oom`).
+    pub fn new(ks: &'a mut Keyspace, db: usize, now_us: u64, seed: u64, oom: bool) -> Host<'a> {
         Host {
             ks,
             db,
-            now_ms,
+            now_us,
+            seed,
+            calls: 0,
             oom,
         }
     }
@@ -52,10 +57,13 @@ impl ScriptHost for Host<'_> {
     }
 
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
+        self.calls += 1;
         let mut ctx = Ctx {
             ks: self.ks,
             db: self.db,
-            now_ms: self.now_ms,
+            now_ms: self.now_us / 1000,
+            now_us: self.now_us,
+            seed: super::collection::mix(self.seed ^ self.calls),
             resp,
             oom: self.oom,
             scripts: None,
@@ -125,7 +133,7 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
         db: ctx.db,
         control: scripts.control.clone(),
     };
-    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_ms, ctx.oom);
+    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_us, ctx.seed, ctx.oom);
     let reply = scripts.engine.call(call, &mut host, a, &sctx);
     ctx.scripts = Some(scripts);
     reply

@@ -30,8 +30,8 @@ pub fn echo(_ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// TIME: the execution's time as [seconds, microseconds].
 pub fn time(ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
-    let secs = ctx.now_ms / 1000;
-    let micros = (ctx.now_ms % 1000) * 1000;
+    let secs = ctx.now_us / 1_000_000;
+    let micros = ctx.now_us % 1_000_000;
     Reply::Array(vec![
         Reply::bulk_int(secs as i64),
         Reply::bulk_int(micros as i64),

@@ -51,6 +51,8 @@ impl Harness {
             ks: &mut self.ks,
             db: 0,
             now_ms: self.now_ms,
+            now_us: self.now_ms * 1000,
+            seed: 0,
             resp: self.resp,
             oom: self.oom,
             scripts: Some(Scripts {
@@ -83,7 +85,8 @@ impl Harness {
             db: 0,
             control: self.control.clone(),
         };
-        let mut host = WithTypedReplies(Host::new(&mut self.ks, 0, self.now_ms, self.oom));
+        let mut host =
+            WithTypedReplies(Host::new(&mut self.ks, 0, self.now_ms * 1000, 0, self.oom));
         let call = ScriptCall::Eval {
             by_sha: false,
             read_only: false,
