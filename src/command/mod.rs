@@ -89,6 +89,11 @@ pub mod flags {
     pub const PUBSUB: u32 = 1 << 14;
     /// May replicate although not flagged WRITE (Redis's `may_replicate`: PUBLISH, ...).
     pub const MAY_REPLICATE: u32 = 1 << 15;
+    /// Runs the queued transaction (EXEC): when the call itself is refused (wrong number of
+    /// arguments, ...) inside MULTI, the transaction is discarded and the refusal answered
+    /// as `EXECABORT Transaction discarded because of: <reason>`, as Redis's `rejectCommand`
+    /// does. (A high bit, clear of the flags other families add after `MAY_REPLICATE`.)
+    pub const RUNS_TRANSACTION: u32 = 1 << 24;
 }
 
 /// A keyspace command handler.

@@ -8,7 +8,8 @@ use bytes::Bytes;
 
 use super::args::db_index;
 use super::flags::{
-    ADMIN, FAST, NOSCRIPT, NOT_QUEUED, NO_AUTH, NO_MULTI, RANDOM, READONLY, STATELESS, SUBSCRIBED,
+    ADMIN, FAST, NOSCRIPT, NOT_QUEUED, NO_AUTH, NO_MULTI, RANDOM, READONLY, RUNS_TRANSACTION,
+    STATELESS, SUBSCRIBED,
 };
 use super::Ctx;
 use crate::protocol::Reply;
@@ -81,7 +82,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     ),
     crate::cmd!("client", -2, CONN, 0, 0, 0, client: conn::client),
     crate::cmd!("multi", 1, CONN | FAST | NOT_QUEUED, 0, 0, 0, client: tx::multi),
-    crate::cmd!("exec", 1, CONN | NOT_QUEUED, 0, 0, 0, client: tx::exec),
+    crate::cmd!("exec", 1, CONN | NOT_QUEUED | RUNS_TRANSACTION, 0, 0, 0, client: tx::exec),
     crate::cmd!("discard", 1, CONN | FAST | NOT_QUEUED, 0, 0, 0, client: tx::discard),
     crate::cmd!(
         "watch",

@@ -280,6 +280,14 @@ impl Client {
             return Flow::Continue;
         };
         if !command::arity_ok(spec, request.len()) {
+            if self.multi.is_some() && spec.has(flags::RUNS_TRANSACTION) {
+                self.flush_pending().await;
+                let reply = self
+                    .abort_transaction(command::arity_error(spec.name))
+                    .await;
+                self.push(reply);
+                return Flow::Continue;
+            }
             self.reject(command::arity_error(spec.name)).await;
             return Flow::Continue;
         }
