@@ -46,7 +46,17 @@ impl<'a> Host<'a> {
 
 impl ScriptHost for Host<'_> {
     fn command_info(&self, name: &str) -> Option<CommandInfo> {
-        let spec = super::lookup(name.as_bytes())?;
+        let Some(spec) = super::lookup(name.as_bytes()) else {
+            // A command Tollgate lacks that Redis refuses in scripts anyway (blocking
+            // commands, SUBSCRIBE, WAIT, ...) gets Redis's refusal, not "Unknown".
+            return redis_refuses_in_scripts(name).then_some(CommandInfo {
+                arity: -1,
+                write: false,
+                noscript: true,
+                deny_oom: false,
+                has_subcommands: false,
+            });
+        };
         Some(CommandInfo {
             arity: spec.arity,
             write: spec.has(WRITE),
@@ -81,6 +91,18 @@ impl ScriptHost for Host<'_> {
     fn script_runs_long(&mut self) -> bool {
         hand_off_runtime_worker()
     }
+}
+
+/// Redis 7.0's commands flagged `noscript`, generated from redis-server's COMMAND INFO by
+/// `tools/redis_noscript.py`.
+const REDIS_NOSCRIPT: &str = include_str!("redis_noscript.txt");
+
+/// Whether Redis refuses `name` (lower case) in scripts.
+fn redis_refuses_in_scripts(name: &str) -> bool {
+    REDIS_NOSCRIPT
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .any(|l| l == name)
 }
 
 /// Scripts run on the thread of the client's task, like any other command: handing every

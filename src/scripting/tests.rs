@@ -204,8 +204,6 @@ fn golden_exception(cmd: &[Bytes]) -> bool {
         // Redis 7.0 accepts two function names differing only in case in one library,
         // which corrupts its function index; Tollgate refuses them.
         || text.contains("register_function('ZZ'")
-        // Tollgate has no SUBSCRIBE yet: unknown, where Redis says not allowed from scripts.
-        || text.contains("redis.call('subscribe'")
         // Tollgate's table has no subcommand rows: CONFIG is refused as a whole, where
         // Redis looks `config|nosuchsub` up and calls it unknown.
         || text.contains("redis.call('config','nosuchsub')")
