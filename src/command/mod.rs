@@ -23,6 +23,7 @@
 
 pub mod args;
 pub mod collection;
+pub mod docs;
 pub mod dump;
 pub mod hashes;
 pub mod keys;
