@@ -29,6 +29,7 @@ pub mod limiter;
 pub mod numbers;
 pub mod persistence;
 pub mod protocol;
+pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod store;

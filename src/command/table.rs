@@ -260,6 +260,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     super::zsets::COMMANDS,
     super::limiter::COMMANDS,
     super::scripting::COMMANDS,
+    super::pubsub::COMMANDS,
     super::server::COMMANDS,
 ];
 

@@ -270,6 +270,9 @@ pub struct Engine {
     single: std::sync::atomic::AtomicBool,
     /// Total DEBUG ADVANCE-TIME, mirrored into the Raft node's clock skew in cluster mode.
     advanced_ms: AtomicU64,
+    /// This node's pub/sub subscribers (also reachable from the keyspace, where PUBLISH and
+    /// keyspace events run).
+    pubsub: Arc<crate::pubsub::Hub>,
 }
 
 /// BUSY text for a running script.
@@ -281,6 +284,7 @@ impl Engine {
     pub fn new(clock: Clock) -> Arc<Engine> {
         let state = State::default();
         Arc::new(Engine {
+            pubsub: state.ks.pubsub.clone(),
             control: state.control.clone(),
             memory: state.memory.clone(),
             state: Arc::new(Mutex::new(state)),
@@ -304,9 +308,15 @@ impl Engine {
     /// other members.
     pub fn attach_cluster(&self, node: ClusterNode, single: bool) {
         self.single.store(single, Ordering::Release);
+        self.pubsub.set_replicated();
         let log = node.log_memory();
         self.memory.set_not_counted(move || log.bytes() as usize);
         let _ = self.cluster.set(node);
+    }
+
+    /// This node's pub/sub subscribers.
+    pub fn pubsub(&self) -> &Arc<crate::pubsub::Hub> {
+        &self.pubsub
     }
 
     /// The `maxmemory` limit, policy and eviction counter.

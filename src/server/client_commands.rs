@@ -294,6 +294,9 @@ impl Client {
     }
 
     async fn reset(&mut self) -> Reply {
+        let id = self.id();
+        self.subs.clear(self.shared.engine.pubsub(), id);
+        self.sync_subs();
         self.multi = None;
         self.multi_dirty = false;
         self.unwatch().await;

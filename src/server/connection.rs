@@ -68,6 +68,9 @@ pub struct Client {
     out: BytesMut,
     /// Name of the last known command received (CLIENT LIST `cmd`).
     last_cmd: &'static str,
+    /// Channels, patterns and shard channels subscribed to, and the mailbox messages
+    /// arrive in (`crate::pubsub`).
+    pub(super) subs: crate::pubsub::ClientSubs,
 }
 
 /// Tell a client over the connection cap why it is refused, then close.
@@ -95,6 +98,8 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
             lib_name: String::new(),
             lib_ver: String::new(),
             in_multi: false,
+            subs: (0, 0, 0),
+            blocked: false,
         }),
         kill: Default::default(),
         killed: Default::default(),
@@ -113,9 +118,11 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
         pending: Vec::new(),
         out: BytesMut::with_capacity(16 * 1024),
         last_cmd: "NULL",
+        subs: Default::default(),
     };
     client.run(&mut socket).await;
     client.unwatch().await;
+    client.subs.clear(shared.engine.pubsub(), id);
     shared.clients.lock().remove(&id);
 }
 
@@ -127,24 +134,33 @@ impl Client {
             if self.handle.killed.load(Ordering::Relaxed) || *shutdown.borrow() {
                 return;
             }
+            let mailbox = self.subs.mailbox.clone();
+            if let Some(m) = &mailbox {
+                if m.dropped() {
+                    return;
+                }
+                // Messages that arrived while the last write was under way.
+                if m.pending() > 0 {
+                    m.drain_into(&mut self.out);
+                    if !self.write_out(socket).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
             let read = tokio::select! {
-                r = socket.read_buf(&mut input) => r,
+                r = socket.read_buf(&mut input) => Some(r),
+                _ = mailbox_ready(&mailbox) => None,
                 _ = self.handle.kill.notified() => return,
                 _ = shutdown.changed() => return,
             };
-            match read {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            let flow = self.process_input(&mut input).await;
-            if !self.out.is_empty() {
-                if socket.write_all(&self.out).await.is_err() {
-                    return;
-                }
-                self.out.clear();
-                if self.out.capacity() > 1024 * 1024 {
-                    self.out = BytesMut::with_capacity(16 * 1024);
-                }
+            let flow = match read {
+                None => Flow::Continue,
+                Some(Ok(0) | Err(_)) => return,
+                Some(Ok(_)) => self.process_input(&mut input).await,
+            };
+            if !self.write_out(socket).await {
+                return;
             }
             if flow == Flow::Close {
                 return;
@@ -161,6 +177,37 @@ impl Client {
                 input = BytesMut::with_capacity(16 * 1024);
             }
         }
+    }
+
+    /// Write the output buffer, unless the client is killed or drops off its pub/sub
+    /// output limit meanwhile (a subscriber that does not read must not hold the task
+    /// forever). False: close the connection.
+    async fn write_out(&mut self, socket: &mut TcpStream) -> bool {
+        if self.out.is_empty() {
+            return true;
+        }
+        let mailbox = self.subs.mailbox.clone();
+        let dropped = async {
+            match &mailbox {
+                Some(m) => loop {
+                    if m.dropped() {
+                        return;
+                    }
+                    m.ready.notified().await;
+                },
+                None => std::future::pending().await,
+            }
+        };
+        let written = tokio::select! {
+            r = socket.write_all(&self.out) => r.is_ok(),
+            _ = self.handle.kill.notified() => false,
+            _ = dropped => false,
+        };
+        self.out.clear();
+        if self.out.capacity() > 1024 * 1024 {
+            self.out = BytesMut::with_capacity(16 * 1024);
+        }
+        written
     }
 
     fn limits(&self) -> Limits {
@@ -219,7 +266,7 @@ impl Client {
         flow
     }
 
-    fn push(&mut self, r: Reply) {
+    pub(super) fn push(&mut self, r: Reply) {
         r.encode(self.resp, &mut self.out);
     }
 
@@ -232,10 +279,41 @@ impl Client {
         // about a hundred bytes, so growing by doubling copied more than it allocated).
         let capacity = self.pending.len();
         let ops = std::mem::replace(&mut self.pending, Vec::with_capacity(capacity));
+        let publishes = self.cluster_publishes(&ops);
         let result = self.run_batch(ops, None, false).await;
-        for r in result.replies.unwrap_or_default() {
+        let mut replies = result.replies.unwrap_or_default();
+        for (i, channel, shard) in publishes {
+            if let Some(r @ Reply::Integer(_)) = replies.get_mut(i) {
+                *r = Reply::Integer(self.shared.engine.pubsub().receivers(&channel, shard));
+            }
+        }
+        // Messages this batch delivered to the client itself come before its replies.
+        if let Some(m) = &self.subs.mailbox {
+            m.drain_into(&mut self.out);
+        }
+        for r in replies {
             self.push(r);
         }
+    }
+
+    /// In a cluster, the PUBLISH and SPUBLISH calls among `ops` (reply index, channel,
+    /// shard): their reply is the number of receivers on this node, as Redis Cluster
+    /// answers (the state machine answers 0 on every node; see `pubsub::Hub::publish`).
+    fn cluster_publishes(&self, ops: &[Op]) -> Vec<(usize, Bytes, bool)> {
+        if !self.shared.engine.pubsub().replicated() {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            if let Op::Command(args, Some(spec)) = op {
+                // The publishing rows: PUBSUB with a keyspace handler (SPUBLISH names its
+                // channel as a key).
+                if spec.has(flags::PUBSUB) && spec.handler.is_some() && args.len() == 3 {
+                    found.push((i, args[1].clone(), spec.has_keys()));
+                }
+            }
+        }
+        found
     }
 
     /// Run `ops` in the engine as one atomic batch from this client's database; a
@@ -290,6 +368,27 @@ impl Client {
             }
             self.reject(command::arity_error(spec.name)).await;
             return Flow::Continue;
+        }
+        // RESP2 subscribe mode: only the subscription commands, PING, QUIT and RESET.
+        if self.resp == 2 && self.subs.active() && self.multi.is_none() {
+            if !spec.has(flags::SUBSCRIBED) {
+                self.reject(Reply::err(format!(
+                    "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                    spec.name
+                )))
+                .await;
+                return Flow::Continue;
+            }
+            if spec.client.is_none() {
+                // PING, the one keyspace row allowed here, answers as a message would.
+                self.flush_pending().await;
+                let args = request.into_args();
+                self.push(Reply::Array(vec![
+                    Reply::bulk("pong"),
+                    Reply::Bulk(args.get(1).cloned().unwrap_or_default()),
+                ]));
+                return Flow::Continue;
+            }
         }
         // A command that only borrows its arguments runs on the frame as parsed (outside
         // MULTI, which keeps its commands until EXEC).
@@ -349,14 +448,32 @@ impl Client {
 
     /// Publish the database, protocol and MULTI state to CLIENT LIST.
     pub(super) fn sync_info(&self) {
+        if let Some(m) = &self.subs.mailbox {
+            m.set_resp(self.resp);
+        }
         let mut info = self.handle.info.lock();
         info.db = self.db;
         info.resp = self.resp;
         info.in_multi = self.multi.is_some();
     }
 
+    /// Publish the subscription counts to CLIENT LIST.
+    pub(super) fn sync_subs(&self) {
+        let (sub, psub, ssub) = self.subs.sizes();
+        let mut info = self.handle.info.lock();
+        info.subs = (sub, psub, ssub);
+    }
+
     /// This client's id.
     pub(super) fn id(&self) -> u64 {
         self.handle.info.lock().id
+    }
+}
+
+/// Wait until messages arrive in `mailbox` (forever without one).
+async fn mailbox_ready(mailbox: &Option<Arc<crate::pubsub::Subscriber>>) {
+    match mailbox {
+        Some(m) => m.ready.notified().await,
+        None => std::future::pending().await,
     }
 }

@@ -119,15 +119,32 @@ fn human_bytes(n: usize) -> String {
 
 /// One CLIENT LIST line.
 pub fn client_line(c: &ClientInfo) -> String {
+    // Redis's order of the flag letters: P (pub/sub), x (MULTI), b (blocked); N: none.
+    let mut flags = String::new();
+    if c.subs.0 + c.subs.1 + c.subs.2 > 0 {
+        flags.push('P');
+    }
+    if c.in_multi {
+        flags.push('x');
+    }
+    if c.blocked {
+        flags.push('b');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
         c.name,
         c.created.elapsed().as_secs(),
-        if c.in_multi { "x" } else { "N" },
+        flags,
         c.db,
+        c.subs.0,
+        c.subs.1,
+        c.subs.2,
         if c.in_multi { 0 } else { -1 },
         c.last_cmd,
         c.resp,

@@ -15,6 +15,7 @@ pub mod connection;
 pub mod fds;
 pub mod info;
 pub mod persistence;
+pub mod pubsub;
 pub mod transaction;
 
 use std::collections::BTreeMap;
@@ -69,6 +70,11 @@ pub struct ClientInfo {
     pub lib_ver: String,
     /// Inside MULTI.
     pub in_multi: bool,
+    /// Channels, patterns and shard channels subscribed to (CLIENT LIST `sub`, `psub`,
+    /// `ssub`, flag `P`).
+    pub subs: (usize, usize, usize),
+    /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).
+    pub blocked: bool,
 }
 
 /// A registered connection: its info and a way to close it (CLIENT KILL).

@@ -526,6 +526,9 @@ fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &[u8], entry: &Entry
 pub struct Keyspace {
     /// The 16 databases.
     pub dbs: Vec<Db>,
+    /// This node's pub/sub subscribers: PUBLISH and keyspace events, which run while the
+    /// keyspace is applied to, deliver through it (delivery changes no keyspace state).
+    pub pubsub: Arc<crate::pubsub::Hub>,
 }
 
 impl Default for Keyspace {
@@ -541,6 +544,7 @@ impl Keyspace {
             dbs: (0..DATABASES)
                 .map(|_| Db::with_clock(clock.clone()))
                 .collect(),
+            pubsub: Arc::default(),
         }
     }
 
