@@ -45,7 +45,13 @@ fn a_subscriber_on_every_node_gets_each_message_once() {
     let n: i64 = c.nodes[followers[0]].q(&["PUBLISH", "news", "m2"]).unwrap();
     assert_eq!(n, 2);
     let _: redis::Value = c.nodes[followers[1]]
-        .q(&["EVAL", "redis.call('publish', KEYS[1], ARGV[1])", "1", "news", "m3"])
+        .q(&[
+            "EVAL",
+            "redis.call('publish', KEYS[1], ARGV[1])",
+            "1",
+            "news",
+            "m3",
+        ])
         .unwrap();
     let mut con = c.nodes[followers[0]].conn();
     let _: () = redis::pipe()
@@ -69,7 +75,11 @@ fn a_subscriber_on_every_node_gets_each_message_once() {
         assert_eq!(got.len(), 8, "node {i}: {got:?}");
         let mut sorted = direct.clone();
         sorted.sort();
-        assert_eq!(sorted, ["m1", "m1", "m2", "m2", "m3", "m3", "m4", "m4"], "node {i}");
+        assert_eq!(
+            sorted,
+            ["m1", "m1", "m2", "m2", "m3", "m3", "m4", "m4"],
+            "node {i}"
+        );
     }
     // Subscriptions are per node.
     let numsub: Vec<redis::Value> = c.nodes[leader].q(&["PUBSUB", "NUMSUB", "news"]).unwrap();

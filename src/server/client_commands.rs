@@ -51,6 +51,9 @@ pub async fn reset(c: &mut Client, _a: &[Bytes]) -> Answer {
 
 /// CLIENT subcommand ...
 pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
+    if is(&a[1], "reply") {
+        return c.client_reply(a).into();
+    }
     c.client(a).into()
 }
 
@@ -363,6 +366,7 @@ impl Client {
                     "INFO",
                     "KILL <ip:port>|ID <id>|ADDR <ip:port>",
                     "SETINFO LIB-NAME|LIB-VER <value>",
+                    "REPLY ON|OFF|SKIP",
                 ]
                 .iter()
                 .map(|s| Reply::Status(s.to_string()))
@@ -377,6 +381,31 @@ impl Client {
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
                 command::arg_text(&a[1])
             )),
+        }
+    }
+
+    /// CLIENT REPLY ON|OFF|SKIP: whether this connection's replies are sent (pub/sub
+    /// messages always are).
+    fn client_reply(&mut self, a: &[Bytes]) -> Reply {
+        if a.len() != 3 {
+            return command::arity_error("client|reply");
+        }
+        if is(&a[2], "on") {
+            self.reply_off = false;
+            self.skip_next = false;
+            Reply::ok()
+        } else if is(&a[2], "off") {
+            self.reply_off = true;
+            Reply::ok()
+        } else if is(&a[2], "skip") {
+            if !self.reply_off {
+                self.skip_next = true;
+            }
+            // SKIP's own reply is not sent either.
+            self.skipping = true;
+            Reply::ok()
+        } else {
+            Reply::err("ERR syntax error")
         }
     }
 

@@ -71,6 +71,12 @@ pub struct Client {
     /// Channels, patterns and shard channels subscribed to, and the mailbox messages
     /// arrive in (`crate::pubsub`).
     pub(super) subs: crate::pubsub::ClientSubs,
+    /// CLIENT REPLY OFF: no replies (pub/sub messages still go out).
+    pub(super) reply_off: bool,
+    /// CLIENT REPLY SKIP: the next command's replies are not sent.
+    pub(super) skip_next: bool,
+    /// The replies of the command being handled are not sent (SKIP).
+    pub(super) skipping: bool,
 }
 
 /// Tell a client over the connection cap why it is refused, then close.
@@ -119,6 +125,9 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
         out: BytesMut::with_capacity(16 * 1024),
         last_cmd: "NULL",
         subs: Default::default(),
+        reply_off: false,
+        skip_next: false,
+        skipping: false,
     };
     client.run(&mut socket).await;
     client.unwatch().await;
@@ -267,6 +276,9 @@ impl Client {
     }
 
     pub(super) fn push(&mut self, r: Reply) {
+        if self.reply_off || self.skipping {
+            return;
+        }
         r.encode(self.resp, &mut self.out);
     }
 
@@ -346,6 +358,11 @@ impl Client {
             .fetch_add(1, Ordering::Relaxed);
         if let Some(spec) = spec {
             self.last_cmd = spec.name;
+        }
+        if self.reply_off || self.skip_next || self.skipping {
+            // CLIENT REPLY OFF/SKIP decide per command: run each one on its own.
+            self.flush_pending().await;
+            self.skipping = std::mem::take(&mut self.skip_next);
         }
         if !self.authenticated && !spec.is_some_and(|s| s.has(flags::NO_AUTH)) {
             self.reject(Reply::err("NOAUTH Authentication required."))
