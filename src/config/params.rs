@@ -61,6 +61,8 @@ pub enum Apply {
     Fsync,
     /// `rdb-key-save-delay` (the per-key wait of snapshot writes).
     KeySaveDelay,
+    /// `notify-keyspace-events`, `client-output-buffer-limit` (the pub/sub hub's).
+    PubSub,
 }
 
 /// What setting a parameter does.
@@ -289,12 +291,24 @@ pub static PARAMS: &[Param] = &[
         Ok(())
     }, Apply::Nothing)
     .alias("min-slaves-to-write"),
-    Param::live("notify-keyspace-events", Kind::Special(keyspace_events), "", |_| String::new(), |_, v| {
-        if !v.is_empty() {
-            return Err("keyspace notifications are not implemented by Tollgate yet; only \"\" (none) is accepted".into());
-        }
-        Ok(())
-    }, Apply::Nothing),
+    Param::live("notify-keyspace-events", Kind::Special(keyspace_events), "",
+        |c| crate::pubsub::notify::to_text(c.notify_keyspace_events),
+        |c, v| {
+            let flags = crate::pubsub::notify::parse(v).unwrap_or(0);
+            if flags & crate::pubsub::notify::KEY_MISS != 0 {
+                return Err("Tollgate does not fire key-miss events ('m'); the other classes are supported".into());
+            }
+            c.notify_keyspace_events = flags;
+            Ok(())
+        }, Apply::PubSub),
+    Param::live("client-output-buffer-limit", Kind::Special(output_buffer_limits),
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        |c| {
+            let [n, r, p] = &c.output_buffer_limits;
+            format!("normal {} {} {} slave {} {} {} pubsub {} {} {}",
+                n.hard, n.soft, n.soft_secs, r.hard, r.soft, r.soft_secs, p.hard, p.soft, p.soft_secs)
+        },
+        set_output_buffer_limits, Apply::PubSub),
     // Encodings of collections.
     Param::stored("hash-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING).alias("hash-max-ziplist-entries"),
     Param::stored("hash-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", ENCODING).alias("hash-max-ziplist-value"),
@@ -409,11 +423,69 @@ fn save_points(v: &str) -> Result<String, String> {
 
 /// `notify-keyspace-events`: Redis's class characters.
 fn keyspace_events(v: &str) -> Result<String, String> {
-    if v.chars().all(|c| "Ag$lshzxeKEtmdn".contains(c)) {
-        Ok(v.to_string())
-    } else {
-        Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
+    match crate::pubsub::notify::parse(v) {
+        Some(_) => Ok(v.to_string()),
+        None => Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
     }
+}
+
+/// `client-output-buffer-limit`: `<class> <hard> <soft> <soft seconds>` groups, as Redis
+/// checks them; the class index (normal, replica, pubsub) and limit of each group.
+fn parse_output_limits(v: &str) -> Result<Vec<(usize, crate::pubsub::OutputLimit)>, String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if words.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    words
+        .chunks(4)
+        .map(|g| {
+            let class = match g[0].to_ascii_lowercase().as_str() {
+                "normal" => 0,
+                "slave" | "replica" => 1,
+                "pubsub" => 2,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".to_string(),
+                    )
+                }
+            };
+            let bad = || {
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                    .to_string()
+            };
+            let hard = memtoull(g[1]).ok_or_else(bad)?;
+            let soft = memtoull(g[2]).ok_or_else(bad)?;
+            let soft_secs = string2ll(g[3]).filter(|s| *s >= 0).ok_or_else(bad)? as u64;
+            Ok((
+                class,
+                crate::pubsub::OutputLimit {
+                    hard,
+                    soft,
+                    soft_secs,
+                },
+            ))
+        })
+        .collect()
+}
+
+fn output_buffer_limits(v: &str) -> Result<String, String> {
+    parse_output_limits(v).map(|_| v.to_string())
+}
+
+/// Tollgate enforces the pubsub class; the normal class only unlimited (Tollgate writes a
+/// normal client's replies as it reads its requests, so they cannot pile up unread); the
+/// replica class is kept for CONFIG GET (Tollgate has no Redis replicas).
+fn set_output_buffer_limits(c: &mut Config, v: &str) -> Result<(), String> {
+    let groups = parse_output_limits(v)?;
+    for (class, limit) in &groups {
+        if *class == 0 && (limit.hard, limit.soft) != (0, 0) {
+            return Err("Tollgate applies output buffer limits to pubsub clients only; the normal class must be 0 0 0".into());
+        }
+    }
+    for (class, limit) in groups {
+        c.output_buffer_limits[class] = limit;
+    }
+    Ok(())
 }
 
 /// C `strtoll(s, &end, 10)` requiring the whole string to be consumed (leading spaces and

@@ -133,7 +133,7 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         let mut state = self.state.lock();
         state.scripts.import(&data.scripts.clone())?;
         ks.share_clock(state.memory.clock());
-        ks.pubsub = state.ks.pubsub.clone();
+        ks.share_pubsub(&state.ks.pubsub.clone());
         state.ks = ks;
         state.evictor.clear();
         Ok(())

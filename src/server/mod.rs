@@ -152,6 +152,8 @@ impl Server {
         let engine = Engine::new(Clock::new());
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
+        engine.pubsub().set_events(config.notify_keyspace_events);
+        engine.pubsub().set_limit(config.output_buffer_limits[2]);
         let key_save_delay = Duration::from_micros(config.rdb_key_save_delay);
         match &mut config.cluster {
             None => tracing::info!(
@@ -322,6 +324,17 @@ pub fn apply_config(
 ) -> Result<(), String> {
     match what {
         Apply::Nothing => Ok(()),
+        Apply::PubSub => {
+            shared
+                .engine
+                .pubsub()
+                .set_events(new.notify_keyspace_events);
+            shared
+                .engine
+                .pubsub()
+                .set_limit(new.output_buffer_limits[2]);
+            Ok(())
+        }
         Apply::Memory => {
             let used = crate::alloc::allocated() as u64;
             if new.memory.maxmemory != old.memory.maxmemory
