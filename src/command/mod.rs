@@ -19,10 +19,12 @@
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
 //! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
 //! | `scripting.rs` | EVAL, FCALL, SCRIPT, FUNCTION: the bridge to `crate::scripting` |
+//! | `blocking.rs` | BLPOP & co.: the pops they run (blocking is the connection's) |
 //! | `pubsub.rs` | PUBLISH, SPUBLISH, and the rows of the subscription commands |
 //! | `server.rs` | PING, ECHO, TIME, SELECT, and the rows of the connection commands |
 
 pub mod args;
+pub mod blocking;
 pub mod collection;
 pub mod docs;
 pub mod dump;

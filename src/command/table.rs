@@ -261,6 +261,7 @@ const FAMILIES: &[&[CommandSpec]] = &[
     super::limiter::COMMANDS,
     super::scripting::COMMANDS,
     super::pubsub::COMMANDS,
+    super::blocking::COMMANDS,
     super::server::COMMANDS,
 ];
 

@@ -14,6 +14,7 @@
 //!
 //! `maxmemory` (eviction and `-OOM` refusals) is enforced here too; see [`memory`].
 
+pub mod blocking;
 pub mod clock;
 pub mod memory;
 pub mod poison;
@@ -449,6 +450,43 @@ impl Engine {
         self.execute_local(batch, None).await
     }
 
+    /// Run a blocking command's one-command `batch`; when it finds nothing to pop, `waiter`
+    /// is left blocked on its keys. Standalone this is atomic with the engine's serving of
+    /// blocked clients (one lock); in a cluster the waiter is registered before the pop is
+    /// proposed, so an entry applied meanwhile still wakes it.
+    pub async fn execute_blocking(
+        &self,
+        batch: Batch,
+        waiter: &Arc<crate::pubsub::blocking::Waiter>,
+    ) -> BatchResult {
+        let first_nothing = |r: &BatchResult| {
+            r.replies
+                .as_ref()
+                .and_then(|r| r.first())
+                .is_some_and(blocking::nothing)
+        };
+        if self.cluster.get().is_some() {
+            self.pubsub.blocking.block(waiter);
+            let result = self.execute(batch).await;
+            if !first_nothing(&result) {
+                self.pubsub.blocking.unblock(waiter);
+            }
+            return result;
+        }
+        let mut guard = match self.acquire(true).await {
+            Ok(g) => g,
+            Err(text) => return BatchResult::ran(Some(vec![Reply::err(text)]), batch.db),
+        };
+        let now_us = self.clock.reserve_us(batch.ops.len() as u64);
+        let stamp = guard.local_stamp(now_us);
+        let result = apply_batch(&mut guard, &batch, stamp, true);
+        if first_nothing(&result) {
+            self.pubsub.blocking.block(waiter);
+        }
+        blocking::serve_ready(&mut guard, stamp);
+        result
+    }
+
     /// Raft: reads after a read barrier (none needed while this node is the only voter and
     /// has applied everything acknowledged), everything else through the Raft log.
     async fn execute_replicated(&self, node: &ClusterNode, batch: Batch) -> BatchResult {
@@ -578,7 +616,11 @@ impl Engine {
         // Scripts too run right here: one that runs long hands this runtime worker to
         // another thread from its count hook (see `command::scripting`), so short ones
         // never pay for a thread switch.
-        apply_batch(&mut guard, &batch, stamp, standalone)
+        let result = apply_batch(&mut guard, &batch, stamp, standalone);
+        if standalone {
+            blocking::serve_ready(&mut guard, stamp);
+        }
+        result
     }
 
     /// Evict while used memory is over `maxmemory`: the background half of eviction (a
@@ -770,7 +812,10 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
             return BatchResult::ran(None, batch.db);
         }
     }
-    apply_ops_with(state, batch.db, batch.resp, &batch.ops, stamp, admission)
+    // Standalone, clients blocked on keys a command made ready are served before the next
+    // command of a pipeline (after the whole of a transaction), as in Redis.
+    let serve = evict && !batch.transaction;
+    apply_ops_with(state, batch.db, batch.resp, &batch.ops, stamp, admission, serve)
 }
 
 /// How the commands of a batch meet `maxmemory`.
@@ -847,7 +892,7 @@ fn command_ctx(
 /// replicated state machine's apply (whatever `maxmemory` refuses was refused before the
 /// entry was proposed).
 pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], stamp: Stamp) -> BatchResult {
-    apply_ops_with(state, db, resp, ops, stamp, Admission::Decided(false))
+    apply_ops_with(state, db, resp, ops, stamp, Admission::Decided(false), false)
 }
 
 fn apply_ops_with(
@@ -857,6 +902,7 @@ fn apply_ops_with(
     ops: &[Op],
     stamp: Stamp,
     mut admission: Admission,
+    serve_blocked: bool,
 ) -> BatchResult {
     let now_ms = stamp.now_ms();
     state.ks.clock().set_now(now_ms);
@@ -866,6 +912,9 @@ fn apply_ops_with(
     let mut db = db;
     let mut replies = Vec::with_capacity(ops.len());
     for (position, op) in ops.iter().enumerate() {
+        if serve_blocked && !replies.is_empty() {
+            blocking::serve_ready(state, stamp);
+        }
         match op {
             Op::Select(d) => db = *d,
             Op::PurgeExpired { db: d, keys } => {

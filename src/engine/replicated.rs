@@ -101,6 +101,8 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         // count hook (`command::scripting`), as on a standalone server.
         let mut state = self.state.lock();
         let result = apply_proposal(&mut state, cmd, stamp);
+        // Clients blocked here on keys this entry made ready propose their pops now.
+        super::blocking::wake_ready(&state);
         // The leader evicts when a write left memory over `maxmemory` (a follower's task
         // finds it is not the leader and does nothing).
         state.memory.wake_if_over();

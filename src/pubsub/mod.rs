@@ -13,6 +13,7 @@
 //! read side, (un)subscribing the write side. Subscribers of a channel are kept in
 //! subscription order; patterns are matched with Redis's glob (`crate::glob`).
 
+pub mod blocking;
 pub mod notify;
 
 use std::collections::HashMap;
@@ -204,6 +205,8 @@ pub struct Hub {
     replicated: AtomicBool,
     /// Subscribers disconnected for their output buffer (INFO `client_output_buffer_limit_disconnections`).
     dropped: AtomicU64,
+    /// The clients blocked in BLPOP & co., woken by the same keyspace events.
+    pub blocking: blocking::Registry,
 }
 
 impl std::fmt::Debug for Hub {

@@ -2,7 +2,8 @@
 //! their canonical text) and [`notify`], which commands call where Redis calls
 //! `notifyKeyspaceEvent`. An event goes out as a message on `__keyspace@<db>__:<key>`
 //! (payload: the event name) and/or `__keyevent@<db>__:<event>` (payload: the key),
-//! delivered like any PUBLISH to this node's subscribers.
+//! delivered like any PUBLISH to this node's subscribers. Every event also tells the
+//! blocked clients' registry (`blocking`) that the key changed.
 
 use bytes::Bytes;
 
@@ -101,6 +102,8 @@ pub fn to_text(flags: u32) -> String {
 /// Redis's `notifyKeyspaceEvent`: publish event `event` of class `class` on `key` of
 /// database `db`, if `notify-keyspace-events` enables the class.
 pub fn notify(hub: &Hub, class: u32, event: &str, key: &[u8], db: usize) {
+    // A client blocked on the key may now be served (whatever the setting says).
+    hub.blocking.signal(db, key);
     let flags = hub.events();
     if flags & class == 0 {
         return;

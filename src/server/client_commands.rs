@@ -54,7 +54,37 @@ pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
     if is(&a[1], "reply") {
         return c.client_reply(a).into();
     }
+    if is(&a[1], "unblock") {
+        return client_unblock(c, a).into();
+    }
     c.client(a).into()
+}
+
+/// CLIENT UNBLOCK client-id [TIMEOUT|ERROR]: release a client blocked in BLPOP & co.
+/// with its timeout reply or an `-UNBLOCKED` error; 1 if it was blocked.
+fn client_unblock(c: &mut Client, a: &[Bytes]) -> Reply {
+    if !(3..=4).contains(&a.len()) {
+        return command::arity_error("client|unblock");
+    }
+    let Ok(id) = int(&a[2]) else {
+        return Reply::err("ERR value is not an integer or out of range");
+    };
+    let error = match a.get(3) {
+        None => false,
+        Some(w) if is(w, "timeout") => false,
+        Some(w) if is(w, "error") => true,
+        Some(_) => return Reply::err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let reply = if error {
+        Reply::err("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+    } else {
+        Reply::Nil
+    };
+    let Ok(id) = u64::try_from(id) else {
+        return Reply::Integer(0);
+    };
+    let done = c.shared.engine.pubsub().blocking.unblock_client(id, reply);
+    Reply::Integer(done as i64)
 }
 
 /// INFO [section ...]
@@ -367,6 +397,7 @@ impl Client {
                     "KILL <ip:port>|ID <id>|ADDR <ip:port>",
                     "SETINFO LIB-NAME|LIB-VER <value>",
                     "REPLY ON|OFF|SKIP",
+                    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 ]
                 .iter()
                 .map(|s| Reply::Status(s.to_string()))

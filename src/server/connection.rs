@@ -40,6 +40,8 @@ pub enum Answer {
     /// Not answered here: run the row's keyspace handler (SCRIPT and FUNCTION answer
     /// only KILL and STATS on the connection).
     Engine,
+    /// The client blocks (BLPOP & co.): no reply until it is released.
+    Block(Box<super::blocking::Blocked>),
 }
 
 impl From<Reply> for Answer {
@@ -77,6 +79,8 @@ pub struct Client {
     pub(super) skip_next: bool,
     /// The replies of the command being handled are not sent (SKIP).
     pub(super) skipping: bool,
+    /// Blocked in BLPOP & co.: the commands after it wait in the input buffer.
+    blocked: Option<Box<super::blocking::Blocked>>,
 }
 
 /// Tell a client over the connection cap why it is refused, then close.
@@ -128,6 +132,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
         reply_off: false,
         skip_next: false,
         skipping: false,
+        blocked: None,
     };
     client.run(&mut socket).await;
     client.unwatch().await;
@@ -142,6 +147,25 @@ impl Client {
         loop {
             if self.handle.killed.load(Ordering::Relaxed) || *shutdown.borrow() {
                 return;
+            }
+            if let Some(b) = self.blocked.take() {
+                let released = self
+                    .wait_blocked(*b, socket, &mut input, &mut shutdown)
+                    .await;
+                self.handle.info.lock().blocked = false;
+                let Some(reply) = released else {
+                    return;
+                };
+                self.push(reply);
+                if !self.write_out(socket).await {
+                    return;
+                }
+                // The commands that arrived while it was blocked.
+                let flow = self.process_input(&mut input).await;
+                if !self.write_out(socket).await || flow == Flow::Close {
+                    return;
+                }
+                continue;
             }
             let mailbox = self.subs.mailbox.clone();
             if let Some(m) = &mailbox {
@@ -184,6 +208,81 @@ impl Client {
             }
             if input.is_empty() && input.capacity() > 1024 * 1024 {
                 input = BytesMut::with_capacity(16 * 1024);
+            }
+        }
+    }
+
+    /// Wait until a blocked client is served, times out, is unblocked (the reply to send),
+    /// or disconnects or is killed (None). Input that arrives meanwhile is buffered.
+    async fn wait_blocked(
+        &mut self,
+        b: super::blocking::Blocked,
+        socket: &mut TcpStream,
+        input: &mut BytesMut,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Reply> {
+        let super::blocking::Blocked {
+            waiter,
+            mut rx,
+            timeout,
+            spec,
+            nothing,
+        } = b;
+        let registry = self.shared.engine.pubsub().clone();
+        let cluster = self.shared.engine.cluster().is_some();
+        let sleep = async {
+            match timeout {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(sleep);
+        // A served or unblocked reply; `Nil` from CLIENT UNBLOCK stands for the timeout's.
+        let answer = |r: Reply| {
+            if crate::engine::blocking::nothing(&r) {
+                nothing.clone()
+            } else {
+                r
+            }
+        };
+        loop {
+            tokio::select! {
+                r = &mut rx => return Some(answer(r.unwrap_or(Reply::Nil))),
+                _ = waiter.wake.notified(), if cluster => {
+                    // A key changed on this node: propose the pop (it stays registered, so
+                    // a change while the proposal is in flight wakes it again).
+                    let result = self
+                        .run_batch(vec![Op::Command(waiter.args.clone(), Some(spec))], None, false)
+                        .await;
+                    let reply = result.replies.and_then(|r| r.into_iter().next()).unwrap_or(Reply::Nil);
+                    if !crate::engine::blocking::nothing(&reply) {
+                        // Even if CLIENT UNBLOCK raced with it, the pop happened: send it.
+                        registry.blocking.unblock(&waiter);
+                        return Some(reply);
+                    }
+                }
+                _ = &mut sleep => {
+                    if registry.blocking.unblock(&waiter) {
+                        return Some(nothing);
+                    }
+                    // Served (or unblocked) just now: that reply wins.
+                    return Some(answer(rx.await.unwrap_or(Reply::Nil)));
+                }
+                r = socket.read_buf(input) => {
+                    let limit = self.shared.config.read().client_query_buffer_limit;
+                    if matches!(r, Ok(0) | Err(_)) || input.len() > limit {
+                        registry.blocking.unblock(&waiter);
+                        return None;
+                    }
+                }
+                _ = self.handle.kill.notified() => {
+                    registry.blocking.unblock(&waiter);
+                    return None;
+                }
+                _ = shutdown.changed() => {
+                    registry.blocking.unblock(&waiter);
+                    return None;
+                }
             }
         }
     }
@@ -258,6 +357,10 @@ impl Client {
                     if flow == Flow::Close {
                         break Flow::Close;
                     }
+                    if self.blocked.is_some() {
+                        // The rest of the input runs once the client is released.
+                        break Flow::Continue;
+                    }
                 }
                 Ok(None) => break Flow::Continue,
                 Err(e) => {
@@ -276,7 +379,9 @@ impl Client {
     }
 
     pub(super) fn push(&mut self, r: Reply) {
-        if self.reply_off || self.skipping {
+        // CLIENT REPLY OFF/SKIP silence replies, not RESP3 pushes (as in Redis).
+        let push = self.resp >= 3 && matches!(r, Reply::Push(_));
+        if (self.reply_off || self.skipping) && !push {
             return;
         }
         r.encode(self.resp, &mut self.out);
@@ -447,6 +552,10 @@ impl Client {
                     return Flow::Close;
                 }
                 Answer::Engine => self.pending.push(Op::Command(args, Some(spec))),
+                Answer::Block(b) => {
+                    self.handle.info.lock().blocked = true;
+                    self.blocked = Some(b);
+                }
             }
             return Flow::Continue;
         }

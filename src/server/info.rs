@@ -47,9 +47,10 @@ pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
     if want("clients") {
         let _ = write!(
             out,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
             shared.clients.lock().len(),
-            shared.config.read().maxclients
+            shared.config.read().maxclients,
+            shared.engine.pubsub().blocking.blocked(),
         );
     }
     if want("memory") {

@@ -9,6 +9,7 @@
 //! | `info.rs` | INFO, CONFIG, COMMAND, MEMORY texts and CLIENT LIST lines |
 //! | `cluster.rs` | CLUSTER and RAFT.* in cluster mode, INFO replication |
 
+pub mod blocking;
 pub mod client_commands;
 pub mod cluster;
 pub mod connection;

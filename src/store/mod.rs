@@ -555,9 +555,7 @@ fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &[u8], entry: &Entry
 
 /// [`Db::event`] on the fields alone (for callers that still hold a shard borrow).
 fn key_event(hub: &crate::pubsub::Hub, db: usize, class: u32, event: &str, key: &[u8]) {
-    if hub.events() & class != 0 {
-        notify::notify(hub, class, event, key, db);
-    }
+    notify::notify(hub, class, event, key, db);
 }
 
 /// All databases.
