@@ -85,3 +85,63 @@ fn a_subscriber_on_every_node_gets_each_message_once() {
     let numsub: Vec<redis::Value> = c.nodes[leader].q(&["PUBSUB", "NUMSUB", "news"]).unwrap();
     assert_eq!(numsub[1], redis::Value::Int(1));
 }
+
+/// Wait (bounded) until `node` reports `n` blocked clients.
+fn wait_blocked(node: &Node, n: usize) {
+    eventually("blocked clients", Duration::from_secs(10), || {
+        let info: String = node.q(&["INFO", "clients"]).ok()?;
+        info.contains(&format!("blocked_clients:{n}\r"))
+            .then_some(())
+    });
+}
+
+#[test]
+fn clients_blocked_on_two_followers_never_get_the_same_element() {
+    let _g = serial();
+    let c = Cluster::start(3);
+    let leader = c.wait_leader(Duration::from_secs(10));
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let waiters: Vec<_> = followers
+        .iter()
+        .map(|&i| {
+            let mut con = c.nodes[i].conn();
+            con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let h = std::thread::spawn(move || {
+                redis::cmd("BLPOP")
+                    .arg("jobs")
+                    .arg(0)
+                    .query::<(String, String)>(&mut con)
+                    .unwrap()
+            });
+            wait_blocked(&c.nodes[i], 1);
+            h
+        })
+        .collect();
+    // One element at a time, pushed through the leader and through a follower.
+    let _: i64 = c.nodes[leader].q(&["LPUSH", "jobs", "first"]).unwrap();
+    eventually("one waiter served", Duration::from_secs(10), || {
+        let blocked: usize = followers
+            .iter()
+            .filter(|&&i| {
+                let info: String = c.nodes[i].q(&["INFO", "clients"]).unwrap_or_default();
+                info.contains("blocked_clients:1\r")
+            })
+            .count();
+        (blocked == 1).then_some(())
+    });
+    let _: i64 = c.nodes[followers[0]]
+        .q(&["RPUSH", "jobs", "second"])
+        .unwrap();
+    let mut got: Vec<String> = waiters.into_iter().map(|h| h.join().unwrap().1).collect();
+    got.sort();
+    assert_eq!(got, ["first", "second"]);
+    // Nothing is left and every node agrees.
+    for n in &c.nodes {
+        assert_eq!(n.q::<i64>(&["LLEN", "jobs"]).unwrap(), 0);
+    }
+    let d = c.converged_digest(Duration::from_secs(10));
+    assert!(!d.is_empty());
+    // A timeout in a cluster is the node's own clock: nil after it passes.
+    let r: redis::Value = c.nodes[followers[1]].q(&["BRPOP", "none", "0.1"]).unwrap();
+    assert_eq!(r, redis::Value::Nil);
+}
