@@ -139,14 +139,16 @@ impl Subscriber {
         self.buf.lock().len()
     }
 
-    /// Append a message (unless dropped) and enforce `limit`.
-    fn deliver(&self, msg: &Reply, limit: OutputLimit, dropped_count: &AtomicU64) {
+    /// Append a message (unless dropped) and enforce `limit`. The connection is woken
+    /// only when the mailbox was empty: it drains everything that arrived since.
+    fn deliver(&self, msg: &Encoded, limit: OutputLimit, dropped_count: &AtomicU64) {
         if self.dropped() {
             return;
         }
-        let over = {
+        let (over, mut wake) = {
             let mut buf = self.buf.lock();
-            msg.encode(self.resp.load(Ordering::Relaxed), &mut buf);
+            let was_empty = buf.is_empty();
+            buf.extend_from_slice(msg.get(self.resp.load(Ordering::Relaxed)));
             let len = buf.len() as u64;
             let over = if limit.hard > 0 && len > limit.hard {
                 true
@@ -161,7 +163,7 @@ impl Subscriber {
             if over {
                 *buf = BytesMut::new();
             }
-            over
+            (over, was_empty)
         };
         if over {
             self.dropped.store(true, Ordering::Relaxed);
@@ -170,8 +172,38 @@ impl Subscriber {
                 id = self.id,
                 "closing pub/sub client over its output buffer limit (client-output-buffer-limit pubsub)"
             );
+            wake = true;
         }
-        self.ready.notify_one();
+        if wake {
+            self.ready.notify_one();
+        }
+    }
+}
+
+/// A message encoded once per protocol, on first use (a publish to many subscribers
+/// encodes it at most twice).
+struct Encoded {
+    msg: Reply,
+    resp2: std::cell::OnceCell<BytesMut>,
+    resp3: std::cell::OnceCell<BytesMut>,
+}
+
+impl Encoded {
+    fn new(msg: Reply) -> Encoded {
+        Encoded {
+            msg,
+            resp2: Default::default(),
+            resp3: Default::default(),
+        }
+    }
+
+    fn get(&self, resp: u8) -> &[u8] {
+        let cell = if resp >= 3 { &self.resp3 } else { &self.resp2 };
+        cell.get_or_init(|| {
+            let mut b = BytesMut::new();
+            self.msg.encode(resp, &mut b);
+            b
+        })
     }
 }
 
@@ -265,11 +297,11 @@ impl Hub {
             (&reg.channels, "message")
         };
         if let Some(list) = map.get(&channel[..]) {
-            let msg = Reply::Push(vec![
+            let msg = Encoded::new(Reply::Push(vec![
                 Reply::Bulk(Bytes::from_static(word.as_bytes())),
                 Reply::Bulk(channel.clone()),
                 Reply::Bulk(message.clone()),
-            ]);
+            ]));
             for s in list {
                 s.deliver(&msg, limit, &self.dropped);
             }
@@ -280,12 +312,12 @@ impl Hub {
                 if !glob_match(pattern, channel, false) {
                     continue;
                 }
-                let msg = Reply::Push(vec![
+                let msg = Encoded::new(Reply::Push(vec![
                     Reply::Bulk(Bytes::from_static(b"pmessage")),
                     Reply::Bulk(pattern.clone()),
                     Reply::Bulk(channel.clone()),
                     Reply::Bulk(message.clone()),
-                ]);
+                ]));
                 for s in list {
                     s.deliver(&msg, limit, &self.dropped);
                 }

@@ -379,8 +379,9 @@ impl Client {
     }
 
     pub(super) fn push(&mut self, r: Reply) {
-        // CLIENT REPLY OFF/SKIP silence replies, not RESP3 pushes (as in Redis).
-        let push = self.resp >= 3 && matches!(r, Reply::Push(_));
+        // CLIENT REPLY OFF/SKIP silence replies, not pub/sub confirmations (Redis 7.0 sends
+        // those as pushes in both protocols).
+        let push = matches!(r, Reply::Push(_));
         if (self.reply_off || self.skipping) && !push {
             return;
         }
