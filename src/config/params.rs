@@ -925,7 +925,18 @@ mod tests {
         assert!(e(&["save", "3600 1"]).contains("nothing to snapshot"));
         assert!(set(&c, &["save", ""]).is_ok());
         assert!(e(&["min-replicas-to-write", "1"]).contains("no Redis replicas"));
-        assert!(e(&["notify-keyspace-events", "KEA"]).contains("not implemented"));
+        assert!(set(&c, &["notify-keyspace-events", "KEA"]).is_ok());
+        assert!(e(&["notify-keyspace-events", "KEm"]).contains("key-miss"));
+        assert!(set(&c, &["client-output-buffer-limit", "pubsub 1mb 512kb 10"]).is_ok());
+        assert!(e(&["client-output-buffer-limit", "normal 1 2 3"]).contains("pubsub clients only"));
+        assert_eq!(
+            e(&["client-output-buffer-limit", "pubsub 1 2"]),
+            "ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - Wrong number of arguments in buffer limit configuration."
+        );
+        assert_eq!(
+            e(&["client-output-buffer-limit", "foo 1 2 3"]),
+            "ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - Invalid client class specified in buffer limit configuration."
+        );
         assert_eq!(e(&["notify-keyspace-events", "Q"]), "ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
         assert!(e(&["activedefrag", "yes"]).contains("Active defragmentation cannot be enabled"));
         assert!(e(&["maxmemory-clients", "10%"]).contains("client eviction"));
