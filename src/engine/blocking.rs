@@ -24,6 +24,10 @@ pub fn nothing(reply: &Reply) -> bool {
 
 /// Standalone: serve the clients blocked on the keys made ready since the last call.
 pub fn serve_ready(state: &mut State, stamp: Stamp) {
+    // Runs after every command: without blocked clients, one atomic load.
+    if state.ks.pubsub.blocking.blocked() == 0 {
+        return;
+    }
     let now_ms = stamp.now_ms();
     let hub = state.ks.pubsub.clone();
     // Each round serves what the previous one made ready; a bounded number of rounds
