@@ -146,9 +146,18 @@ pub fn blmove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]
 pub fn blmpop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match parse_timeout(&a[1]) {
+        Ok(_) => mpop_list(ctx, a, 2),
+        Err(e) => e,
+    }
+}
+
+/// LMPOP's core, `numkeys key [key ...] LEFT|RIGHT [COUNT count]` from `a[at]`: the first
+/// non-empty list's popped elements as `[key, [elements]]`, or a nil array (LMPOP is
+/// `mpop_list(ctx, a, 1)`).
+pub fn mpop_list(ctx: &mut Ctx, a: &[Bytes], at: usize) -> Reply {
     run((|| {
-        parse_timeout(&a[1])?;
-        let (keys, dir, count) = parse_mpop(a, 2, ["left", "right"])?;
+        let (keys, dir, count) = parse_mpop(a, at, ["left", "right"])?;
         let Some(key) = first_ready::<VecDeque<Bytes>>(ctx, keys)? else {
             return Ok(Reply::NilArray);
         };
@@ -195,9 +204,18 @@ pub fn bzpopmax(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]
 pub fn bzmpop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    match parse_timeout(&a[1]) {
+        Ok(_) => mpop_zset(ctx, a, 2),
+        Err(e) => e,
+    }
+}
+
+/// ZMPOP's core, `numkeys key [key ...] MIN|MAX [COUNT count]` from `a[at]`: the first
+/// non-empty sorted set's popped members as `[key, [[member, score], ...]]`, or a nil
+/// array (ZMPOP is `mpop_zset(ctx, a, 1)`).
+pub fn mpop_zset(ctx: &mut Ctx, a: &[Bytes], at: usize) -> Reply {
     run((|| {
-        parse_timeout(&a[1])?;
-        let (keys, dir, count) = parse_mpop(a, 2, ["min", "max"])?;
+        let (keys, dir, count) = parse_mpop(a, at, ["min", "max"])?;
         let Some(key) = first_ready::<SortedSet>(ctx, keys)? else {
             return Ok(Reply::NilArray);
         };
