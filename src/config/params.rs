@@ -433,7 +433,7 @@ fn keyspace_events(v: &str) -> Result<String, String> {
 /// checks them; the class index (normal, replica, pubsub) and limit of each group.
 fn parse_output_limits(v: &str) -> Result<Vec<(usize, crate::pubsub::OutputLimit)>, String> {
     let words: Vec<&str> = v.split_whitespace().collect();
-    if words.len() % 4 != 0 {
+    if !words.len().is_multiple_of(4) {
         return Err("Wrong number of arguments in buffer limit configuration.".into());
     }
     words
