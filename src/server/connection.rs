@@ -188,7 +188,12 @@ impl Client {
                 _ = shutdown.changed() => return,
             };
             let flow = match read {
-                None => Flow::Continue,
+                None => {
+                    // Let the publishers that are ready run first, so that one write carries
+                    // what they publish (Redis writes once per event-loop turn likewise).
+                    tokio::task::yield_now().await;
+                    Flow::Continue
+                }
                 Some(Ok(0) | Err(_)) => return,
                 Some(Ok(_)) => self.process_input(&mut input).await,
             };
