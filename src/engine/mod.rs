@@ -815,7 +815,9 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
     // Standalone, clients blocked on keys a command made ready are served before the next
     // command of a pipeline (after the whole of a transaction), as in Redis.
     let serve = evict && !batch.transaction;
-    apply_ops_with(state, batch.db, batch.resp, &batch.ops, stamp, admission, serve)
+    apply_ops_with(
+        state, batch.db, batch.resp, &batch.ops, stamp, admission, serve,
+    )
 }
 
 /// How the commands of a batch meet `maxmemory`.
@@ -892,7 +894,15 @@ fn command_ctx(
 /// replicated state machine's apply (whatever `maxmemory` refuses was refused before the
 /// entry was proposed).
 pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], stamp: Stamp) -> BatchResult {
-    apply_ops_with(state, db, resp, ops, stamp, Admission::Decided(false), false)
+    apply_ops_with(
+        state,
+        db,
+        resp,
+        ops,
+        stamp,
+        Admission::Decided(false),
+        false,
+    )
 }
 
 fn apply_ops_with(
