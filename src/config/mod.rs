@@ -448,6 +448,8 @@ pub struct Config {
     pub port: u16,
     /// Password, if any.
     pub requirepass: Option<String>,
+    /// `protected-mode`: refuse non-loopback clients while the default user has no password.
+    pub protected_mode: bool,
     /// Connection cap.
     pub maxclients: usize,
     /// proto-max-bulk-len.
@@ -485,6 +487,7 @@ impl Default for Config {
             bind: "127.0.0.1".into(),
             port: 6379,
             requirepass: None,
+            protected_mode: true,
             maxclients: 10_000,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,

@@ -175,6 +175,10 @@ pub static PARAMS: &[Param] = &[
         c.requirepass = (!v.is_empty()).then(|| v.to_string());
         Ok(())
     }, Apply::Nothing),
+    Param::live("protected-mode", Kind::Bool, "yes", |c| yes_no(c.protected_mode), |c, v| {
+        c.protected_mode = v == "yes";
+        Ok(())
+    }, Apply::Nothing),
     Param::live("maxclients", Kind::UInt(1, u32::MAX as u64), "10000", |c| c.maxclients.to_string(), |c, v| {
         c.maxclients = number(v);
         Ok(())

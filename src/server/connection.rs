@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::transaction::WatchState;
@@ -77,6 +77,27 @@ pub async fn refuse(mut socket: TcpStream) {
         .await;
 }
 
+/// Send a last message and close without losing it: closing a socket that holds unread
+/// input makes the kernel send a reset, which can destroy the message before the client
+/// reads it. So: send, shut down the sending side, and read what the client still sends
+/// (at most 64 KiB, for at most a second) before closing.
+async fn say_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, message: &[u8]) {
+    if stream.write_all(message).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+}
+
 /// Serve one connection until it closes.
 pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr) {
     let _ = socket.set_nodelay(true);
@@ -99,6 +120,17 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
         kill: Default::default(),
         killed: Default::default(),
     });
+    if shared
+        .security
+        .protected_mode_denies(&shared.config.read(), peer.ip())
+    {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        say_and_close(&mut socket, super::security::DENIED.as_bytes()).await;
+        return;
+    }
     shared.clients.lock().insert(id, handle.clone());
     let authenticated = shared.config.read().requirepass.is_none();
     let mut client = Client {
@@ -268,6 +300,9 @@ impl Client {
             .fetch_add(1, Ordering::Relaxed);
         if let Some(spec) = spec {
             self.last_cmd = spec.name;
+        } else if self.shared.security.cross_protocol(request.name()) {
+            // HTTP sent to the Redis port: close before this or anything after it runs.
+            return Flow::Close;
         }
         if !self.authenticated && !spec.is_some_and(|s| s.has(flags::NO_AUTH)) {
             self.reject(Reply::err("NOAUTH Authentication required."))

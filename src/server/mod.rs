@@ -8,6 +8,7 @@
 //! | `transaction.rs` | MULTI, EXEC, DISCARD, WATCH, UNWATCH |
 //! | `info.rs` | INFO, CONFIG, COMMAND, MEMORY texts and CLIENT LIST lines |
 //! | `cluster.rs` | CLUSTER and RAFT.* in cluster mode, INFO replication |
+//! | `security.rs` | protected mode and the cross-protocol (HTTP) defence |
 
 pub mod client_commands;
 pub mod cluster;
@@ -15,6 +16,7 @@ pub mod connection;
 pub mod fds;
 pub mod info;
 pub mod persistence;
+pub mod security;
 pub mod transaction;
 
 use std::collections::BTreeMap;
@@ -109,6 +111,8 @@ pub struct Shared {
     /// True while a durable node is still applying the log it found at start (INFO's
     /// `loading`).
     pub loading: AtomicBool,
+    /// Protected mode and the cross-protocol defence, with their rate-limited logs.
+    pub security: security::Guard,
 }
 
 impl Shared {
@@ -196,6 +200,7 @@ impl Server {
             reserved_fds,
             rewrites: persistence::Rewrites::default(),
             loading: AtomicBool::new(durable),
+            security: security::Guard::default(),
         });
         Ok(Server { listener, shared })
     }
