@@ -20,7 +20,8 @@
 //! | `record.rs` | CRC-framed records and atomic file replacement |
 //! | `log_store.rs` | vote + append-only log, group-commit writer thread (its fsync policy changeable while it runs), torn-tail repair, purge, rewrite |
 //! | `state_machine.rs` | the [`StateMachine`] trait, openraft adapter, snapshot files and their statistics |
-//! | `transport.rs` | authenticated TCP frames, peer connections, backoff, fault injection |
+//! | `transport.rs` | authenticated TCP (or mutual TLS) frames, peer connections, backoff, fault injection |
+//! | `tls.rs` | rustls configurations from PEM files, [`tls::ClusterTls`] (reloadable mutual TLS) |
 //! | `network.rs` | openraft's `RaftNetwork` over the transport |
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
 //! | `forwarder.rs` | follower-side batching of forwarded writes and read-index requests |
@@ -61,6 +62,7 @@ mod record;
 mod repair;
 mod service;
 mod state_machine;
+pub mod tls;
 mod transport;
 mod types;
 

@@ -154,6 +154,7 @@ impl<S: StateMachine> RaftNode<S> {
             config.secret.clone(),
             config.max_frame_bytes,
             config.advertise.clone(),
+            config.tls.clone(),
         );
 
         let health = Arc::new(PeerHealth::default());

@@ -439,6 +439,39 @@ pub const DEFAULT_THREADS: usize = 1;
 /// Most network worker threads accepted.
 pub const MAX_THREADS: usize = 256;
 
+/// TLS settings (Redis's `tls-*` parameters); file names are empty when not set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// `tls-port`: the TLS client port (0 = no TLS port).
+    pub port: u16,
+    /// `tls-cert-file`: this server's certificate chain (PEM).
+    pub cert_file: String,
+    /// `tls-key-file`: its private key (PEM).
+    pub key_file: String,
+    /// `tls-ca-cert-file`: the CA that client (and cluster peer) certificates must chain to.
+    pub ca_cert_file: String,
+    /// `tls-auth-clients`: whether clients must present a certificate.
+    pub auth_clients: tollgate_raft::tls::ClientAuth,
+    /// `tls-protocols` as given ("" = TLSv1.2 and TLSv1.3).
+    pub protocols: String,
+    /// `tls-cluster`: mutual TLS on the cluster link.
+    pub cluster: bool,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            port: 0,
+            cert_file: String::new(),
+            key_file: String::new(),
+            ca_cert_file: String::new(),
+            auth_clients: tollgate_raft::tls::ClientAuth::Required,
+            protocols: String::new(),
+            cluster: false,
+        }
+    }
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -450,6 +483,8 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// `protected-mode`: refuse non-loopback clients while the default user has no password.
     pub protected_mode: bool,
+    /// TLS on the client port and the cluster link.
+    pub tls: TlsConfig,
     /// Connection cap.
     pub maxclients: usize,
     /// proto-max-bulk-len.
@@ -488,6 +523,7 @@ impl Default for Config {
             port: 6379,
             requirepass: None,
             protected_mode: true,
+            tls: TlsConfig::default(),
             maxclients: 10_000,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,

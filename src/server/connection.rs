@@ -98,10 +98,20 @@ async fn say_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, messag
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
 }
 
-/// Serve one connection until it closes.
-pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr) {
+/// Serve one plaintext connection until it closes.
+pub async fn serve_tcp(shared: Arc<Shared>, socket: TcpStream, peer: SocketAddr) {
     let _ = socket.set_nodelay(true);
     let laddr = socket.local_addr().unwrap_or(shared.addr);
+    serve(shared, socket, peer, laddr).await;
+}
+
+/// Serve one connection (plaintext, or TLS after its handshake) until it closes.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: Arc<Shared>,
+    mut socket: S,
+    peer: SocketAddr,
+    laddr: SocketAddr,
+) {
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let handle = Arc::new(ClientHandle {
         info: Mutex::new(ClientInfo {
@@ -152,7 +162,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
 }
 
 impl Client {
-    async fn run(&mut self, socket: &mut TcpStream) {
+    async fn run<S: AsyncRead + AsyncWrite + Unpin>(&mut self, socket: &mut S) {
         let mut input = BytesMut::with_capacity(16 * 1024);
         let mut shutdown = self.shared.shutdown.subscribe();
         loop {

@@ -9,6 +9,7 @@
 //! | `info.rs` | INFO, CONFIG, COMMAND, MEMORY texts and CLIENT LIST lines |
 //! | `cluster.rs` | CLUSTER and RAFT.* in cluster mode, INFO replication |
 //! | `security.rs` | protected mode and the cross-protocol (HTTP) defence |
+//! | `tls.rs` | TLS on the client port; reloading certificates (CONFIG SET, SIGHUP) |
 
 pub mod client_commands;
 pub mod cluster;
@@ -17,6 +18,7 @@ pub mod fds;
 pub mod info;
 pub mod persistence;
 pub mod security;
+pub mod tls;
 pub mod transaction;
 
 use std::collections::BTreeMap;
@@ -98,8 +100,14 @@ pub struct Shared {
     pub stats: Stats,
     /// When the server started.
     pub started: Instant,
-    /// The bound client address.
+    /// The bound client address (the TLS port's when there is no plaintext port).
     pub addr: SocketAddr,
+    /// The bound TLS client address, if `tls-port` is set.
+    pub tls_addr: Option<SocketAddr>,
+    /// The TLS port's certificates (reloadable), if `tls-port` is set.
+    pub tls: Option<tls::ClientTls>,
+    /// The cluster link's mutual TLS (reloadable), if `tls-cluster yes`.
+    pub cluster_tls: Option<Arc<tollgate_raft::tls::ClusterTls>>,
     /// Set to request shutdown (SHUTDOWN command or a signal).
     pub shutdown: watch::Sender<bool>,
     /// Client connections open now (compared with `maxclients` at accept).
@@ -124,7 +132,10 @@ impl Shared {
 
 /// A bound, not yet serving, server.
 pub struct Server {
-    listener: TcpListener,
+    /// The plaintext client port (none with `port 0` and a `tls-port`).
+    listener: Option<TcpListener>,
+    /// The TLS client port.
+    tls_listener: Option<TcpListener>,
     shared: Arc<Shared>,
 }
 
@@ -145,8 +156,26 @@ impl Server {
             tracing::warn!("{warning}");
         }
         config.maxclients = fit.maxclients;
-        let listener = TcpListener::bind((config.bind.as_str(), config.port)).await?;
-        let addr = listener.local_addr()?;
+        // `port 0` picks a free port, unless a TLS port is set: then it turns plaintext off.
+        let tls_only = config.port == 0 && config.tls.port != 0;
+        let listener = match tls_only {
+            true => None,
+            false => Some(TcpListener::bind((config.bind.as_str(), config.port)).await?),
+        };
+        let client_tls = match config.tls.port {
+            0 => None,
+            _ => Some(tls::ClientTls::load(&config.tls).map_err(tls_error)?),
+        };
+        let cluster_tls = tls::cluster_tls(&config.tls).map_err(tls_error)?;
+        let tls_listener = match config.tls.port {
+            0 => None,
+            port => Some(TcpListener::bind((config.bind.as_str(), port)).await?),
+        };
+        let tls_addr = tls_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+        let addr = match &listener {
+            Some(l) => l.local_addr()?,
+            None => tls_addr.expect("a TLS listener when there is no plaintext one"),
+        };
         let engine = Engine::new(Clock::new());
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
@@ -166,7 +195,7 @@ impl Server {
                         ))
                     })?;
                 }
-                let node = start_raft(c, addr.port(), &engine).await?;
+                let node = start_raft(c, addr.port(), &engine, cluster_tls.clone()).await?;
                 node.set_key_save_delay(key_save_delay);
                 if c.standalone {
                     tracing::info!(
@@ -195,6 +224,9 @@ impl Server {
             stats: Stats::default(),
             started: Instant::now(),
             addr,
+            tls_addr,
+            tls: client_tls,
+            cluster_tls,
             shutdown,
             connected: AtomicUsize::new(0),
             reserved_fds,
@@ -202,7 +234,16 @@ impl Server {
             loading: AtomicBool::new(durable),
             security: security::Guard::default(),
         });
-        Ok(Server { listener, shared })
+        Ok(Server {
+            listener,
+            tls_listener,
+            shared,
+        })
+    }
+
+    /// The TLS client address, if `tls-port` is set.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.shared.tls_addr
     }
 
     /// The address clients connect to.
@@ -229,14 +270,30 @@ impl Server {
             None => Vec::new(),
         };
         let mut spare = fds::Spare::new();
+        let reloader = tokio::spawn(reload_on_sighup(shared.clone()));
         let mut warned_at: Option<Instant> = None;
-        tracing::info!(addr = %shared.addr, "tollgate ready to accept connections");
+        match (shared.tls_addr, &self.listener) {
+            (Some(tls_addr), Some(_)) => {
+                tracing::info!(addr = %shared.addr, %tls_addr, "tollgate ready to accept connections")
+            }
+            (Some(tls_addr), None) => {
+                tracing::info!(%tls_addr, "tollgate ready to accept connections (TLS only: no plaintext port)")
+            }
+            (None, _) => {
+                tracing::info!(addr = %shared.addr, "tollgate ready to accept connections")
+            }
+        }
         tokio::pin!(stop);
         loop {
             tokio::select! {
                 _ = &mut stop => break,
                 _ = shutdown_rx.changed() => break,
-                accepted = self.listener.accept() => {
+                (accepted, over_tls) = accept_either(&self.listener, &self.tls_listener) => {
+                    let listener = match over_tls {
+                        true => self.tls_listener.as_ref(),
+                        false => self.listener.as_ref(),
+                    };
+                    let listener = listener.expect("accepted on a bound listener");
                     let (socket, peer) = match accepted {
                         Ok(x) => x,
                         Err(e) if fds::out_of_descriptors(&e) => {
@@ -244,7 +301,7 @@ impl Server {
                                 tracing::warn!(error = %e, "out of file descriptors: refusing new connections (raise 'ulimit -n' or lower maxclients)");
                                 warned_at = Some(Instant::now());
                             }
-                            shed_connection(&self.listener, &mut spare, &shared).await;
+                            shed_connection(listener, &mut spare, &shared).await;
                             continue;
                         }
                         Err(e) => {
@@ -263,7 +320,10 @@ impl Server {
                     }
                     let shared = shared.clone();
                     tokio::spawn(async move {
-                        connection::serve(shared.clone(), socket, peer).await;
+                        match over_tls {
+                            true => tls::serve(shared.clone(), socket, peer).await,
+                            false => connection::serve_tcp(shared.clone(), socket, peer).await,
+                        }
                         shared.connected.fetch_sub(1, Ordering::AcqRel);
                     });
                 }
@@ -275,10 +335,56 @@ impl Server {
         for task in durable {
             task.abort();
         }
+        reloader.abort();
         if let Some(node) = shared.engine.cluster() {
             node.shutdown().await;
         }
         tracing::info!("tollgate is now ready to exit, bye bye");
+    }
+}
+
+/// The next connection on either client port, and whether it came over the TLS port.
+async fn accept_either(
+    plain: &Option<TcpListener>,
+    tls: &Option<TcpListener>,
+) -> (std::io::Result<(tokio::net::TcpStream, SocketAddr)>, bool) {
+    tokio::select! {
+        r = accept(plain) => (r, false),
+        r = accept(tls) => (r, true),
+    }
+}
+
+/// The next connection on `l`; never, if there is no listener.
+async fn accept(l: &Option<TcpListener>) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A TLS setting that cannot be used, as a start-up error.
+fn tls_error(why: String) -> std::io::Error {
+    std::io::Error::other(format!("Failed to configure TLS: {why}"))
+}
+
+/// Read the TLS certificates again on every SIGHUP (new handshakes use them).
+async fn reload_on_sighup(shared: Arc<Shared>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        if shared.tls.is_none() && shared.cluster_tls.is_none() {
+            tracing::info!("SIGHUP: no TLS in use, nothing to reload");
+            continue;
+        }
+        let config = shared.config.read().clone();
+        match tls::reload(&shared, &config) {
+            Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded; new connections use them"),
+            Err(why) => {
+                tracing::warn!("SIGHUP: TLS certificates not reloaded, the ones in use stay: {why}")
+            }
+        }
     }
 }
 
@@ -360,6 +466,7 @@ pub fn apply_config(
             }
             Ok(())
         }
+        Apply::Tls => tls::apply(shared, new),
         Apply::Fsync => {
             if let (Some(node), Some(c)) = (shared.engine.cluster(), &new.cluster) {
                 node.set_fsync(match c.fsync {
@@ -434,6 +541,7 @@ async fn start_raft(
     c: &crate::config::ClusterConfig,
     client_port: u16,
     engine: &Engine,
+    tls: Option<Arc<tollgate_raft::tls::ClusterTls>>,
 ) -> std::io::Result<ClusterNode> {
     let mut rc = tollgate_raft::Config::new(
         c.node_id,
@@ -450,6 +558,7 @@ async fn start_raft(
     rc.election_timeout_min_ms = c.election_timeout_ms;
     rc.election_timeout_max_ms = 2 * c.election_timeout_ms;
     rc.heartbeat_interval_ms = c.heartbeat_interval_ms;
+    rc.tls = tls;
     rc.fsync = match c.fsync {
         AppendFsync::Always => tollgate_raft::FsyncPolicy::Always,
         AppendFsync::EverySec => tollgate_raft::FsyncPolicy::EverySec,
