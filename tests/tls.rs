@@ -167,7 +167,7 @@ fn clients_work_over_tls_and_plaintext_to_the_tls_port_fails_cleanly() {
         .query(&mut c)
         .unwrap();
     assert_eq!(reply[0], 1, "{reply:?}");
-    let big = "x".repeat(300_000);
+    let big = "x".repeat(4_000_000);
     let _: () = redis::cmd("SET")
         .arg("big")
         .arg(&big)

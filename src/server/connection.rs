@@ -180,7 +180,9 @@ impl Client {
             }
             let flow = self.process_input(&mut input).await;
             if !self.out.is_empty() {
-                if socket.write_all(&self.out).await.is_err() {
+                // A TLS stream may keep the end of a reply in its session buffer when the
+                // socket is full: flush sends it (for TCP, flush does nothing).
+                if socket.write_all(&self.out).await.is_err() || socket.flush().await.is_err() {
                     return;
                 }
                 self.out.clear();
