@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use cluster_support::tls_support::Ca;
+use cluster_support::tls_support::{self, Ca};
 use cluster_support::*;
 
 /// A raw packet socket on `lo` keeping the TCP payloads to or from `ports`.
@@ -207,6 +207,43 @@ fn a_node_with_a_certificate_from_another_ca_cannot_join() {
 
     eprintln!("refused: {text}");
     c.nodes[rogue].kill9();
+
+    // The other direction: a client with the rogue certificate dialling a cluster node's
+    // port is refused by the node's TLS server (an alert, not our handshake's EOF), while
+    // one with a cluster certificate gets through TLS (then our handshake hangs up on junk).
+    let dial = |cert: &tls_support::Issued| {
+        let script = format!(
+            "import socket, ssl\nctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)\nctx.check_hostname = False\nctx.verify_mode = ssl.CERT_NONE\nctx.load_cert_chain('{}', '{}')\ns = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {}), 5))\ns.settimeout(10)\ntry:\n  s.sendall(b'junk' * 64); d = s.recv(100); print('eof' if not d else 'data')\nexcept (ssl.SSLError, ConnectionResetError) as e:\n  print('refused', e)",
+            tls_support::arg(&cert.cert),
+            tls_support::arg(&cert.key),
+            c.nodes[l].cluster_port
+        );
+        let out = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+            + &String::from_utf8_lossy(&out.stderr)
+    };
+    let rogue_cert = rogue_ca.issue(c.dir.path(), "rogue-client");
+    let answer = dial(&rogue_cert);
+    assert!(answer.starts_with("refused"), "{answer}");
+    let member_cert = c
+        .tls_ca
+        .as_ref()
+        .unwrap()
+        .issue(c.dir.path(), "member-client");
+    assert_eq!(dial(&member_cert), "eof");
+    eventually(
+        "the leader logs the refused handshake",
+        Duration::from_secs(5),
+        || {
+            c.nodes[l]
+                .log_text()
+                .contains("TLS handshake failed")
+                .then_some(())
+        },
+    );
 
     // The cluster still serves, and a node with a certificate from the cluster's CA joins.
     let _: i64 = c.nodes[l].q(&["INCR", "k"]).unwrap();
