@@ -25,6 +25,7 @@
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
 //! | `forwarder.rs` | follower-side batching of forwarded writes and read-index requests |
 //! | `service.rs` | what a node answers on its cluster port; membership changes |
+//! | `stats.rs` | [`stats::RaftStats`] and the lock-free [`stats::Histogram`] (fsync latency) |
 //! | `node.rs` | [`RaftNode`]: start, propose, read barrier, status, admin, shutdown |
 //!
 //! On disk under `data_dir`: `log/vote`, `log/raft.log`, `snapshots/snap-<index>-<term>.snap`,
@@ -61,6 +62,7 @@ mod record;
 mod repair;
 mod service;
 mod state_machine;
+pub mod stats;
 mod transport;
 mod types;
 

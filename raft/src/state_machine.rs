@@ -26,6 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::LeaderClock;
+use crate::stats::RaftStats;
 use crate::record::{encode_record, scan_records, sync_dir, write_atomic};
 use crate::types::{
     BatchOutput, CommandResult, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
@@ -278,6 +279,8 @@ pub(crate) struct StateMachineStore<S: StateMachine> {
     clock: Arc<LeaderClock>,
     snapshots: SnapshotDir,
     stats: Arc<SnapshotStats>,
+    /// Entries and commands applied, snapshots built (for /metrics).
+    raft_stats: Arc<RaftStats>,
 }
 
 impl<S: StateMachine> StateMachineStore<S> {
@@ -296,6 +299,7 @@ impl<S: StateMachine> StateMachineStore<S> {
             clock,
             snapshots,
             stats: Arc::new(SnapshotStats::new()),
+            raft_stats: Arc::default(),
         };
         if let Some((file, done)) = store.snapshots.load_latest()? {
             store
@@ -313,6 +317,11 @@ impl<S: StateMachine> StateMachineStore<S> {
     /// What has happened to this node's snapshots.
     pub(crate) fn stats(&self) -> Arc<SnapshotStats> {
         self.stats.clone()
+    }
+
+    /// Count this store's work in `stats`.
+    pub(crate) fn set_stats(&mut self, stats: Arc<RaftStats>) {
+        self.raft_stats = stats;
     }
 
     /// The last log id the loaded state covers (that of the snapshot restored at open).
@@ -334,6 +343,7 @@ impl<S: StateMachine> StateMachineStore<S> {
         let now_ms = leader_time_ms.max(self.last_time_ms);
         self.last_time_ms = now_ms;
         self.clock.observe(now_ms);
+        RaftStats::add(&self.raft_stats.commands_applied, commands.len() as u64);
         let results = commands
             .iter()
             .map(|bytes| self.apply_one(bytes, now_ms))
@@ -358,6 +368,7 @@ pub(crate) struct SnapshotBuilder {
     payload: Result<Vec<u8>, String>,
     snapshots: SnapshotDir,
     stats: Arc<SnapshotStats>,
+    raft_stats: Arc<RaftStats>,
     /// `applied_commands` as of the captured state.
     commands: u64,
     /// Keys in the captured state (for `key_save_delay_us`).
@@ -415,6 +426,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         self.finished(saved.is_ok());
         let payload = saved.map_err(|e| StorageIOError::write_snapshot(Some(signature), &e))?;
         tracing::info!(snapshot = %self.meta, bytes = payload.len(), "snapshot written");
+        RaftStats::add(&self.raft_stats.snapshots, 1);
         Ok(Snapshot {
             meta: self.meta.clone(),
             snapshot: Box::new(Cursor::new(payload)),
@@ -437,6 +449,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
         let mut outputs = Vec::new();
         for entry in entries {
             self.applied = Some(entry.log_id);
+            RaftStats::add(&self.raft_stats.entries_applied, 1);
             let output = match &entry.payload {
                 EntryPayload::Blank => BatchOutput::default(),
                 EntryPayload::Normal(batch) => {
@@ -472,6 +485,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             payload: postcard::to_allocvec(&payload).map_err(|e| e.to_string()),
             snapshots: self.snapshots.clone(),
             stats: self.stats.clone(),
+            raft_stats: self.raft_stats.clone(),
             commands: self.stats.applied_commands.load(Ordering::Acquire),
             keys: self.sm.key_count(),
         }

@@ -250,7 +250,7 @@ macro_rules! cmd {
 }
 
 /// Every command family's table.
-const FAMILIES: &[&[CommandSpec]] = &[
+static FAMILIES: &[&[CommandSpec]] = &[
     super::strings::COMMANDS,
     super::keys::COMMANDS,
     super::dump::COMMANDS,
@@ -266,6 +266,23 @@ const FAMILIES: &[&[CommandSpec]] = &[
 /// All commands, in table order.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
     FAMILIES.iter().flat_map(|f| f.iter())
+}
+
+/// The position of `spec` in [`all`] (a row of the table, not a copy of one): where the
+/// per-command counters of `crate::metrics` are.
+pub fn index(spec: &CommandSpec) -> usize {
+    let at = spec as *const CommandSpec as usize;
+    let size = std::mem::size_of::<CommandSpec>();
+    let mut base = 0;
+    for family in FAMILIES {
+        let start = family.as_ptr() as usize;
+        if at >= start && at < start + family.len() * size {
+            return base + (at - start) / size;
+        }
+        base += family.len();
+    }
+    // Not a row of the table: a copy. Find it by name (never on the hot path).
+    all().position(|c| c.name == spec.name).unwrap_or(0)
 }
 
 /// Slots of the lookup table: a power of two, over twice the number of commands.
@@ -337,6 +354,14 @@ fn ascii_lowercase_word(w: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_is_the_position_in_the_table() {
+        for (i, spec) in all().enumerate() {
+            assert_eq!(index(spec), i, "{}", spec.name);
+            assert_eq!(index(lookup(spec.name.as_bytes()).unwrap()), i);
+        }
+    }
 
     #[test]
     fn lookup_finds_every_command_in_any_case_and_nothing_else() {

@@ -21,7 +21,7 @@ pub mod replicated;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use tollgate_raft::{ClusterError, RaftNode};
 
 use crate::command::{self, flags, CommandSpec, Ctx, Scripts};
+use crate::metrics::Metrics;
 use crate::protocol::Reply;
 use crate::scripting::{self, ScriptControl, ScriptEngine, ScriptLimits};
 use crate::store::eviction::Evictor;
@@ -52,6 +53,9 @@ pub struct State {
     pub memory: Arc<MemoryControl>,
     /// The eviction candidate pool (not replicated: only the deciding node uses it).
     pub evictor: Evictor,
+    /// What this server counts about the commands it runs (not replicated, no effect on
+    /// replies or state).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for State {
@@ -63,6 +67,7 @@ impl Default for State {
             control: Arc::new(ScriptControl::new()),
             memory,
             evictor: Evictor::default(),
+            metrics: Arc::default(),
         }
     }
 }
@@ -216,6 +221,7 @@ pub struct Engine {
     state: Arc<Mutex<State>>,
     control: Arc<ScriptControl>,
     memory: Arc<MemoryControl>,
+    metrics: Arc<Metrics>,
     clock: Clock,
     settings: parking_lot::RwLock<EngineSettings>,
     cluster: OnceLock<ClusterNode>,
@@ -236,6 +242,7 @@ impl Engine {
         Arc::new(Engine {
             control: state.control.clone(),
             memory: state.memory.clone(),
+            metrics: state.metrics.clone(),
             state: Arc::new(Mutex::new(state)),
             clock,
             settings: parking_lot::RwLock::new(EngineSettings {
@@ -311,6 +318,11 @@ impl Engine {
         if let Some(node) = self.cluster.get() {
             node.set_clock_skew_ms(i64::try_from(total).unwrap_or(i64::MAX));
         }
+    }
+
+    /// What this server counts about its commands.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The engine's clock.
@@ -767,7 +779,20 @@ fn command_ctx(state: &mut State, db: usize, now_ms: u64, resp: u8, oom: bool) -
             engine: &mut state.scripts,
             control: &state.control,
         }),
+        metrics: Some(&state.metrics),
     }
+}
+
+/// Count a command that ran from `started` until now and answered `reply`; returns now.
+#[inline]
+fn record(metrics: &Metrics, spec: &CommandSpec, started: Instant, reply: &Reply) -> Instant {
+    let now = Instant::now();
+    let failed = matches!(reply, Reply::Error(_));
+    metrics.record_call(spec, now.saturating_duration_since(started), failed);
+    if let Reply::Error(e) = reply {
+        metrics.record_error(e);
+    }
+    now
 }
 
 /// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`: the
@@ -791,6 +816,9 @@ fn apply_ops_with(
     }
     let mut db = db;
     let mut replies = Vec::with_capacity(ops.len());
+    let metrics = state.metrics.clone();
+    // One clock read per command: each one's time runs from the end of the previous one.
+    let mut started = Instant::now();
     for op in ops {
         match op {
             Op::Select(d) => db = *d,
@@ -810,8 +838,9 @@ fn apply_ops_with(
                     continue;
                 }
                 let name = args.first().map_or(&b""[..], |n| &n[..]);
+                let spec = spec.or_else(|| command::lookup(name));
                 let mut next_db = db;
-                replies.push(poison::guarded(state, name, |state| {
+                let reply = poison::guarded(state, name, |state| {
                     poison::check_trigger(args);
                     let mut ctx = command_ctx(state, db, now_ms, resp, oom);
                     let reply = match spec {
@@ -821,8 +850,12 @@ fn apply_ops_with(
                     // SELECT inside MULTI changes the database of the commands after it.
                     next_db = ctx.db;
                     reply
-                }));
+                });
                 db = next_db;
+                if let Some(spec) = spec {
+                    started = record(&metrics, spec, started, &reply);
+                }
+                replies.push(reply);
             }
             Op::Frame(frame, spec) => {
                 let oom = admission.out_of_memory(state);
@@ -830,7 +863,7 @@ fn apply_ops_with(
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
-                replies.push(poison::guarded(state, spec.name.as_bytes(), |state| {
+                let reply = poison::guarded(state, spec.name.as_bytes(), |state| {
                     let mut ctx = command_ctx(state, db, now_ms, resp, oom);
                     // The connection checked the arity, and only specs with a fast handler
                     // make frames.
@@ -838,7 +871,9 @@ fn apply_ops_with(
                         Some(fast) => frame.with_args(|args| fast(&mut ctx, args)),
                         None => command::execute_spec(&mut ctx, spec, &frame.clone().into_args()),
                     }
-                }));
+                });
+                started = record(&metrics, spec, started, &reply);
+                replies.push(reply);
             }
         }
     }
