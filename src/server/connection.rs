@@ -95,6 +95,12 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
             lib_name: String::new(),
             lib_ver: String::new(),
             in_multi: false,
+            qbuf: 0,
+            qbuf_capacity: 0,
+            obuf: 0,
+            obuf_capacity: 0,
+            multi_mem: 0,
+            multi_len: 0,
         }),
         kill: Default::default(),
         killed: Default::default(),
@@ -132,20 +138,29 @@ impl Client {
                 _ = self.handle.kill.notified() => return,
                 _ = shutdown.changed() => return,
             };
-            match read {
+            let n = match read {
                 Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
+                Ok(n) => n,
+            };
+            let metrics = self.shared.engine.metrics();
+            metrics.net_input.fetch_add(n as u64, Ordering::Relaxed);
+            self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
             let flow = self.process_input(&mut input).await;
             if !self.out.is_empty() {
                 if socket.write_all(&self.out).await.is_err() {
                     return;
                 }
+                let metrics = self.shared.engine.metrics();
+                metrics
+                    .net_output
+                    .fetch_add(self.out.len() as u64, Ordering::Relaxed);
+                self.shared.stats.writes.fetch_add(1, Ordering::Relaxed);
                 self.out.clear();
                 if self.out.capacity() > 1024 * 1024 {
                     self.out = BytesMut::with_capacity(16 * 1024);
                 }
             }
+            self.publish_buffers(&input);
             if flow == Flow::Close {
                 return;
             }
@@ -219,6 +234,24 @@ impl Client {
         flow
     }
 
+    /// Publish the buffers' sizes to CLIENT LIST and INFO clients (once per read).
+    fn publish_buffers(&self, input: &BytesMut) {
+        let (multi_len, multi_mem) = self.multi.as_ref().map_or((0, 0), |q| {
+            let mem = q
+                .iter()
+                .map(|(args, _)| args.iter().map(|a| a.len() + 32).sum::<usize>())
+                .sum();
+            (q.len(), mem)
+        });
+        let mut info = self.handle.info.lock();
+        info.qbuf = input.len();
+        info.qbuf_capacity = input.capacity();
+        info.obuf = self.out.len();
+        info.obuf_capacity = self.out.capacity();
+        info.multi_len = multi_len;
+        info.multi_mem = multi_mem;
+    }
+
     fn push(&mut self, r: Reply) {
         r.encode(self.resp, &mut self.out);
     }
@@ -280,6 +313,7 @@ impl Client {
             return Flow::Continue;
         };
         if !command::arity_ok(spec, request.len()) {
+            self.shared.engine.metrics().record_rejected(spec);
             self.reject(command::arity_error(spec.name)).await;
             return Flow::Continue;
         }
@@ -314,7 +348,17 @@ impl Client {
         }
         if let Some(client) = spec.client {
             self.flush_pending().await;
-            match client(self, &args).await {
+            let started = std::time::Instant::now();
+            let answer = client(self, &args).await;
+            if !matches!(answer, Answer::Engine) {
+                let failed = matches!(&answer, Answer::Reply(Reply::Error(_)));
+                let metrics = self.shared.engine.metrics();
+                metrics.record_call(spec, started.elapsed(), failed);
+                if let Answer::Reply(Reply::Error(e)) = &answer {
+                    metrics.record_error(e);
+                }
+            }
+            match answer {
                 Answer::Reply(reply) => self.push(reply),
                 Answer::Close(reply) => {
                     if let Some(reply) = reply {
@@ -332,6 +376,9 @@ impl Client {
 
     /// Reply with an error; inside MULTI the error also dooms the transaction.
     async fn reject(&mut self, r: Reply) {
+        if let Reply::Error(e) = &r {
+            self.shared.engine.metrics().record_error(e);
+        }
         self.flush_pending().await;
         if self.multi.is_some() {
             self.multi_dirty = true;

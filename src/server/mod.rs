@@ -8,13 +8,17 @@
 //! | `transaction.rs` | MULTI, EXEC, DISCARD, WATCH, UNWATCH |
 //! | `info.rs` | INFO, CONFIG, COMMAND, MEMORY texts and CLIENT LIST lines |
 //! | `cluster.rs` | CLUSTER and RAFT.* in cluster mode, INFO replication |
+//! | `logging.rs` | log filter, format (text/json) and colour |
+//! | `http.rs` | the HTTP listener: /metrics, /healthz, /readyz |
 
 pub mod client_commands;
 pub mod cluster;
 pub mod connection;
 pub mod fds;
+pub mod http;
 pub mod info;
 pub mod persistence;
+pub mod logging;
 pub mod transaction;
 
 use std::collections::BTreeMap;
@@ -34,6 +38,17 @@ use crate::engine::{Clock, ClusterNode, Engine};
 /// Counters reported by INFO stats.
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Socket reads that returned data.
+    pub reads: AtomicU64,
+    /// Socket writes.
+    pub writes: AtomicU64,
+    /// Heap bytes in use when the server started (INFO `used_memory_startup`).
+    pub memory_startup: AtomicU64,
+    /// Highest heap use seen (INFO `used_memory_peak`).
+    pub memory_peak: AtomicU64,
+    /// Samples of (when, commands, bytes in, bytes out), every 100 ms, the last 16:
+    /// INFO's `instantaneous_*` rates are averages over them, as in Redis.
+    samples: Mutex<std::collections::VecDeque<(Instant, u64, u64, u64)>>,
     /// Connections accepted.
     pub total_connections: AtomicU64,
     /// Connections refused by maxclients.
@@ -42,6 +57,41 @@ pub struct Stats {
     pub total_commands: AtomicU64,
     /// Keys deleted by the active expiry cycle.
     pub expired_keys: AtomicU64,
+}
+
+impl Stats {
+    /// Note heap use `used`; returns the peak so far.
+    pub fn note_memory(&self, used: usize) -> usize {
+        let used = used as u64;
+        self.memory_peak.fetch_max(used, Ordering::Relaxed).max(used) as usize
+    }
+
+    /// Take one sample for the instantaneous rates.
+    fn sample(&self, commands: u64, input: u64, output: u64) {
+        let mut s = self.samples.lock();
+        s.push_back((Instant::now(), commands, input, output));
+        if s.len() > 17 {
+            s.pop_front();
+        }
+    }
+
+    /// Commands, input bytes and output bytes per second over the recent samples.
+    pub fn rates(&self) -> (f64, f64, f64) {
+        let s = self.samples.lock();
+        let (Some(first), Some(last)) = (s.front(), s.back()) else {
+            return (0.0, 0.0, 0.0);
+        };
+        let secs = last.0.duration_since(first.0).as_secs_f64();
+        if secs <= 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+        (
+            rate(first.1, last.1),
+            rate(first.2, last.2),
+            rate(first.3, last.3),
+        )
+    }
 }
 
 /// What CLIENT LIST shows about a connection, updated by the connection itself.
@@ -69,6 +119,18 @@ pub struct ClientInfo {
     pub lib_ver: String,
     /// Inside MULTI.
     pub in_multi: bool,
+    /// Bytes of the query buffer after the last read (CLIENT LIST `qbuf`).
+    pub qbuf: usize,
+    /// Capacity of the query buffer (its `qbuf` plus `qbuf-free`).
+    pub qbuf_capacity: usize,
+    /// Bytes of the last reply written (CLIENT LIST `omem`... see `client_line`).
+    pub obuf: usize,
+    /// Capacity of the output buffer.
+    pub obuf_capacity: usize,
+    /// Bytes of the commands queued in MULTI (`multi-mem`).
+    pub multi_mem: usize,
+    /// Commands queued in MULTI.
+    pub multi_len: usize,
 }
 
 /// A registered connection: its info and a way to close it (CLIENT KILL).
@@ -109,6 +171,10 @@ pub struct Shared {
     /// True while a durable node is still applying the log it found at start (INFO's
     /// `loading`).
     pub loading: AtomicBool,
+    /// Where the HTTP listener (/metrics, /healthz, /readyz) listens, if it is on.
+    pub http_addr: Option<SocketAddr>,
+    /// INFO `run_id`: 40 hex digits, new at every start.
+    pub run_id: String,
 }
 
 impl Shared {
@@ -121,6 +187,7 @@ impl Shared {
 /// A bound, not yet serving, server.
 pub struct Server {
     listener: TcpListener,
+    http: Option<TcpListener>,
     shared: Arc<Shared>,
 }
 
@@ -143,7 +210,21 @@ impl Server {
         config.maxclients = fit.maxclients;
         let listener = TcpListener::bind((config.bind.as_str(), config.port)).await?;
         let addr = listener.local_addr()?;
+        let http = match config.http_port {
+            0 => None,
+            port => Some(http::bind(&config.http_bind, port).await.map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("HTTP listener {}:{port}: {e}", config.http_bind),
+                )
+            })?),
+        };
+        let http_addr = http.as_ref().map(|l| l.local_addr()).transpose()?;
         let engine = Engine::new(Clock::new());
+        engine
+            .metrics()
+            .decisions
+            .set_prefix_limit(config.metrics_key_prefixes);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
         let key_save_delay = Duration::from_micros(config.rdb_key_save_delay);
@@ -196,8 +277,18 @@ impl Server {
             reserved_fds,
             rewrites: persistence::Rewrites::default(),
             loading: AtomicBool::new(durable),
+            http_addr,
+            run_id: run_id(),
         });
-        Ok(Server { listener, shared })
+        shared
+            .stats
+            .memory_startup
+            .store(crate::alloc::allocated() as u64, Ordering::Relaxed);
+        Ok(Server {
+            listener,
+            http,
+            shared,
+        })
     }
 
     /// The address clients connect to.
@@ -223,6 +314,11 @@ impl Server {
             ],
             None => Vec::new(),
         };
+        let sampler = tokio::spawn(sample_stats(shared.clone()));
+        if let (Some(listener), Some(addr)) = (self.http, shared.http_addr) {
+            tracing::info!("serving {}", http::describe(addr));
+            tokio::spawn(http::serve(listener, shared.clone()));
+        }
         let mut spare = fds::Spare::new();
         let mut warned_at: Option<Instant> = None;
         tracing::info!(addr = %shared.addr, "tollgate ready to accept connections");
@@ -270,6 +366,7 @@ impl Server {
         for task in durable {
             task.abort();
         }
+        sampler.abort();
         if let Some(node) = shared.engine.cluster() {
             node.shutdown().await;
         }
@@ -298,6 +395,41 @@ async fn shed_connection(listener: &TcpListener, spare: &mut fds::Spare, shared:
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     spare.restore();
+}
+
+/// A run id: 40 hex digits from the process's random hasher keys and the start time (not
+/// in any replicated path).
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(48);
+    for i in 0..3u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
+}
+
+/// Every 100 ms: a sample for INFO's instantaneous rates, and the memory peak.
+async fn sample_stats(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let m = shared.engine.metrics();
+        shared.stats.sample(
+            shared.stats.total_commands.load(Ordering::Relaxed),
+            m.net_input.load(Ordering::Relaxed),
+            m.net_output.load(Ordering::Relaxed),
+        );
+        shared.stats.note_memory(crate::alloc::allocated());
+    }
 }
 
 /// Seconds since the Unix epoch, by the wall clock.

@@ -281,8 +281,23 @@ impl Cluster {
         Cluster::start_on(ports.collect(), extra)
     }
 
+    /// `n` nodes, node `id` started with the flags `extra(id)`.
+    pub fn start_each(n: u64, extra: impl Fn(u64) -> Vec<String>) -> Cluster {
+        let ports: Vec<(u16, u16)> = (0..n)
+            .map(|_| free_port_pair())
+            .map(|p| (p, p + 10_000))
+            .collect();
+        Cluster::start_on_each(ports, extra)
+    }
+
     /// One node per `(client port, cluster port)`, started with `extra` flags each.
     pub fn start_on(ports: Vec<(u16, u16)>, extra: &[&str]) -> Cluster {
+        let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        Cluster::start_on_each(ports, |_| extra.clone())
+    }
+
+    /// One node per `(client port, cluster port)`, node `id` started with `extra(id)`.
+    pub fn start_on_each(ports: Vec<(u16, u16)>, extra: impl Fn(u64) -> Vec<String>) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let n = ports.len() as u64;
         let peers = (1..=n)
@@ -296,7 +311,7 @@ impl Cluster {
                 cluster_port: ports[id as usize - 1].1,
                 dir: dir.path().join(format!("node-{id}")),
                 peers: Some(peers.clone()),
-                extra: extra.iter().map(|a| a.to_string()).collect(),
+                extra: extra(id),
                 secret: SECRET.to_string(),
                 solo: false,
                 child: None,
