@@ -388,3 +388,222 @@ fn cluster_logs_are_clean_and_json_parses() {
         }
     }
 }
+
+/// INFO's sections as `(section, [(field, value)])`, in order.
+fn info_sections(text: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut out: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for line in text.lines().map(str::trim_end) {
+        if let Some(title) = line.strip_prefix("# ") {
+            out.push((title.to_ascii_lowercase(), Vec::new()));
+        } else if let (Some((k, v)), Some(last)) = (line.split_once(':'), out.last_mut()) {
+            last.1.push((k.to_string(), v.to_string()));
+        }
+    }
+    out
+}
+
+/// The kind of an INFO value: integer, decimal, or text.
+fn kind(v: &str) -> &'static str {
+    if v.parse::<i64>().is_ok() {
+        "int"
+    } else if v.trim_end_matches('%').parse::<f64>().is_ok() {
+        "float"
+    } else {
+        "text"
+    }
+}
+
+fn run_sequence(con: &mut redis::Connection) {
+    let _: () = redis::cmd("SET").arg("a").arg("1").query(con).unwrap();
+    let _: String = redis::cmd("GET").arg("a").query(con).unwrap();
+    let _: Option<String> = redis::cmd("GET").arg("nokey").query(con).unwrap();
+    let e: redis::RedisResult<i64> = redis::cmd("LPUSH").arg("a").arg("x").query(con);
+    assert!(e.is_err());
+    let _: i64 = redis::cmd("INCR").arg("n").query(con).unwrap();
+}
+
+/// INFO everything, field by field against redis-server 7.0.15 after the same commands:
+/// the same sections in the same order, every shared field of the same kind, and the same
+/// values where they are deterministic.
+#[test]
+fn info_matches_redis_field_by_field() {
+    let port = free_port();
+    let mut redis = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server 7.0.15 must be installed for this test");
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut rcon = eventually("redis-server", Duration::from_secs(10), || {
+        client.get_connection().ok()
+    });
+    let version: String = redis::cmd("INFO").arg("server").query(&mut rcon).unwrap();
+    assert!(version.contains("redis_version:7.0.15"), "{version}");
+    run_sequence(&mut rcon);
+    let theirs: String = redis::cmd("INFO").arg("everything").query(&mut rcon).unwrap();
+    let _ = redis.kill();
+    let _ = redis.wait();
+
+    let s = TestServer::start();
+    let mut con = s.conn();
+    run_sequence(&mut con);
+    let ours: String = redis::cmd("INFO").arg("everything").query(&mut con).unwrap();
+
+    let (theirs, ours) = (info_sections(&theirs), info_sections(&ours));
+    let names = |v: &[(String, Vec<(String, String)>)]| -> Vec<String> {
+        v.iter().map(|(n, _)| n.clone()).collect()
+    };
+    let mut expected = names(&theirs);
+    expected.push("tollgate".into());
+    assert_eq!(names(&ours), expected);
+    for ((name, their_fields), (_, our_fields)) in theirs.iter().zip(&ours) {
+        for (field, value) in our_fields {
+            let Some((_, theirs)) = their_fields.iter().find(|(f, _)| f == field) else {
+                // Fields of ours that Redis's run did not print: a cluster's raft_* fields,
+                // and Tollgate's `tollgate` section (not in this loop).
+                assert!(
+                    name == "commandstats" || name == "latencystats",
+                    "INFO {name}: field {field} is not Redis's"
+                );
+                continue;
+            };
+            assert_eq!(kind(value), kind(theirs), "INFO {name} {field}: {value} vs {theirs}");
+        }
+    }
+    let field = |v: &[(String, Vec<(String, String)>)], s: &str, f: &str| {
+        v.iter()
+            .find(|(n, _)| n == s)
+            .and_then(|(_, fs)| fs.iter().find(|(k, _)| k == f))
+            .map(|(_, v)| v.clone())
+    };
+    // Deterministic values: the same as Redis's. (Not total_error_replies: redis-rs's
+    // CLIENT SETINFO at connect is an error on Redis 7.0 and not on Tollgate.)
+    for (s, f) in [
+        ("cluster", "cluster_enabled"),
+        ("keyspace", "db0"),
+        ("errorstats", "errorstat_WRONGTYPE"),
+        ("replication", "role"),
+        ("replication", "connected_slaves"),
+        ("clients", "connected_clients"),
+        ("clients", "blocked_clients"),
+        ("stats", "rejected_connections"),
+        ("stats", "expired_keys"),
+        ("stats", "evicted_keys"),
+        ("memory", "maxmemory"),
+        ("memory", "maxmemory_policy"),
+    ] {
+        assert!(field(&ours, s, f).is_some(), "INFO {s} has no {f}");
+        assert_eq!(field(&ours, s, f), field(&theirs, s, f), "INFO {s} {f}");
+    }
+    // Command stats: calls and failures (times differ).
+    let calls = |v: &[(String, Vec<(String, String)>)], cmd: &str| {
+        field(v, "commandstats", &format!("cmdstat_{cmd}")).map(|line| {
+            line.split(',')
+                .filter(|kv| kv.starts_with("calls=") || kv.contains("_calls="))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+    };
+    for cmd in ["get", "set", "lpush", "incr"] {
+        assert!(calls(&ours, cmd).is_some(), "no cmdstat_{cmd}");
+        assert_eq!(calls(&ours, cmd), calls(&theirs, cmd), "cmdstat_{cmd}");
+    }
+    for cmd in ["get", "set", "lpush", "incr"] {
+        let line = field(&ours, "latencystats", &format!("latency_percentiles_usec_{cmd}"))
+            .unwrap_or_else(|| panic!("no latency_percentiles_usec_{cmd}"));
+        let keys: Vec<&str> = line.split(',').map(|kv| kv.split('=').next().unwrap()).collect();
+        assert_eq!(keys, ["p50", "p99", "p99.9"]);
+    }
+    // Default INFO leaves commandstats and latencystats out, as Redis does.
+    let default: String = redis::cmd("INFO").query(&mut con).unwrap();
+    let sections = names(&info_sections(&default));
+    assert!(!sections.contains(&"commandstats".to_string()), "{sections:?}");
+    assert!(sections.contains(&"errorstats".to_string()));
+    // CONFIG RESETSTAT clears the command and error stats.
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    let after: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
+    assert!(!after.contains("cmdstat_get"), "{after}");
+}
+
+/// SLOWLOG with `slowlog-log-slower-than 0`: every command is logged, newest first, with
+/// its arguments, the client's address and name; LEN, RESET, HELP and the errors.
+#[test]
+fn slowlog_logs_every_command_at_threshold_zero() {
+    let s = TestServer::start();
+    let mut con = s.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("CLIENT").arg("SETNAME").arg("me").query(&mut con).unwrap();
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let long = "x".repeat(200);
+    let _: () = redis::cmd("SET").arg("big").arg(&long).query(&mut con).unwrap();
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG").arg("GET").query(&mut con).unwrap();
+    // Newest first: SET big, SET k, SLOWLOG RESET.
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    let entry = |v: &redis::Value| -> (i64, Vec<String>, String, String) {
+        let redis::Value::Array(parts) = v else {
+            panic!("{v:?}")
+        };
+        let int = |v: &redis::Value| match v {
+            redis::Value::Int(n) => *n,
+            v => panic!("{v:?}"),
+        };
+        let text = |v: &redis::Value| String::from_redis_value(v).unwrap();
+        use redis::FromRedisValue;
+        let args: Vec<String> = Vec::from_redis_value(&parts[3]).unwrap();
+        assert!(int(&parts[1]) > 1_600_000_000);
+        assert!(int(&parts[2]) >= 0);
+        (int(&parts[0]), args, text(&parts[4]), text(&parts[5]))
+    };
+    let (id_big, args, addr, name) = entry(&entries[0]);
+    assert_eq!(args[..2], ["SET".to_string(), "big".to_string()]);
+    assert_eq!(args[2], format!("{}... (72 more bytes)", "x".repeat(128)));
+    assert_eq!(name, "me");
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    let (id_k, args, _, _) = entry(&entries[1]);
+    assert_eq!(args, ["SET", "k", "v"]);
+    assert_eq!(id_big, id_k + 1);
+    let (_, args, _, _) = entry(&entries[2]);
+    assert_eq!(args, ["SLOWLOG", "RESET"]);
+    let one: Vec<redis::Value> = redis::cmd("SLOWLOG").arg("GET").arg(1).query(&mut con).unwrap();
+    assert_eq!(one.len(), 1);
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
+    assert!(len >= 4, "{len}");
+    let err = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-2)
+        .query::<redis::Value>(&mut con)
+        .unwrap_err();
+    assert!(err.to_string().contains("count should be greater than or equal to -1"), "{err}");
+    let err = redis::cmd("SLOWLOG").arg("FOO").query::<redis::Value>(&mut con).unwrap_err();
+    assert!(err.to_string().contains("Try SLOWLOG HELP"), "{err}");
+    let help: Vec<String> = redis::cmd("SLOWLOG").arg("HELP").query(&mut con).unwrap();
+    assert_eq!(help.len(), 12);
+    // -1 logs nothing; max-len bounds the log.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(2)
+        .query(&mut con)
+        .unwrap();
+    for _ in 0..5 {
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    }
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
+    assert_eq!(len, 2);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(-1)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
+    assert_eq!(len, 0);
+}

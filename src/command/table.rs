@@ -269,17 +269,31 @@ pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
 }
 
 /// The position of `spec` in [`all`] (a row of the table, not a copy of one): where the
-/// per-command counters of `crate::metrics` are.
+/// per-command counters of `crate::metrics` are. A hash of the row's address into a table
+/// built once (about ten instructions; this runs for every command).
 pub fn index(spec: &CommandSpec) -> usize {
-    let at = spec as *const CommandSpec as usize;
-    let size = std::mem::size_of::<CommandSpec>();
-    let mut base = 0;
-    for family in FAMILIES {
-        let start = family.as_ptr() as usize;
-        if at >= start && at < start + family.len() * size {
-            return base + (at - start) / size;
+    static BY_ADDRESS: OnceLock<Vec<(usize, u32)>> = OnceLock::new();
+    let slot = |at: usize| (at >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - 10);
+    let table = BY_ADDRESS.get_or_init(|| {
+        let mut t = vec![(0usize, 0u32); SLOTS];
+        for (i, c) in all().enumerate() {
+            let at = c as *const CommandSpec as usize;
+            let mut s = slot(at);
+            while t[s].0 != 0 {
+                s = (s + 1) % SLOTS;
+            }
+            t[s] = (at, i as u32);
         }
-        base += family.len();
+        t
+    });
+    let at = spec as *const CommandSpec as usize;
+    let mut s = slot(at);
+    loop {
+        match table[s] {
+            (0, _) => break,
+            (a, i) if a == at => return i as usize,
+            _ => s = (s + 1) % SLOTS,
+        }
     }
     // Not a row of the table: a copy. Find it by name (never on the hot path).
     all().position(|c| c.name == spec.name).unwrap_or(0)

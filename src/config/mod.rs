@@ -504,6 +504,10 @@ pub struct Config {
     /// Values of the parameters that have no effect on Tollgate, by name (see
     /// [`params::Effect::NoEffect`]); a parameter not here has its default.
     pub stored: BTreeMap<&'static str, String>,
+    /// `slowlog-log-slower-than`, in microseconds (-1: log nothing).
+    pub slowlog_log_slower_than: i64,
+    /// `slowlog-max-len`.
+    pub slowlog_max_len: usize,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -537,6 +541,8 @@ impl Default for Config {
             save: String::new(),
             rdb_key_save_delay: 0,
             stored: BTreeMap::new(),
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
             log: DEFAULT_LOG.into(),
             log_format: LogFormat::Text,
             http_port: 0,

@@ -21,7 +21,7 @@ pub mod replicated;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
@@ -153,6 +153,8 @@ pub struct Batch {
     pub watch: Option<WatchGuard>,
     /// A `MULTI`/`EXEC` block: checked against `maxmemory` once, as a whole.
     pub transaction: bool,
+    /// The connection it came from (SLOWLOG shows its address and name); not replicated.
+    pub client: Option<Arc<crate::server::ClientHandle>>,
 }
 
 impl Batch {
@@ -568,6 +570,7 @@ impl Engine {
                 ops,
                 watch: None,
                 transaction: false,
+                client: None,
             };
             if node.propose(Proposal::from_batch(batch)).await.is_err() {
                 break;
@@ -616,6 +619,7 @@ impl Engine {
                 ops,
                 watch: None,
                 transaction: false,
+                client: None,
             };
             return match node.propose(Proposal::from_batch(batch)).await {
                 Ok(_) => count,
@@ -718,7 +722,8 @@ pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64, evict: bool) -
             return BatchResult::ran(None, batch.db);
         }
     }
-    apply_ops_with(state, batch.db, batch.resp, &batch.ops, now_ms, admission)
+    let origin = batch.client.as_deref();
+    apply_ops_with(state, batch.db, batch.resp, &batch.ops, now_ms, admission, origin)
 }
 
 /// How the commands of a batch meet `maxmemory`.
@@ -783,23 +788,41 @@ fn command_ctx(state: &mut State, db: usize, now_ms: u64, resp: u8, oom: bool) -
     }
 }
 
-/// Count a command that ran from `started` until now and answered `reply`; returns now.
+/// Count a command that ran from `started` until now and answered `reply`; returns now
+/// and how long it ran.
 #[inline]
-fn record(metrics: &Metrics, spec: &CommandSpec, started: Instant, reply: &Reply) -> Instant {
-    let now = Instant::now();
+fn record(metrics: &Metrics, spec: &CommandSpec, started: u64, reply: &Reply) -> (u64, Duration) {
+    let now = crate::metrics::now_ns();
+    let elapsed = now.saturating_sub(started);
     let failed = matches!(reply, Reply::Error(_));
-    metrics.record_call(spec, now.saturating_duration_since(started), failed);
+    metrics.record_call_ns(spec, elapsed, failed);
     if let Reply::Error(e) = reply {
         metrics.record_error(e);
     }
-    now
+    (now, Duration::from_nanos(elapsed))
+}
+
+/// Put a command that ran for `elapsed` into the slow log, with its client's address and
+/// name when it came from a connection of this node.
+#[cold]
+fn slow(
+    metrics: &Metrics,
+    args: &[&[u8]],
+    elapsed: Duration,
+    origin: Option<&crate::server::ClientHandle>,
+) {
+    let (addr, name) = origin.map_or_else(Default::default, |c| {
+        let info = c.info.lock();
+        (info.addr.to_string(), info.name.clone())
+    });
+    metrics.slowlog.push(args, elapsed, addr, name);
 }
 
 /// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`: the
 /// replicated state machine's apply (whatever `maxmemory` refuses was refused before the
 /// entry was proposed).
 pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64) -> BatchResult {
-    apply_ops_with(state, db, resp, ops, now_ms, Admission::Decided(false))
+    apply_ops_with(state, db, resp, ops, now_ms, Admission::Decided(false), None)
 }
 
 fn apply_ops_with(
@@ -809,6 +832,7 @@ fn apply_ops_with(
     ops: &[Op],
     now_ms: u64,
     mut admission: Admission,
+    origin: Option<&crate::server::ClientHandle>,
 ) -> BatchResult {
     state.ks.clock().set_now(now_ms);
     if ops.len() > 1 {
@@ -818,7 +842,7 @@ fn apply_ops_with(
     let mut replies = Vec::with_capacity(ops.len());
     let metrics = state.metrics.clone();
     // One clock read per command: each one's time runs from the end of the previous one.
-    let mut started = Instant::now();
+    let mut started = crate::metrics::now_ns();
     for op in ops {
         match op {
             Op::Select(d) => db = *d,
@@ -853,7 +877,11 @@ fn apply_ops_with(
                 });
                 db = next_db;
                 if let Some(spec) = spec {
-                    started = record(&metrics, spec, started, &reply);
+                    let elapsed;
+                    (started, elapsed) = record(&metrics, spec, started, &reply);
+                    if metrics.slowlog.is_slow(elapsed) {
+                        command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
+                    }
                 }
                 replies.push(reply);
             }
@@ -872,7 +900,11 @@ fn apply_ops_with(
                         None => command::execute_spec(&mut ctx, spec, &frame.clone().into_args()),
                     }
                 });
-                started = record(&metrics, spec, started, &reply);
+                let elapsed;
+                (started, elapsed) = record(&metrics, spec, started, &reply);
+                if metrics.slowlog.is_slow(elapsed) {
+                    frame.with_args(|a| slow(&metrics, a, elapsed, origin));
+                }
                 replies.push(reply);
             }
         }

@@ -147,7 +147,7 @@ pub fn families(m: &Metrics) -> Vec<Family> {
     );
     for (spec, s) in m.commands() {
         let label = || vec![("command", spec.name.to_string())];
-        calls.push(label(), Value::Counter(s.calls.load(Relaxed)));
+        calls.push(label(), Value::Counter(s.calls()));
         errors.push(
             label(),
             Value::Counter(s.failed.load(Relaxed) + s.rejected.load(Relaxed)),

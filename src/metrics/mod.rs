@@ -17,6 +17,7 @@
 //! replicas count the commands their master sends them).
 
 pub mod export;
+pub mod slowlog;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -34,11 +35,9 @@ const MAX_ERROR_CODES: usize = 128;
 /// Most key prefixes with a label of their own (`--metrics-key-prefixes`).
 pub const MAX_PREFIXES: usize = 128;
 
-/// One command's counters.
+/// One command's counters (its calls are its histogram's count).
 #[derive(Default)]
 pub struct CommandStats {
-    /// Calls executed.
-    pub calls: AtomicU64,
     /// Calls that ran and answered an error (Redis's `failed_calls`).
     pub failed: AtomicU64,
     /// Calls refused before running (arity, OOM, NOAUTH, ...: Redis's `rejected_calls`).
@@ -51,6 +50,11 @@ impl CommandStats {
     /// The execution-time histogram, if the command ran.
     pub fn time(&self) -> Option<&Histogram> {
         self.time.get().map(|h| &**h)
+    }
+
+    /// Calls executed.
+    pub fn calls(&self) -> u64 {
+        self.time().map_or(0, Histogram::count)
     }
 }
 
@@ -135,24 +139,28 @@ impl Decisions {
         if limit == 0 {
             return 0;
         }
-        let Some(end) = key.iter().position(|&b| b == b':') else {
-            return 0;
-        };
-        let prefix = &key[..end.min(64)];
-        let mut hash: usize = 0xcbf2_9ce4_8422_2325_u64 as usize;
-        for &b in prefix {
-            hash = (hash ^ usize::from(b)).wrapping_mul(0x0100_0000_01b3);
+        let mut end = 0;
+        let mut hash: usize = 0;
+        loop {
+            match key.get(end) {
+                None => return 0,
+                Some(b':') => break,
+                Some(&b) => hash = hash.wrapping_mul(31).wrapping_add(usize::from(b)),
+            }
+            end += 1;
         }
-        for probe in 0..limit {
-            let i = (hash + probe) % limit;
+        let prefix = &key[..end.min(64)];
+        let mut i = hash % limit;
+        for _ in 0..limit {
             let cell = &self.prefixes[i];
             let stored = match cell.get() {
                 Some(p) => p,
                 None => cell.get_or_init(|| prefix.into()),
             };
-            if &stored[..] == prefix {
+            if stored.len() == prefix.len() && stored.iter().zip(prefix).all(|(a, b)| a == b) {
                 return i + 1;
             }
+            i = if i + 1 == limit { 0 } else { i + 1 };
         }
         SLOTS - 1
     }
@@ -195,6 +203,21 @@ impl Decisions {
     }
 }
 
+/// Nanoseconds of the monotonic clock (`CLOCK_MONOTONIC`, what `Instant` reads), as a
+/// plain number: cheaper to subtract than `Instant`s on the per-command path.
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
 /// Everything [`Metrics`] counts, per server.
 pub struct Metrics {
     commands: Box<[CommandStats]>,
@@ -207,6 +230,8 @@ pub struct Metrics {
     pub net_output: AtomicU64,
     /// `-CLUSTERDOWN` replies sent.
     pub clusterdown: AtomicU64,
+    /// SLOWLOG.
+    pub slowlog: slowlog::SlowLog,
 }
 
 impl Default for Metrics {
@@ -218,6 +243,7 @@ impl Default for Metrics {
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
             clusterdown: AtomicU64::new(0),
+            slowlog: Default::default(),
         }
     }
 }
@@ -237,8 +263,13 @@ impl Metrics {
     /// Count one call of `spec` that ran for `elapsed`; `failed` when it answered an error.
     #[inline]
     pub fn record_call(&self, spec: &CommandSpec, elapsed: Duration, failed: bool) {
+        self.record_call_ns(spec, u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX), failed)
+    }
+
+    /// [`Metrics::record_call`] with the time in nanoseconds.
+    #[inline]
+    pub fn record_call_ns(&self, spec: &CommandSpec, elapsed_ns: u64, failed: bool) {
         let stats = self.command(spec);
-        stats.calls.fetch_add(1, Ordering::Relaxed);
         if failed {
             stats.failed.fetch_add(1, Ordering::Relaxed);
         }
@@ -246,7 +277,7 @@ impl Metrics {
             Some(h) => h,
             None => stats.time.get_or_init(Default::default),
         };
-        hist.record(elapsed);
+        hist.record_ns(elapsed_ns);
     }
 
     /// Count a call of `spec` refused before it ran.
@@ -275,15 +306,14 @@ impl Metrics {
 
     /// Every command that was called or rejected, with its counters, in table order.
     pub fn commands(&self) -> impl Iterator<Item = (&'static CommandSpec, &CommandStats)> {
-        command::all().zip(self.commands.iter()).filter(|(_, s)| {
-            s.calls.load(Ordering::Relaxed) > 0 || s.rejected.load(Ordering::Relaxed) > 0
-        })
+        command::all()
+            .zip(self.commands.iter())
+            .filter(|(_, s)| s.calls() > 0 || s.rejected.load(Ordering::Relaxed) > 0)
     }
 
     /// CONFIG RESETSTAT: what Redis resets (command and error stats).
     pub fn reset(&self) {
         for s in self.commands.iter() {
-            s.calls.store(0, Ordering::Relaxed);
             s.failed.store(0, Ordering::Relaxed);
             s.rejected.store(0, Ordering::Relaxed);
             if let Some(h) = s.time.get() {

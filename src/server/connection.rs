@@ -285,6 +285,7 @@ impl Client {
             ops,
             watch,
             transaction,
+            client: Some(self.handle.clone()),
         };
         self.shared.engine.execute(batch).await
     }
@@ -351,11 +352,21 @@ impl Client {
             let started = std::time::Instant::now();
             let answer = client(self, &args).await;
             if !matches!(answer, Answer::Engine) {
+                let elapsed = started.elapsed();
                 let failed = matches!(&answer, Answer::Reply(Reply::Error(_)));
                 let metrics = self.shared.engine.metrics();
-                metrics.record_call(spec, started.elapsed(), failed);
+                metrics.record_call(spec, elapsed, failed);
                 if let Answer::Reply(Reply::Error(e)) = &answer {
                     metrics.record_error(e);
+                }
+                if metrics.slowlog.is_slow(elapsed) {
+                    let (addr, name) = {
+                        let info = self.handle.info.lock();
+                        (info.addr.to_string(), info.name.clone())
+                    };
+                    command::with_slices(&args, |a| {
+                        metrics.slowlog.push(a, elapsed, addr, name)
+                    });
                 }
             }
             match answer {

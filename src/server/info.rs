@@ -123,12 +123,13 @@ fn server_section(shared: &Shared, out: &mut String) {
     let _ = write!(
         out,
         "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
-         redis_build_id:0\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\n\
+         redis_build_id:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\n\
          monotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\n\
          gcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\n\
          server_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:10\r\n\
          configured_hz:10\r\nlru_clock:{}\r\nexecutable:{executable}\r\nconfig_file:{}\r\n\
          io_threads_active:0\r\n",
+        build_id(),
         shared.engine.mode_name(),
         os_name(),
         std::process::id(),
@@ -142,6 +143,14 @@ fn server_section(shared: &Shared, out: &mut String) {
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
     );
+}
+
+/// INFO `redis_build_id`: 16 hex digits of the SHA-1 of Tollgate's name and version.
+fn build_id() -> String {
+    let digest = sha1_smol::Sha1::from(concat!("tollgate ", env!("CARGO_PKG_VERSION")))
+        .digest()
+        .to_string();
+    digest[..16].to_string()
 }
 
 /// `uname -srm`, as Redis's `os` field.
@@ -299,7 +308,7 @@ fn cpu_section(out: &mut String) {
 fn commandstats_section(shared: &Shared, out: &mut String) {
     out.push_str("# Commandstats\r\n");
     for (spec, s) in shared.engine.metrics().commands() {
-        let calls = s.calls.load(Ordering::Relaxed);
+        let calls = s.calls();
         let usec = s.time().map_or(0, |h| h.sum_ns() / 1000);
         let _ = write!(
             out,
@@ -431,6 +440,7 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
                 c.store(0, Ordering::Relaxed);
             }
             shared.engine.memory().reset_stats();
+            shared.engine.metrics().reset();
             Reply::ok()
         }
         "rewrite" if a.len() == 2 => match &shared.config.read().file {

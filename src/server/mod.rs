@@ -225,6 +225,10 @@ impl Server {
             .metrics()
             .decisions
             .set_prefix_limit(config.metrics_key_prefixes);
+        engine
+            .metrics()
+            .slowlog
+            .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
         let key_save_delay = Duration::from_micros(config.rdb_key_save_delay);
@@ -485,6 +489,14 @@ pub fn apply_config(
             if let Some(node) = shared.engine.cluster() {
                 node.set_key_save_delay(Duration::from_micros(new.rdb_key_save_delay));
             }
+            Ok(())
+        }
+        Apply::Slowlog => {
+            shared
+                .engine
+                .metrics()
+                .slowlog
+                .configure(new.slowlog_log_slower_than, new.slowlog_max_len);
             Ok(())
         }
         Apply::Fsync => {
