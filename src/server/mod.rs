@@ -247,6 +247,11 @@ impl Server {
                         ))
                     })?;
                 }
+                if !c.standalone {
+                    if let Some(warning) = bind_mismatch(&config.bind, &c.cluster_addr) {
+                        tracing::warn!("{warning}");
+                    }
+                }
                 let node = start_raft(c, addr.port(), &engine).await?;
                 node.set_key_save_delay(key_save_delay);
                 if c.standalone {
@@ -436,6 +441,31 @@ async fn sample_stats(shared: Arc<Shared>) {
     }
 }
 
+/// Why the advertised cluster address `cluster_addr` (this node's entry in `--peers`) is
+/// not one this node listens on with `--bind bind`, if it is not: the other nodes could
+/// not reach it.
+pub fn bind_mismatch(bind: &str, cluster_addr: &str) -> Option<String> {
+    use std::net::{IpAddr, ToSocketAddrs};
+    let host = cluster_addr.rsplit_once(':').map_or(cluster_addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let bind_ip: IpAddr = bind.parse().ok()?;
+    if bind_ip.is_unspecified() {
+        return None;
+    }
+    let resolved: Vec<IpAddr> = (host, 0)
+        .to_socket_addrs()
+        .map(|a| a.map(|s| s.ip()).collect())
+        .unwrap_or_default();
+    if resolved.contains(&bind_ip) {
+        return None;
+    }
+    Some(format!(
+        "the cluster address {cluster_addr} (this node's entry in --peers) is not an address \
+         this node listens on (--bind {bind}): the other nodes cannot reach it. Start it with \
+         --bind {host} (or --bind 0.0.0.0 on a private network)"
+    ))
+}
+
 /// Seconds since the Unix epoch, by the wall clock.
 pub fn unix_secs() -> u64 {
     std::time::SystemTime::now()
@@ -619,3 +649,15 @@ pub async fn spawn(config: Config) -> std::io::Result<(SocketAddr, Arc<Shared>)>
     tokio::spawn(server.serve(std::future::pending()));
     Ok((addr, shared))
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warns_when_the_advertised_cluster_address_is_not_bound() {
+        assert!(super::bind_mismatch("127.0.0.1", "127.0.0.1:17001").is_none());
+        assert!(super::bind_mismatch("0.0.0.0", "10.0.0.1:17001").is_none());
+        let w = super::bind_mismatch("127.0.0.1", "10.0.0.1:17001").unwrap();
+        assert!(w.contains("--bind 10.0.0.1"), "{w}");
+    }
+}
+
