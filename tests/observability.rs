@@ -338,10 +338,23 @@ fn cluster_metrics_and_readiness() {
             .all(|i| http_get(http[i], "/readyz").0 == 200)
             .then_some(())
     });
-    // CLUSTERDOWN replies are counted: the cut-off leader refused writes (or the test
-    // above saw none, when the partition came before any write; then the counter is 0).
-    let text = http_get(http[l], "/metrics").1;
-    assert!(metric(&text, "tollgate_clusterdown_replies_total", &[]).is_some());
+    // A write to a follower cut off from the majority answers -CLUSTERDOWN: counted.
+    let l = c.wait_leader(Duration::from_secs(15));
+    let cut = (l + 1) % 3;
+    let others: Vec<String> = (0..3)
+        .filter(|&i| i != cut)
+        .map(|i| c.nodes[i].id.to_string())
+        .collect();
+    let mut args = vec!["RAFT.PARTITION"];
+    args.extend(others.iter().map(String::as_str));
+    let _: () = c.nodes[cut].q(&args).unwrap();
+    let err = c.nodes[cut].q::<i64>(&["INCR", "down"]).unwrap_err();
+    assert!(cluster_support::is_cluster_down(&err), "{err}");
+    let text = http_get(http[cut], "/metrics").1;
+    let after = metric(&text, "tollgate_clusterdown_replies_total", &[]).unwrap();
+    assert!(after >= 1.0, "{after}");
+    assert!(metric(&text, "tollgate_errors_total", &[("error", "CLUSTERDOWN")]).unwrap() >= 1.0);
+    let _: () = c.nodes[cut].q(&["RAFT.HEAL"]).unwrap();
 }
 
 /// A three-node start, a follower killed and restarted: no ERROR line and no colour code in

@@ -407,7 +407,7 @@ impl Engine {
         if batch.read_only() {
             if !node.is_sole_voter() {
                 if let Err(e) = node.read_barrier().await {
-                    return cluster_error(&batch, &e);
+                    return self.counted(cluster_error(&batch, &e));
                 }
             }
             let now = self.now_ms();
@@ -441,9 +441,19 @@ impl Engine {
         }
         let result = match node.propose(Proposal::from_batch(batch)).await {
             Ok(result) => result,
-            Err(e) => BatchResult::ran(Some(vec![cluster_error_reply(&e); n]), db),
+            Err(e) => self.counted(BatchResult::ran(Some(vec![cluster_error_reply(&e); n]), db)),
         };
         merge_refused(result, refused)
+    }
+
+    /// Count the error replies of a batch that failed before it ran (`-CLUSTERDOWN`, ...).
+    fn counted(&self, result: BatchResult) -> BatchResult {
+        for r in result.replies.iter().flatten() {
+            if let Reply::Error(e) = r {
+                self.metrics.record_error(e);
+            }
+        }
+        result
     }
 
     /// Cluster mode, with used memory over `maxmemory`: Redis's out-of-memory check of a
