@@ -116,7 +116,11 @@ fn standalone_metrics_count_exactly_what_ran() {
     let d = "tollgate_limiter_decisions_total";
     let token = ("command", "limit.token");
     assert_eq!(
-        metric(&text, d, &[token, ("outcome", "allowed"), ("prefix", "api")]),
+        metric(
+            &text,
+            d,
+            &[token, ("outcome", "allowed"), ("prefix", "api")]
+        ),
         Some(10.0),
         "{text}"
     );
@@ -125,7 +129,11 @@ fn standalone_metrics_count_exactly_what_ran() {
         Some(5.0)
     );
     assert_eq!(
-        metric(&text, d, &[token, ("outcome", "allowed"), ("prefix", "login")]),
+        metric(
+            &text,
+            d,
+            &[token, ("outcome", "allowed"), ("prefix", "login")]
+        ),
         Some(2.0)
     );
     let u = "tollgate_limiter_units_total";
@@ -135,7 +143,11 @@ fn standalone_metrics_count_exactly_what_ran() {
         metric(
             &text,
             d,
-            &[("command", "cl.throttle"), ("outcome", "allowed"), ("prefix", "(none)")]
+            &[
+                ("command", "cl.throttle"),
+                ("outcome", "allowed"),
+                ("prefix", "(none)")
+            ]
         ),
         Some(1.0)
     );
@@ -145,7 +157,11 @@ fn standalone_metrics_count_exactly_what_ran() {
     // INCR on a limiter state (not an integer) fails: counted as a call and an error.
     assert_eq!(metric(&text, calls, &[("command", "incr")]), Some(1.0));
     assert_eq!(
-        metric(&text, "tollgate_command_errors_total", &[("command", "incr")]),
+        metric(
+            &text,
+            "tollgate_command_errors_total",
+            &[("command", "incr")]
+        ),
         Some(1.0)
     );
     assert_eq!(
@@ -153,11 +169,7 @@ fn standalone_metrics_count_exactly_what_ran() {
         Some(1.0)
     );
     assert_eq!(
-        metric(
-            &text,
-            "tollgate_command_duration_seconds_count",
-            &[token]
-        ),
+        metric(&text, "tollgate_command_duration_seconds_count", &[token]),
         Some(17.0)
     );
     assert_eq!(
@@ -212,7 +224,11 @@ fn prefix_label_is_bounded_and_can_be_dropped() {
     let text = http_get(port, "/metrics").1;
     assert!(!text.contains("prefix="), "{text}");
     assert_eq!(
-        metric(&text, d, &[("command", "limit.token"), ("outcome", "allowed")]),
+        metric(
+            &text,
+            d,
+            &[("command", "limit.token"), ("outcome", "allowed")]
+        ),
         Some(1.0)
     );
 }
@@ -238,10 +254,7 @@ fn cluster_metrics_and_readiness() {
     let http: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let ports = http.clone();
     let c = Cluster::start_each(3, move |id| {
-        vec![
-            "--http-port".into(),
-            ports[id as usize - 1].to_string(),
-        ]
+        vec!["--http-port".into(), ports[id as usize - 1].to_string()]
     });
     let l = c.wait_leader(Duration::from_secs(15));
     let f = (l + 1) % 3;
@@ -262,7 +275,11 @@ fn cluster_metrics_and_readiness() {
             metric(
                 &text,
                 "tollgate_limiter_decisions_total",
-                &[("command", "limit.token"), ("outcome", "allowed"), ("prefix", "api")]
+                &[
+                    ("command", "limit.token"),
+                    ("outcome", "allowed"),
+                    ("prefix", "api")
+                ]
             ),
             Some(10.0),
             "node {i}"
@@ -309,10 +326,14 @@ fn cluster_metrics_and_readiness() {
     let mut args = vec!["RAFT.PARTITION"];
     args.extend(others.iter().map(String::as_str));
     let _: () = c.nodes[cut].q(&args).unwrap();
-    let body = eventually("503 on the cut-off follower", Duration::from_secs(10), || {
-        let (status, body) = http_get(http[cut], "/readyz");
-        (status == 503).then_some(body)
-    });
+    let body = eventually(
+        "503 on the cut-off follower",
+        Duration::from_secs(10),
+        || {
+            let (status, body) = http_get(http[cut], "/readyz");
+            (status == 503).then_some(body)
+        },
+    );
     assert!(body.starts_with("{\"ready\":false,\"reason\":\""), "{body}");
     assert_eq!(http_get(http[l], "/readyz").0, 200);
     let _: () = c.nodes[cut].q(&["RAFT.HEAL"]).unwrap();
@@ -333,11 +354,15 @@ fn cluster_metrics_and_readiness() {
         (http_get(http[l], "/readyz").0 == 503).then_some(())
     });
     let _: () = c.nodes[l].q(&["RAFT.HEAL"]).unwrap();
-    eventually("200 on every node after healing", Duration::from_secs(15), || {
-        (0..3)
-            .all(|i| http_get(http[i], "/readyz").0 == 200)
-            .then_some(())
-    });
+    eventually(
+        "200 on every node after healing",
+        Duration::from_secs(15),
+        || {
+            (0..3)
+                .all(|i| http_get(http[i], "/readyz").0 == 200)
+                .then_some(())
+        },
+    );
     // A write to a follower cut off from the majority answers -CLUSTERDOWN: counted.
     let l = c.wait_leader(Duration::from_secs(15));
     let cut = (l + 1) % 3;
@@ -381,7 +406,11 @@ fn cluster_logs_are_clean_and_json_parses() {
     c.converged_digest(Duration::from_secs(15));
     for node in &c.nodes {
         let text = node.log_text();
-        assert!(!text.contains('\u{1b}'), "node {}: colour codes in a file", node.id);
+        assert!(
+            !text.contains('\u{1b}'),
+            "node {}: colour codes in a file",
+            node.id
+        );
         for line in text.lines() {
             assert!(
                 !line.contains("ERROR") && !line.contains("\"level\":\"ERROR\""),
@@ -394,7 +423,10 @@ fn cluster_logs_are_clean_and_json_parses() {
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 let v: serde_json::Value = serde_json::from_str(line)
                     .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
-                assert!(v.get("level").is_some() && v.get("fields").is_some(), "{line}");
+                assert!(
+                    v.get("level").is_some() && v.get("fields").is_some(),
+                    "{line}"
+                );
                 lines += 1;
             }
             assert!(lines > 0);
@@ -442,7 +474,14 @@ fn run_sequence(con: &mut redis::Connection) {
 fn info_matches_redis_field_by_field() {
     let port = free_port();
     let mut redis = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("redis-server 7.0.15 must be installed for this test");
@@ -453,14 +492,20 @@ fn info_matches_redis_field_by_field() {
     let version: String = redis::cmd("INFO").arg("server").query(&mut rcon).unwrap();
     assert!(version.contains("redis_version:7.0.15"), "{version}");
     run_sequence(&mut rcon);
-    let theirs: String = redis::cmd("INFO").arg("everything").query(&mut rcon).unwrap();
+    let theirs: String = redis::cmd("INFO")
+        .arg("everything")
+        .query(&mut rcon)
+        .unwrap();
     let _ = redis.kill();
     let _ = redis.wait();
 
     let s = TestServer::start();
     let mut con = s.conn();
     run_sequence(&mut con);
-    let ours: String = redis::cmd("INFO").arg("everything").query(&mut con).unwrap();
+    let ours: String = redis::cmd("INFO")
+        .arg("everything")
+        .query(&mut con)
+        .unwrap();
 
     let (theirs, ours) = (info_sections(&theirs), info_sections(&ours));
     let names = |v: &[(String, Vec<(String, String)>)]| -> Vec<String> {
@@ -480,7 +525,11 @@ fn info_matches_redis_field_by_field() {
                 );
                 continue;
             };
-            assert_eq!(kind(value), kind(theirs), "INFO {name} {field}: {value} vs {theirs}");
+            assert_eq!(
+                kind(value),
+                kind(theirs),
+                "INFO {name} {field}: {value} vs {theirs}"
+            );
         }
     }
     let field = |v: &[(String, Vec<(String, String)>)], s: &str, f: &str| {
@@ -522,19 +571,35 @@ fn info_matches_redis_field_by_field() {
         assert_eq!(calls(&ours, cmd), calls(&theirs, cmd), "cmdstat_{cmd}");
     }
     for cmd in ["get", "set", "lpush", "incr"] {
-        let line = field(&ours, "latencystats", &format!("latency_percentiles_usec_{cmd}"))
-            .unwrap_or_else(|| panic!("no latency_percentiles_usec_{cmd}"));
-        let keys: Vec<&str> = line.split(',').map(|kv| kv.split('=').next().unwrap()).collect();
+        let line = field(
+            &ours,
+            "latencystats",
+            &format!("latency_percentiles_usec_{cmd}"),
+        )
+        .unwrap_or_else(|| panic!("no latency_percentiles_usec_{cmd}"));
+        let keys: Vec<&str> = line
+            .split(',')
+            .map(|kv| kv.split('=').next().unwrap())
+            .collect();
         assert_eq!(keys, ["p50", "p99", "p99.9"]);
     }
     // Default INFO leaves commandstats and latencystats out, as Redis does.
     let default: String = redis::cmd("INFO").query(&mut con).unwrap();
     let sections = names(&info_sections(&default));
-    assert!(!sections.contains(&"commandstats".to_string()), "{sections:?}");
+    assert!(
+        !sections.contains(&"commandstats".to_string()),
+        "{sections:?}"
+    );
     assert!(sections.contains(&"errorstats".to_string()));
     // CONFIG RESETSTAT clears the command and error stats.
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
-    let after: String = redis::cmd("INFO").arg("commandstats").query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let after: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut con)
+        .unwrap();
     assert!(!after.contains("cmdstat_get"), "{after}");
 }
 
@@ -550,11 +615,19 @@ fn slowlog_logs_every_command_at_threshold_zero() {
         .arg(0)
         .query(&mut con)
         .unwrap();
-    let _: () = redis::cmd("CLIENT").arg("SETNAME").arg("me").query(&mut con).unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("me")
+        .query(&mut con)
+        .unwrap();
     let _: () = redis::cmd("SLOWLOG").arg("RESET").query(&mut con).unwrap();
     let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
     let long = "x".repeat(200);
-    let _: () = redis::cmd("SET").arg("big").arg(&long).query(&mut con).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&long)
+        .query(&mut con)
+        .unwrap();
     let entries: Vec<redis::Value> = redis::cmd("SLOWLOG").arg("GET").query(&mut con).unwrap();
     // Newest first: SET big, SET k, SLOWLOG RESET.
     assert_eq!(entries.len(), 3, "{entries:?}");
@@ -583,7 +656,11 @@ fn slowlog_logs_every_command_at_threshold_zero() {
     assert_eq!(id_big, id_k + 1);
     let (_, args, _, _) = entry(&entries[2]);
     assert_eq!(args, ["SLOWLOG", "RESET"]);
-    let one: Vec<redis::Value> = redis::cmd("SLOWLOG").arg("GET").arg(1).query(&mut con).unwrap();
+    let one: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
     assert_eq!(one.len(), 1);
     let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
     assert!(len >= 4, "{len}");
@@ -592,8 +669,15 @@ fn slowlog_logs_every_command_at_threshold_zero() {
         .arg(-2)
         .query::<redis::Value>(&mut con)
         .unwrap_err();
-    assert!(err.to_string().contains("count should be greater than or equal to -1"), "{err}");
-    let err = redis::cmd("SLOWLOG").arg("FOO").query::<redis::Value>(&mut con).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("count should be greater than or equal to -1"),
+        "{err}"
+    );
+    let err = redis::cmd("SLOWLOG")
+        .arg("FOO")
+        .query::<redis::Value>(&mut con)
+        .unwrap_err();
     assert!(err.to_string().contains("Try SLOWLOG HELP"), "{err}");
     let help: Vec<String> = redis::cmd("SLOWLOG").arg("HELP").query(&mut con).unwrap();
     assert_eq!(help.len(), 12);

@@ -13,8 +13,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::ClusterError;
-use crate::stats::RaftStats;
 use crate::proposer::{fail_all, ProposeReply, ReadReply};
+use crate::stats::RaftStats;
 use crate::transport::{CallError, Request, Response, Transport};
 use crate::types::{CommandResult, NodeId};
 

@@ -52,8 +52,8 @@ use crate::config::FsyncPolicy;
 use crate::record::{
     encode_record, read_twice, scan_records, sync_parent, write_atomic, write_twice, Twice,
 };
-use crate::stats::RaftStats;
 use crate::repair::{Repair, RepairReason};
+use crate::stats::RaftStats;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
 
 const LOG_FILE: &str = "raft.log";
@@ -345,7 +345,14 @@ impl LogStore {
         let vote_term = Arc::new(AtomicU64::new(vote_term));
         let (tx, rx) = mpsc::channel();
         let policy = Arc::new(SharedPolicy::new(policy));
-        let writer = Writer::new(file, data_end, log_path, policy.clone(), vote_term.clone(), stats);
+        let writer = Writer::new(
+            file,
+            data_end,
+            log_path,
+            policy.clone(),
+            vote_term.clone(),
+            stats,
+        );
         thread::Builder::new()
             .name("raft-log-writer".into())
             .spawn(move || writer.run(rx))?;

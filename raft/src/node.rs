@@ -16,7 +16,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::stats::RaftStats;
 use crate::clock::LeaderClock;
 use crate::config::Config;
 use crate::error::ClusterError;

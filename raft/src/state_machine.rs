@@ -26,8 +26,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::LeaderClock;
-use crate::stats::RaftStats;
 use crate::record::{encode_record, scan_records, sync_dir, write_atomic};
+use crate::stats::RaftStats;
 use crate::types::{
     BatchOutput, CommandResult, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,

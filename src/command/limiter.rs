@@ -255,7 +255,13 @@ fn limit_one<P: Algorithm>(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         let write = out.new_state.map(|state| (state, out.ttl_ms));
         Ok((write, out.decision))
     })?;
-    count_decision(ctx, Decider::Rule(<P::State as Named>::TAG), a[1], decision.allowed, cost);
+    count_decision(
+        ctx,
+        Decider::Rule(<P::State as Named>::TAG),
+        a[1],
+        decision.allowed,
+        cost,
+    );
     Ok(decision_reply(&decision, resp))
 }
 
@@ -366,8 +372,14 @@ fn limit_all_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     }
     let allowed = runs.iter().all(|r| r.decision.allowed);
     if let (Some(metrics), Some(first)) = (ctx.metrics, all.rules.first()) {
-        let units = all.rules.iter().map(|r| r.2).fold(0u64, u64::saturating_add);
-        metrics.decisions.record(Decider::All, first.0, allowed, units);
+        let units = all
+            .rules
+            .iter()
+            .map(|r| r.2)
+            .fold(0u64, u64::saturating_add);
+        metrics
+            .decisions
+            .record(Decider::All, first.0, allowed, units);
     }
     let db = ctx.db();
     let mut lines = Vec::with_capacity(runs.len() + 1);

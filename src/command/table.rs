@@ -271,6 +271,7 @@ pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
 /// The position of `spec` in [`all`] (a row of the table, not a copy of one): where the
 /// per-command counters of `crate::metrics` are. A hash of the row's address into a table
 /// built once (about ten instructions; this runs for every command).
+#[inline]
 pub fn index(spec: &CommandSpec) -> usize {
     static BY_ADDRESS: OnceLock<Vec<(usize, u32)>> = OnceLock::new();
     let slot = |at: usize| (at >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - 10);

@@ -606,11 +606,7 @@ impl Config {
         c.log_format = match cli.log_format.or(file.log_format).as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
-            Some(other) => {
-                return Err(format!(
-                    "--log-format must be text or json, got '{other}'"
-                ))
-            }
+            Some(other) => return Err(format!("--log-format must be text or json, got '{other}'")),
         };
         c.http_port = cli.http_port.or(file.http_port).unwrap_or(c.http_port);
         c.http_bind = cli.http_bind.or(file.http_bind).unwrap_or(c.http_bind);

@@ -733,7 +733,9 @@ pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64, evict: bool) -
         }
     }
     let origin = batch.client.as_deref();
-    apply_ops_with(state, batch.db, batch.resp, &batch.ops, now_ms, admission, origin)
+    apply_ops_with(
+        state, batch.db, batch.resp, &batch.ops, now_ms, admission, origin,
+    )
 }
 
 /// How the commands of a batch meet `maxmemory`.
@@ -801,15 +803,16 @@ fn command_ctx(state: &mut State, db: usize, now_ms: u64, resp: u8, oom: bool) -
 /// Count a command that ran from `started` until now and answered `reply`; returns now
 /// and how long it ran.
 #[inline]
-fn record(metrics: &Metrics, spec: &CommandSpec, started: u64, reply: &Reply) -> (u64, Duration) {
+fn record(metrics: &Metrics, spec: &CommandSpec, started: u64, reply: &Reply) -> (u64, u64) {
     let now = crate::metrics::now_ns();
     let elapsed = now.saturating_sub(started);
-    let failed = matches!(reply, Reply::Error(_));
-    metrics.record_call_ns(spec, elapsed, failed);
     if let Reply::Error(e) = reply {
+        metrics.record_call_ns(spec, elapsed, true);
         metrics.record_error(e);
+    } else {
+        metrics.record_call_ns(spec, elapsed, false);
     }
-    (now, Duration::from_nanos(elapsed))
+    (now, elapsed)
 }
 
 /// Put a command that ran for `elapsed` into the slow log, with its client's address and
@@ -818,21 +821,31 @@ fn record(metrics: &Metrics, spec: &CommandSpec, started: u64, reply: &Reply) ->
 fn slow(
     metrics: &Metrics,
     args: &[&[u8]],
-    elapsed: Duration,
+    elapsed_ns: u64,
     origin: Option<&crate::server::ClientHandle>,
 ) {
     let (addr, name) = origin.map_or_else(Default::default, |c| {
         let info = c.info.lock();
         (info.addr.to_string(), info.name.clone())
     });
-    metrics.slowlog.push(args, elapsed, addr, name);
+    metrics
+        .slowlog
+        .push(args, Duration::from_nanos(elapsed_ns), addr, name);
 }
 
 /// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`: the
 /// replicated state machine's apply (whatever `maxmemory` refuses was refused before the
 /// entry was proposed).
 pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64) -> BatchResult {
-    apply_ops_with(state, db, resp, ops, now_ms, Admission::Decided(false), None)
+    apply_ops_with(
+        state,
+        db,
+        resp,
+        ops,
+        now_ms,
+        Admission::Decided(false),
+        None,
+    )
 }
 
 fn apply_ops_with(

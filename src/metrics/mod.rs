@@ -263,7 +263,11 @@ impl Metrics {
     /// Count one call of `spec` that ran for `elapsed`; `failed` when it answered an error.
     #[inline]
     pub fn record_call(&self, spec: &CommandSpec, elapsed: Duration, failed: bool) {
-        self.record_call_ns(spec, u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX), failed)
+        self.record_call_ns(
+            spec,
+            u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+            failed,
+        )
     }
 
     /// [`Metrics::record_call`] with the time in nanoseconds.

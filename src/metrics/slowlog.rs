@@ -5,7 +5,7 @@
 //! command; only a slow command takes the log's mutex and copies its arguments.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -35,7 +35,8 @@ pub struct Entry {
 
 /// The slow log (see the module docs).
 pub struct SlowLog {
-    threshold_us: AtomicI64,
+    /// The threshold in nanoseconds (`u64::MAX`: log nothing).
+    threshold_ns: AtomicU64,
     max_len: AtomicUsize,
     next_id: AtomicU64,
     entries: Mutex<VecDeque<Entry>>,
@@ -44,7 +45,7 @@ pub struct SlowLog {
 impl Default for SlowLog {
     fn default() -> Self {
         SlowLog {
-            threshold_us: AtomicI64::new(10_000),
+            threshold_ns: AtomicU64::new(10_000_000),
             max_len: AtomicUsize::new(128),
             next_id: AtomicU64::new(0),
             entries: Mutex::new(VecDeque::new()),
@@ -55,17 +56,17 @@ impl Default for SlowLog {
 impl SlowLog {
     /// Follow `slowlog-log-slower-than` and `slowlog-max-len`.
     pub fn configure(&self, threshold_us: i64, max_len: usize) {
-        self.threshold_us.store(threshold_us, Ordering::Relaxed);
+        let ns = u64::try_from(threshold_us).map_or(u64::MAX, |us| us.saturating_mul(1000));
+        self.threshold_ns.store(ns, Ordering::Relaxed);
         self.max_len.store(max_len, Ordering::Relaxed);
         let mut e = self.entries.lock();
         e.truncate(max_len);
     }
 
-    /// Whether a command that ran for `elapsed` is logged.
+    /// Whether a command that ran for `elapsed_ns` nanoseconds is logged.
     #[inline]
-    pub fn is_slow(&self, elapsed: Duration) -> bool {
-        let t = self.threshold_us.load(Ordering::Relaxed);
-        t >= 0 && elapsed.as_micros() >= t as u128
+    pub fn is_slow(&self, elapsed_ns: u64) -> bool {
+        elapsed_ns >= self.threshold_ns.load(Ordering::Relaxed)
     }
 
     /// Log a command that ran for `elapsed`.
@@ -85,7 +86,9 @@ impl SlowLog {
             }
             if a.len() > MAX_STRING {
                 let mut s = a[..MAX_STRING].to_vec();
-                s.extend_from_slice(format!("... ({} more bytes)", a.len() - MAX_STRING).as_bytes());
+                s.extend_from_slice(
+                    format!("... ({} more bytes)", a.len() - MAX_STRING).as_bytes(),
+                );
                 kept.push(Bytes::from(s));
             } else {
                 kept.push(Bytes::copy_from_slice(a));
@@ -107,7 +110,10 @@ impl SlowLog {
     /// The newest `count` entries (all with `None`).
     pub fn get(&self, count: Option<usize>) -> Vec<Entry> {
         let e = self.entries.lock();
-        e.iter().take(count.unwrap_or(usize::MAX)).cloned().collect()
+        e.iter()
+            .take(count.unwrap_or(usize::MAX))
+            .cloned()
+            .collect()
     }
 
     /// Entries held.

@@ -359,14 +359,15 @@ impl Client {
                 if let Answer::Reply(Reply::Error(e)) = &answer {
                     metrics.record_error(e);
                 }
-                if metrics.slowlog.is_slow(elapsed) {
+                if metrics
+                    .slowlog
+                    .is_slow(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+                {
                     let (addr, name) = {
                         let info = self.handle.info.lock();
                         (info.addr.to_string(), info.name.clone())
                     };
-                    command::with_slices(&args, |a| {
-                        metrics.slowlog.push(a, elapsed, addr, name)
-                    });
+                    command::with_slices(&args, |a| metrics.slowlog.push(a, elapsed, addr, name));
                 }
             }
             match answer {

@@ -122,15 +122,13 @@ fn cluster_readiness(s: &ClusterStatus) -> (bool, String) {
         return (false, "repairing its storage from the leader".into());
     }
     let Some(leader) = s.leader_id else {
-        return (false, format!("no known leader (role {})", role_name(s.role)));
+        return (
+            false,
+            format!("no known leader (role {})", role_name(s.role)),
+        );
     };
     if s.role == Role::Leader {
-        let voters: Vec<u64> = s
-            .members
-            .iter()
-            .filter(|m| m.voter)
-            .map(|m| m.id)
-            .collect();
+        let voters: Vec<u64> = s.members.iter().filter(|m| m.voter).map(|m| m.id).collect();
         let reachable = 1 + s
             .replication
             .iter()
@@ -140,7 +138,10 @@ fn cluster_readiness(s: &ClusterStatus) -> (bool, String) {
         if reachable < quorum {
             return (
                 false,
-                format!("leader without a quorum: {reachable} of {} voters reachable, {quorum} needed", voters.len()),
+                format!(
+                    "leader without a quorum: {reachable} of {} voters reachable, {quorum} needed",
+                    voters.len()
+                ),
             );
         }
     }
@@ -155,7 +156,11 @@ fn cluster_readiness(s: &ClusterStatus) -> (bool, String) {
     }
     (
         true,
-        format!("leader {leader} known, term {}, role {}", s.term, role_name(s.role)),
+        format!(
+            "leader {leader} known, term {}, role {}",
+            s.term,
+            role_name(s.role)
+        ),
     )
 }
 
@@ -178,7 +183,10 @@ pub async fn scrape(shared: &Shared) -> String {
             Value::Gauge(shared.started.elapsed().as_secs_f64()),
         ),
         {
-            let mut f = Family::new("tollgate_build_info", "Version and mode of this server (always 1)");
+            let mut f = Family::new(
+                "tollgate_build_info",
+                "Version and mode of this server (always 1)",
+            );
             f.push(
                 vec![
                     ("version", env!("CARGO_PKG_VERSION").to_string()),
@@ -201,7 +209,10 @@ pub async fn scrape(shared: &Shared) -> String {
 async fn server_families(shared: &Shared) -> Vec<Family> {
     let s = &shared.stats;
     let counter = |a: &std::sync::atomic::AtomicU64| Value::Counter(a.load(Ordering::Relaxed));
-    let mut keys = Family::new("tollgate_keys", "Keys, by database (non-empty databases only)");
+    let mut keys = Family::new(
+        "tollgate_keys",
+        "Keys, by database (non-empty databases only)",
+    );
     let mut expiring = Family::new(
         "tollgate_keys_with_expiry",
         "Keys with a time to live, by database (non-empty databases only)",
@@ -313,7 +324,10 @@ fn raft_families(node: &crate::engine::ClusterNode) -> Vec<Family> {
         "tollgate_raft_forwarded",
         "Requests this node forwarded to the leader, by kind",
     );
-    forwarded.push(vec![("kind", "write".into())], counter(&st.forwarded_writes));
+    forwarded.push(
+        vec![("kind", "write".into())],
+        counter(&st.forwarded_writes),
+    );
     forwarded.push(vec![("kind", "read".into())], counter(&st.forwarded_reads));
     vec![
         Family::single("tollgate_raft_node_id", "This node's id", gauge(s.node_id)),

@@ -17,8 +17,8 @@ pub mod connection;
 pub mod fds;
 pub mod http;
 pub mod info;
-pub mod persistence;
 pub mod logging;
+pub mod persistence;
 pub mod transaction;
 
 use std::collections::BTreeMap;
@@ -63,7 +63,9 @@ impl Stats {
     /// Note heap use `used`; returns the peak so far.
     pub fn note_memory(&self, used: usize) -> usize {
         let used = used as u64;
-        self.memory_peak.fetch_max(used, Ordering::Relaxed).max(used) as usize
+        self.memory_peak
+            .fetch_max(used, Ordering::Relaxed)
+            .max(used) as usize
     }
 
     /// Take one sample for the instantaneous rates.
@@ -446,7 +448,9 @@ async fn sample_stats(shared: Arc<Shared>) {
 /// not reach it.
 pub fn bind_mismatch(bind: &str, cluster_addr: &str) -> Option<String> {
     use std::net::{IpAddr, ToSocketAddrs};
-    let host = cluster_addr.rsplit_once(':').map_or(cluster_addr, |(h, _)| h);
+    let host = cluster_addr
+        .rsplit_once(':')
+        .map_or(cluster_addr, |(h, _)| h);
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let bind_ip: IpAddr = bind.parse().ok()?;
     if bind_ip.is_unspecified() {
@@ -660,4 +664,3 @@ mod tests {
         assert!(w.contains("--bind 10.0.0.1"), "{w}");
     }
 }
-
