@@ -26,6 +26,7 @@ use crate::proposer::{Gate, Proposer, ReadIndexer};
 use crate::repair::Repair;
 use crate::service::{await_reply, Service};
 use crate::state_machine::{SnapshotInfo, SnapshotStats, StateMachine, StateMachineStore};
+use crate::stats::RaftStats;
 use crate::transport::{AdminOp, Request, Response, Transport};
 use crate::types::{
     ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId, Role, TypeConfig,
