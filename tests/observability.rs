@@ -261,9 +261,9 @@ fn cluster_metrics_and_readiness() {
     // Through a follower: its writes are forwarded to the leader.
     let mut con = c.nodes[f].conn();
     assert_eq!(token_calls(&mut con, "api:k", 15), (10, 5));
-    for i in 0..3 {
+    for (i, &port) in http.iter().enumerate() {
         let text = eventually("decisions on every node", Duration::from_secs(10), || {
-            let text = http_get(http[i], "/metrics").1;
+            let text = http_get(port, "/metrics").1;
             let denied = metric(
                 &text,
                 "tollgate_limiter_decisions_total",
@@ -314,7 +314,7 @@ fn cluster_metrics_and_readiness() {
                     >= 15.0
             );
         }
-        assert_eq!(http_get(http[i], "/readyz").0, 200);
+        assert_eq!(http_get(port, "/readyz").0, 200);
     }
 
     // Cut one follower off: it loses the leader and is not ready; the others stay ready.
