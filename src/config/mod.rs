@@ -28,7 +28,7 @@ use crate::store::eviction::MemorySettings;
     about = "A Redis-protocol rate-limiter server"
 )]
 pub struct Cli {
-    /// TOML configuration file.
+    /// TOML configuration file [default: none].
     #[arg(long, env = "TOLLGATE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Log filter, e.g. `info` or `tollgate=debug` [default: info, which shows the Raft
@@ -55,23 +55,26 @@ pub struct Cli {
     /// Network worker threads (0 = one per CPU core) [default: 1].
     #[arg(long, env = "TOLLGATE_THREADS")]
     pub threads: Option<usize>,
-    /// Cluster mode: this node's id (a positive integer, unique and stable).
+    /// Cluster mode: this node's id (a positive integer, unique and stable) [default: none,
+    /// standalone].
     #[arg(long, env = "TOLLGATE_NODE_ID")]
     pub node_id: Option<u64>,
     /// Cluster mode: initial voters as `id@host:clusterport,...` (the same on every node);
-    /// leave out on a node that will be added later with RAFT.ADDNODE.
+    /// leave out on a node that will be added later with RAFT.ADDNODE [default: none].
     #[arg(long, env = "TOLLGATE_PEERS")]
     pub peers: Option<String>,
     /// Cluster mode: port of the Raft link (default: client port + 10000).
     #[arg(long, env = "TOLLGATE_CLUSTER_PORT")]
     pub cluster_port: Option<u16>,
-    /// Cluster mode: shared secret authenticating the nodes (at least 16 bytes).
+    /// Cluster mode: shared secret authenticating the nodes (at least 16 bytes) [default:
+    /// none; required with --peers].
     #[arg(long, env = "TOLLGATE_CLUSTER_SECRET")]
     pub cluster_secret: Option<String>,
     /// Cluster mode: directory for the Raft log and snapshots (default ./data/node-<id>).
     #[arg(long, env = "TOLLGATE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Cluster mode: how long a client waits for a quorum before -CLUSTERDOWN, in ms.
+    /// Cluster mode: how long a client waits for a quorum before -CLUSTERDOWN, in ms
+    /// [default: 2000].
     #[arg(long, env = "TOLLGATE_CLUSTER_TIMEOUT_MS")]
     pub cluster_timeout_ms: Option<u64>,
     /// Cluster mode: a follower that hears no leader for a random time between this and
