@@ -568,7 +568,7 @@ fn cl_throttle_bad_arguments_are_errors_not_crashes() {
     let s = TestServer::start();
     let mut c = s.conn();
     let usage =
-        "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]";
+        "Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]";
     for args in [
         &["CL.THROTTLE"][..],
         &["CL.THROTTLE", "k"],
@@ -580,27 +580,27 @@ fn cl_throttle_bad_arguments_are_errors_not_crashes() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["k", "abc", "30", "60"],
-            "Cell error: Couldn't parse as integer: abc",
+            "Cell error: Store error: Couldn't parse as integer: abc",
         ),
         (
             &["k", "15", "1.5", "60"],
-            "Cell error: Couldn't parse as integer: 1.5",
+            "Cell error: Store error: Couldn't parse as integer: 1.5",
         ),
         (
             &["k", "15", "30", "60", "x"],
-            "Cell error: Couldn't parse as integer: x",
+            "Cell error: Store error: Couldn't parse as integer: x",
         ),
         (
             &["k", "99999999999999999999", "30", "60"],
-            "Cell error: Couldn't parse as integer: 99999999999999999999",
+            "Cell error: Store error: Couldn't parse as integer: 99999999999999999999",
         ),
         (
             &["k", "15", "0", "60"],
-            "Cell error: Zero rates are not supported",
+            "Cell error: Store error: Zero rates are not supported",
         ),
         (
             &["k", "15", "30", "0"],
-            "Cell error: Zero rates are not supported",
+            "Cell error: Store error: Zero rates are not supported",
         ),
         (
             &["k", "-1", "30", "60"],

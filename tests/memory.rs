@@ -230,15 +230,23 @@ fn evicting_policies_accept_ten_times_the_limit_within_twice_the_memory() {
         assert_eq!(load.oom, 0, "{policy}: {load:?}");
         assert_eq!(load.ok, 10 * LIMIT / VALUE as u64, "{policy}");
         assert!(load.max_rss < 2 * LIMIT, "{policy}: {load:?}");
+        // The background cycle may still be finishing: give it a moment to reach the limit
+        // (INFO's own reply is part of what it reads, hence the slack).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let used: u64 = info(&mut c, "used_memory").parse().unwrap();
+            if used <= LIMIT + 2 * VALUE as u64 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{policy}: used_memory {used}");
+            thread::sleep(Duration::from_millis(50));
+        }
+        // Lift the limit before counting, so no key is evicted between the two reads.
+        let _: () = q(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
         let evicted: u64 = info(&mut c, "evicted_keys").parse().unwrap();
         let keys: i64 = q(&mut c, &["DBSIZE"]);
         assert!(evicted > 0, "{policy}");
         assert_eq!(evicted + keys as u64, load.ok, "{policy}");
-        let used: u64 = info(&mut c, "used_memory").parse().unwrap();
-        assert!(
-            used <= LIMIT + 2 * VALUE as u64,
-            "{policy}: used_memory {used}"
-        );
         if policy == "volatile-ttl" {
             // The nearest deadlines went first: the last keys written are all there.
             let last = load.ok - 1;

@@ -737,16 +737,21 @@ fn redis_call_time_is_the_server_clock() {
         lua[0] >= t && lua[0] <= t + 5,
         "script TIME {lua:?} vs TIME {t}"
     );
-    // In one transaction both are answered with the same instant.
-    let (time, script): ((String, String), (String, String)) = redis::pipe()
+    // In one transaction the script runs one microsecond after TIME (each command of a
+    // batch a microsecond after the one before), and both calls in it see one instant.
+    let (time, script): ((u64, u64), Vec<u64>) = redis::pipe()
         .atomic()
         .cmd("TIME")
         .cmd("EVAL")
-        .arg("return redis.call('TIME')")
+        .arg("local a = redis.call('TIME'); local b = redis.call('TIME'); return {tonumber(a[1]), tonumber(a[2]), tonumber(b[1]), tonumber(b[2])}")
         .arg(0)
         .query(&mut c)
         .unwrap();
-    assert_eq!(time, script);
+    assert_eq!(
+        time.0 * 1_000_000 + time.1 + 1,
+        script[0] * 1_000_000 + script[1]
+    );
+    assert_eq!(script[0..2], script[2..4]);
 }
 
 /// The PRNG is reseeded before every script, so math.random repeats exactly (Redis 7.0

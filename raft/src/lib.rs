@@ -43,8 +43,8 @@
 //! a node that finds at start that its disk lost acknowledged data is repairing (see
 //! [`RepairStatus`]) until it has caught up from the leader.
 //!
-//! Using it from a server: implement [`StateMachine`] for the keyspace (apply with the `now_ms`
-//! handed in, never a clock), `RaftNode::start(config, Arc::new(keyspace))`, then per client
+//! Using it from a server: implement [`StateMachine`] for the keyspace (apply with the [`Stamp`]
+//! handed in: the entry's time in µs and its place in the log, never a clock), `RaftNode::start(config, Arc::new(keyspace))`, then per client
 //! write `node.propose(cmd)` (or `propose_many` for MULTI/EXEC and scripts), per read
 //! `node.read_barrier()` followed by reading the keyspace directly, and answer
 //! `-CLUSTERDOWN` when [`ClusterError::is_cluster_down`]. Leader-only jobs (the expiry sampler)
@@ -66,12 +66,12 @@ pub mod stats;
 mod transport;
 mod types;
 
-pub use clock::LeaderClock;
+pub use clock::{EntryTime, LeaderClock};
 pub use config::{Config, FsyncPolicy, DEFAULT_ELECTION_TIMEOUT_MS, DEFAULT_HEARTBEAT_INTERVAL_MS};
 pub use error::ClusterError;
 pub use node::{LogMemory, RaftNode};
 pub use repair::{RepairReason, RepairStatus};
-pub use state_machine::{SnapshotInfo, StateMachine};
+pub use state_machine::{SnapshotInfo, Stamp, StateMachine};
 pub use types::{
     Batch, BatchOutput, ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId,
     Role, TypeConfig,

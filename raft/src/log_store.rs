@@ -532,7 +532,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let lazy_len = bytes.len() as u64;
         for entry in entries {
             if let EntryPayload::Normal(batch) = &entry.payload {
-                self.shared.clock.observe(batch.leader_time_ms);
+                self.shared.clock.observe(batch.leader_time.micros());
             }
             let start = bytes.len();
             encode_record(
@@ -713,7 +713,7 @@ fn replay(bytes: &[u8], clock: &LeaderClock) -> Replayed {
             LogRecord::Synced { upto, .. } if *upto > offset as u64 => proven_durable = true,
             LogRecord::Entry(entry) => {
                 if let EntryPayload::Normal(batch) = &entry.payload {
-                    clock.observe(batch.leader_time_ms);
+                    clock.observe(batch.leader_time.micros());
                 }
                 last_entry = Some(entry.log_id.index);
             }
@@ -776,7 +776,7 @@ fn apply_record(mem: &mut LogMem, record: LogRecord, size: u64, clock: &LeaderCl
     match record {
         LogRecord::Entry(entry) => {
             if let EntryPayload::Normal(batch) = &entry.payload {
-                clock.observe(batch.leader_time_ms);
+                clock.observe(batch.leader_time.micros());
             }
             if mem
                 .last_purged

@@ -375,8 +375,8 @@ impl<S: StateMachine> RaftNode<S> {
         &self.inner.raft
     }
 
-    /// The leader clock's floor: the highest entry time seen or issued here.
-    pub fn clock_floor_ms(&self) -> u64 {
+    /// The leader clock's floor: the highest entry time seen or issued here, in microseconds.
+    pub fn clock_floor_us(&self) -> u64 {
         self.inner.clock.floor()
     }
 

@@ -12,7 +12,7 @@ use openraft::Raft;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::clock::LeaderClock;
+use crate::clock::{EntryTime, LeaderClock};
 use crate::error::ClusterError;
 use crate::types::{Batch, CommandResult, NodeId, TypeConfig};
 
@@ -178,7 +178,7 @@ async fn run_write_batcher(
         }
         // Stamp and submit in this one task so stamps are non-decreasing in log order.
         let batch = Batch {
-            leader_time_ms: clock.stamp(),
+            leader_time: EntryTime(clock.stamp()),
             commands,
         };
         let Ok(responder) = raft.client_write_ff(batch).await else {

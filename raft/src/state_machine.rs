@@ -25,7 +25,7 @@ use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::clock::LeaderClock;
+use crate::clock::{EntryTime, LeaderClock};
 use crate::record::{encode_record, scan_records, sync_dir, write_atomic};
 use crate::stats::RaftStats;
 use crate::types::{
@@ -33,15 +33,35 @@ use crate::types::{
     TypeConfig,
 };
 
-/// The replicated state machine. Deterministic: `apply` depends only on (state, command, now_ms).
+/// Where and when a command is applied: the same on every node that applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The command's time in unix microseconds: its entry's leader time, or later when the
+    /// commands applied before it reach past that (each takes
+    /// [`StateMachine::span_us`] microseconds), so times never repeat or go back.
+    pub time_us: u64,
+    /// The entry's log index.
+    pub index: u64,
+    /// The command's position within its entry.
+    pub position: usize,
+}
+
+/// The replicated state machine. Deterministic: `apply` depends only on (state, command, stamp).
 pub trait StateMachine: Send + Sync + 'static {
     /// A write to replicate.
     type Command: Serialize + DeserializeOwned + Clone + Debug + Send + Sync + 'static;
     /// What applying a command returns to its proposer.
     type Output: Serialize + DeserializeOwned + Clone + Debug + Send + Sync + 'static;
-    /// Apply one command; `now_ms` is the leader-stamped time of its entry. Uses interior locking
+    /// Apply one command; `at` carries the leader-stamped time of its entry and where the
+    /// command sits in the log (a seed for deterministic randomness). Uses interior locking
     /// (`&self`) because the server also reads the state directly after a read barrier.
-    fn apply(&self, cmd: &Self::Command, now_ms: u64) -> Self::Output;
+    fn apply(&self, cmd: &Self::Command, at: Stamp) -> Self::Output;
+    /// How many microseconds `cmd` occupies: the next command runs at least that much later
+    /// (a command made of several steps that may each read the time takes one per step, as
+    /// on a server where each step runs a little after the one before). At least 1.
+    fn span_us(&self, _cmd: &Self::Command) -> u64 {
+        1
+    }
     /// Serialize the full state for a snapshot (called with the state consistent at the applied
     /// index: no apply runs concurrently).
     fn snapshot(&self) -> Vec<u8>;
@@ -128,8 +148,9 @@ fn unix_ms(t: std::time::SystemTime) -> u64 {
 /// What a snapshot carries besides openraft's metadata.
 #[derive(Serialize, Deserialize)]
 struct SnapshotPayload {
-    /// The replicated time floor at the snapshot's last entry.
-    last_time_ms: u64,
+    /// The replicated time floor at the snapshot's last entry (snapshots written before
+    /// microseconds hold milliseconds here; [`EntryTime`] reads both).
+    last_time: EntryTime,
     /// `StateMachine::snapshot()` bytes.
     state: Vec<u8>,
 }
@@ -273,9 +294,9 @@ pub(crate) struct StateMachineStore<S: StateMachine> {
     sm: Arc<S>,
     applied: Option<LogId>,
     membership: StoredMembership,
-    /// Replicated time floor: the highest leader time applied (part of the replicated state, so
-    /// clamping with it is deterministic).
-    last_time_ms: u64,
+    /// Replicated time floor, in µs: the first microsecond after the last command applied
+    /// (part of the replicated state, so clamping with it is deterministic).
+    last_time_us: u64,
     clock: Arc<LeaderClock>,
     snapshots: SnapshotDir,
     stats: Arc<SnapshotStats>,
@@ -295,7 +316,7 @@ impl<S: StateMachine> StateMachineStore<S> {
             sm,
             applied: None,
             membership: StoredMembership::default(),
-            last_time_ms: 0,
+            last_time_us: 0,
             clock,
             snapshots,
             stats: Arc::new(SnapshotStats::new()),
@@ -334,30 +355,47 @@ impl<S: StateMachine> StateMachineStore<S> {
         self.sm.restore(&payload.state)?;
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
-        self.last_time_ms = payload.last_time_ms;
-        self.clock.observe(payload.last_time_ms);
+        self.last_time_us = payload.last_time.micros();
+        self.clock.observe(self.last_time_us);
         Ok(())
     }
 
-    fn apply_batch(&mut self, leader_time_ms: u64, commands: &[Vec<u8>]) -> BatchOutput {
-        let now_ms = leader_time_ms.max(self.last_time_ms);
-        self.last_time_ms = now_ms;
-        self.clock.observe(now_ms);
+    fn apply_batch(
+        &mut self,
+        index: u64,
+        leader_time: EntryTime,
+        commands: &[Vec<u8>],
+    ) -> BatchOutput {
         RaftStats::add(&self.raft_stats.commands_applied, commands.len() as u64);
         let results = commands
             .iter()
-            .map(|bytes| self.apply_one(bytes, now_ms))
+            .enumerate()
+            .map(|(position, bytes)| self.apply_one(bytes, leader_time, index, position))
             .collect();
         self.stats
             .applied_commands
             .fetch_add(commands.len() as u64, Ordering::AcqRel);
+        self.clock.observe(self.last_time_us);
         BatchOutput { results }
     }
 
-    fn apply_one(&self, bytes: &[u8], now_ms: u64) -> CommandResult {
+    fn apply_one(
+        &mut self,
+        bytes: &[u8],
+        leader_time: EntryTime,
+        index: u64,
+        position: usize,
+    ) -> CommandResult {
         let cmd: S::Command =
             postcard::from_bytes(bytes).map_err(|e| format!("decode command: {e}"))?;
-        let out = self.sm.apply(&cmd, now_ms);
+        let time_us = leader_time.micros().max(self.last_time_us);
+        self.last_time_us = time_us.saturating_add(self.sm.span_us(&cmd).max(1));
+        let at = Stamp {
+            time_us,
+            index,
+            position,
+        };
+        let out = self.sm.apply(&cmd, at);
         postcard::to_allocvec(&out).map_err(|e| format!("encode output: {e}"))
     }
 }
@@ -453,7 +491,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             let output = match &entry.payload {
                 EntryPayload::Blank => BatchOutput::default(),
                 EntryPayload::Normal(batch) => {
-                    self.apply_batch(batch.leader_time_ms, &batch.commands)
+                    self.apply_batch(entry.log_id.index, batch.leader_time, &batch.commands)
                 }
                 EntryPayload::Membership(m) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), m.clone());
@@ -471,7 +509,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             .store(unix_ms(std::time::SystemTime::now()), Ordering::Release);
         // Capture the state here: openraft runs `build_snapshot` concurrently with later applies.
         let payload = SnapshotPayload {
-            last_time_ms: self.last_time_ms,
+            last_time: EntryTime(self.last_time_us),
             state: self.sm.snapshot(),
         };
         let index = self.applied.map(|l| l.index).unwrap_or(0);

@@ -42,7 +42,7 @@ use crate::error::ClusterError;
 use crate::types::{CommandResult, NodeId, TypeConfig};
 
 /// Bumped whenever frames change incompatibly.
-const PROTOCOL_VERSION: u32 = 5;
+const PROTOCOL_VERSION: u32 = 6;
 /// Frame cap before a peer has authenticated.
 const HANDSHAKE_FRAME_MAX: usize = 512;
 /// Longest address a node advertises in the handshake (a host name is at most 253 bytes).

@@ -7,6 +7,7 @@ use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::EntryTime;
 pub use crate::repair::RepairStatus;
 
 /// Identifies a node in the cluster.
@@ -18,8 +19,9 @@ pub type CommandResult = Result<Vec<u8>, String>;
 /// The payload of one Raft entry: many client commands applied in order at one leader time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Batch {
-    /// The proposing leader's clock when it created the entry (see [`crate::LeaderClock`]).
-    pub leader_time_ms: u64,
+    /// The proposing leader's clock when it created the entry, in microseconds (see
+    /// [`crate::LeaderClock`]; entries written before microseconds read as milliseconds × 1000).
+    pub leader_time: EntryTime,
     /// The commands, each encoded with postcard, applied in this order.
     pub commands: Vec<Vec<u8>>,
 }
@@ -28,9 +30,9 @@ impl fmt::Display for Batch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "batch({} commands @ {} ms)",
+            "batch({} commands @ {} us)",
             self.commands.len(),
-            self.leader_time_ms
+            self.leader_time.micros()
         )
     }
 }

@@ -56,8 +56,8 @@ async fn three_nodes_apply_3000_increments_proposed_through_every_node() {
     let values: Vec<u64> = outs.iter().map(|o| o.value).collect();
     assert_eq!(values, vec![3001, 3002, 3003, 3004, 3005]);
     assert!(
-        outs.windows(2).all(|w| w[0].now_ms == w[1].now_ms),
-        "one entry, one leader time"
+        outs.windows(2).all(|w| w[1].now_us == w[0].now_us + 1),
+        "one entry: each command a microsecond after the one before"
     );
 
     let status = cluster.node(leader).status();
@@ -159,7 +159,7 @@ async fn leader_loss_elects_new_leader_loses_no_acknowledged_write_and_time_neve
         survivors[0].state_machine().value() >= 200
     })
     .await;
-    let skewed_floor = cluster.node(old_leader).clock_floor_ms();
+    let skewed_floor = cluster.node(old_leader).clock_floor_us();
     cluster.stop_node(old_leader).await;
     tokio::time::timeout(SEC, leadership.wait_for(|l| !l.is_self))
         .await
@@ -195,15 +195,15 @@ async fn leader_loss_elects_new_leader_loses_no_acknowledged_write_and_time_neve
     let wall_now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_millis() as u64;
-    let latest_acked = acked.iter().map(|o| o.now_ms).max().unwrap();
-    assert!(skewed_floor > wall_now + 30_000, "skew had no effect");
+        .as_micros() as u64;
+    let latest_acked = acked.iter().map(|o| o.now_us).max().unwrap();
+    assert!(skewed_floor > wall_now + 30_000_000, "skew had no effect");
     assert!(
-        latest_acked > wall_now + 30_000,
+        latest_acked > wall_now + 30_000_000,
         "no acknowledged entry carries the skewed time"
     );
-    assert!(after.now_ms >= latest_acked);
-    assert!(cluster.node(new_leader).clock_floor_ms() >= latest_acked);
+    assert!(after.now_us >= latest_acked);
+    assert!(cluster.node(new_leader).clock_floor_us() >= latest_acked);
     for node in cluster.nodes.values() {
         assert_eq!(node.state_machine().time_went_back(), 0);
     }
@@ -606,7 +606,7 @@ async fn leadership_moves_to_the_chosen_voter_and_held_proposals_follow_it() {
         let outs = task.await.unwrap();
         // One client's writes are applied in its order, at times that never go back.
         assert!(outs.windows(2).all(|w| w[0].value < w[1].value));
-        assert!(outs.windows(2).all(|w| w[0].now_ms <= w[1].now_ms));
+        assert!(outs.windows(2).all(|w| w[0].now_us <= w[1].now_us));
         for o in outs {
             assert!(values.insert(o.value), "value {} returned twice", o.value);
         }

@@ -2,8 +2,10 @@
 //! mutate-then-delete-if-empty access, the deterministic pseudo-random picker behind
 //! HRANDFIELD/SRANDMEMBER/SPOP/ZRANDMEMBER, and the cursor scheme of HSCAN/SSCAN/ZSCAN.
 //!
-//! Randomness here is a fixed function of `now_ms`, the key and the collection, never a
-//! process seed, so a write such as SPOP picks the same members on every replica.
+//! Randomness here is a fixed function of the command's seed (`Ctx::seed`: from the entry's
+//! place in the Raft log, or the batch standalone), the key and the collection size, never
+//! a process seed, so a write such as SPOP picks the same members on every replica, while
+//! repeated calls draw independently (Redis's distribution tests pass).
 
 use std::collections::HashMap;
 
@@ -55,20 +57,21 @@ pub fn fixed_hash(b: &[u8]) -> u64 {
 }
 
 /// The splitmix64 finaliser: spreads the bits of `z` over the whole word.
-fn mix(mut z: u64) -> u64 {
+pub fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
 
-/// A splitmix64 generator seeded from the execution time, the key and the collection
+/// A splitmix64 generator seeded from the command's seed, the key and the collection
 /// size: deterministic for replicas, yet varying between calls and keys.
 pub struct Rng(u64);
 
 impl Rng {
-    /// A generator for a random pick from the collection of `len` items at `key`.
-    pub fn new(now_ms: u64, key: &[u8], len: usize) -> Rng {
-        Rng(now_ms ^ fixed_hash(key) ^ mix(len as u64).rotate_left(17))
+    /// A generator for a random pick from the collection of `len` items at `key`, for the
+    /// command whose seed is `seed` (`Ctx::seed`).
+    pub fn new(seed: u64, key: &[u8], len: usize) -> Rng {
+        Rng(mix(seed) ^ fixed_hash(key) ^ mix(len as u64).rotate_left(17))
     }
 
     /// The next 64 random bits.
@@ -217,10 +220,12 @@ pub(crate) mod harness {
     use crate::protocol::Reply;
     use crate::store::Keyspace;
 
-    /// One client on a private keyspace, at a settable time and protocol version.
+    /// One client on a private keyspace, at a settable time, seed and protocol version.
     pub struct Client {
         pub ks: Keyspace,
         pub now: u64,
+        /// The seed every command gets (`Ctx::seed`).
+        pub seed: u64,
         pub resp: u8,
     }
 
@@ -229,6 +234,7 @@ pub(crate) mod harness {
             Client {
                 ks: Keyspace::default(),
                 now: 1_000_000,
+                seed: 0,
                 resp: 2,
             }
         }
@@ -248,6 +254,8 @@ pub(crate) mod harness {
                 ks: &mut self.ks,
                 db: 0,
                 now_ms: self.now,
+                now_us: self.now * 1000,
+                seed: self.seed,
                 resp: self.resp,
                 oom: false,
                 scripts: None,

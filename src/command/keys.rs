@@ -365,16 +365,13 @@ pub fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// RANDOMKEY
 pub fn randomkey(ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
+    let seed = ctx.seed;
     let db = ctx.db();
     if db.is_empty() {
         return Reply::Nil;
     }
-    // A read: the pick need not be deterministic, only cheap and spread out.
-    let start = (now as usize).wrapping_mul(2654435761) % SHARDS;
-    (0..SHARDS)
-        .map(|i| (start + i) % SHARDS)
-        .find_map(|s| db.shard_entries(s, now).next().map(|(k, _)| k.to_bytes()))
-        .map_or(Reply::Nil, Reply::Bulk)
+    db.random_key(super::collection::mix(seed), now)
+        .map_or(Reply::Nil, |k| Reply::Bulk(k.to_bytes()))
 }
 
 /// DBSIZE

@@ -881,6 +881,8 @@ mod tests {
             ks,
             db: 0,
             now_ms: now,
+            now_us: now * 1000,
+            seed: 0,
             resp,
             oom: false,
             scripts: None,
@@ -992,7 +994,7 @@ mod tests {
         );
         assert_eq!(
             call(&mut ks, t, 2, "CL.THROTTLE"),
-            Reply::err("Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]")
+            Reply::err("Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]")
         );
         assert_eq!(
             ints(&call(&mut ks, t, 2, "INCREX c BYINT 5 UBOUND 4")),

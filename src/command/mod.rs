@@ -23,6 +23,7 @@
 
 pub mod args;
 pub mod collection;
+pub mod docs;
 pub mod dump;
 pub mod hashes;
 pub mod keys;
@@ -89,6 +90,11 @@ pub mod flags {
     pub const PUBSUB: u32 = 1 << 14;
     /// May replicate although not flagged WRITE (Redis's `may_replicate`: PUBLISH, ...).
     pub const MAY_REPLICATE: u32 = 1 << 15;
+    /// Runs the queued transaction (EXEC): when the call itself is refused (wrong number of
+    /// arguments, ...) inside MULTI, the transaction is discarded and the refusal answered
+    /// as `EXECABORT Transaction discarded because of: <reason>`, as Redis's `rejectCommand`
+    /// does. (A high bit, clear of the flags other families add after `MAY_REPLICATE`.)
+    pub const RUNS_TRANSACTION: u32 = 1 << 24;
 }
 
 /// A keyspace command handler.
@@ -160,6 +166,11 @@ pub struct Ctx<'a> {
     pub db: usize,
     /// Time of this execution in unix milliseconds (leader-stamped in a cluster).
     pub now_ms: u64,
+    /// The same time in unix microseconds (TIME answers it).
+    pub now_us: u64,
+    /// Seed of this command's random choices: from the entry's place in the log in a cluster
+    /// (the same on every replica), from the batch standalone. See `collection::Rng`.
+    pub seed: u64,
     /// The client's protocol version (2 or 3), for replies whose shape differs.
     pub resp: u8,
     /// Redis's out-of-memory state before this command (`maxmemory` reached and nothing to

@@ -22,19 +22,24 @@ use crate::store::Keyspace;
 pub struct Host<'a> {
     ks: &'a mut Keyspace,
     db: usize,
-    now_ms: u64,
+    now_us: u64,
+    /// The script's seed; each `redis.call` gets its own from it and the call's number.
+    seed: u64,
+    calls: u64,
     oom: bool,
     metrics: Option<&'a crate::metrics::Metrics>,
 }
 
 impl<'a> Host<'a> {
-    /// `redis.call` against database `db` of `ks` at `now_ms`; `oom`: Redis's
-    /// out-of-memory state before the script (see `Ctx::oom`).
-    pub fn new(ks: &'a mut Keyspace, db: usize, now_ms: u64, oom: bool) -> Host<'a> {
+    /// `redis.call` against database `db` of `ks` at `now_us` with random choices seeded
+    /// from `seed`; `oom`: Redis's out-of-memory state before the script (see `Ctx::oom`).
+    pub fn new(ks: &'a mut Keyspace, db: usize, now_us: u64, seed: u64, oom: bool) -> Host<'a> {
         Host {
             ks,
             db,
-            now_ms,
+            now_us,
+            seed,
+            calls: 0,
             oom,
             metrics: None,
         }
@@ -48,7 +53,17 @@ impl<'a> Host<'a> {
 
 impl ScriptHost for Host<'_> {
     fn command_info(&self, name: &str) -> Option<CommandInfo> {
-        let spec = super::lookup(name.as_bytes())?;
+        let Some(spec) = super::lookup(name.as_bytes()) else {
+            // A command Tollgate lacks that Redis refuses in scripts anyway (blocking
+            // commands, SUBSCRIBE, WAIT, ...) gets Redis's refusal, not "Unknown".
+            return redis_refuses_in_scripts(name).then_some(CommandInfo {
+                arity: -1,
+                write: false,
+                noscript: true,
+                deny_oom: false,
+                has_subcommands: false,
+            });
+        };
         Some(CommandInfo {
             arity: spec.arity,
             write: spec.has(WRITE),
@@ -59,10 +74,13 @@ impl ScriptHost for Host<'_> {
     }
 
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
+        self.calls += 1;
         let mut ctx = Ctx {
             ks: self.ks,
             db: self.db,
-            now_ms: self.now_ms,
+            now_ms: self.now_us / 1000,
+            now_us: self.now_us,
+            seed: super::collection::mix(self.seed ^ self.calls),
             resp,
             oom: self.oom,
             scripts: None,
@@ -93,6 +111,18 @@ impl ScriptHost for Host<'_> {
     fn script_runs_long(&mut self) -> bool {
         hand_off_runtime_worker()
     }
+}
+
+/// Redis 7.0's commands flagged `noscript`, generated from redis-server's COMMAND INFO by
+/// `tools/redis_noscript.py`.
+const REDIS_NOSCRIPT: &str = include_str!("redis_noscript.txt");
+
+/// Whether Redis refuses `name` (lower case) in scripts.
+fn redis_refuses_in_scripts(name: &str) -> bool {
+    REDIS_NOSCRIPT
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .any(|l| l == name)
 }
 
 /// Scripts run on the thread of the client's task, like any other command: handing every
@@ -145,7 +175,7 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
         db: ctx.db,
         control: scripts.control.clone(),
     };
-    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_ms, ctx.oom).counted(ctx.metrics);
+    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_us, ctx.seed, ctx.oom).counted(ctx.metrics);
     let reply = scripts.engine.call(call, &mut host, a, &sctx);
     ctx.scripts = Some(scripts);
     reply

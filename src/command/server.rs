@@ -8,7 +8,8 @@ use bytes::Bytes;
 
 use super::args::db_index;
 use super::flags::{
-    ADMIN, FAST, NOSCRIPT, NOT_QUEUED, NO_AUTH, NO_MULTI, RANDOM, READONLY, STATELESS, SUBSCRIBED,
+    ADMIN, FAST, NOSCRIPT, NOT_QUEUED, NO_AUTH, NO_MULTI, RANDOM, READONLY, RUNS_TRANSACTION,
+    STATELESS, SUBSCRIBED,
 };
 use super::Ctx;
 use crate::protocol::Reply;
@@ -30,8 +31,8 @@ pub fn echo(_ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// TIME: the execution's time as [seconds, microseconds].
 pub fn time(ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
-    let secs = ctx.now_ms / 1000;
-    let micros = (ctx.now_ms % 1000) * 1000;
+    let secs = ctx.now_us / 1_000_000;
+    let micros = ctx.now_us % 1_000_000;
     Reply::Array(vec![
         Reply::bulk_int(secs as i64),
         Reply::bulk_int(micros as i64),
@@ -81,7 +82,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     ),
     crate::cmd!("client", -2, CONN, 0, 0, 0, client: conn::client),
     crate::cmd!("multi", 1, CONN | FAST | NOT_QUEUED, 0, 0, 0, client: tx::multi),
-    crate::cmd!("exec", 1, CONN | NOT_QUEUED, 0, 0, 0, client: tx::exec),
+    crate::cmd!("exec", 1, CONN | NOT_QUEUED | RUNS_TRANSACTION, 0, 0, 0, client: tx::exec),
     crate::cmd!("discard", 1, CONN | FAST | NOT_QUEUED, 0, 0, 0, client: tx::discard),
     crate::cmd!(
         "watch",

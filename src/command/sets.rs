@@ -97,7 +97,7 @@ pub fn scard(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn spop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
         let count = pop_count(a)?;
-        let now = ctx.now_ms;
+        let seed = ctx.seed;
         let key = &a[1];
         let Some(size) = read_set(ctx, key)?.map(|s| s.len()) else {
             return Ok(if count.is_some() {
@@ -115,7 +115,7 @@ pub fn spop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 // Popping everything answers the whole set in order, as Redis does.
                 return Ok(std::mem::take(s).into_iter().collect());
             }
-            let picks = Rng::new(now, key, size).distinct(size, want);
+            let picks = Rng::new(seed, key, size).distinct(size, want);
             let members: Vec<Bytes> = picks
                 .iter()
                 .filter_map(|&i| s.get_index(i).cloned())
@@ -140,13 +140,13 @@ pub fn srandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Err(syntax_error());
         }
         let count = a.get(2).map(|c| symmetric_int(c)).transpose()?;
-        let now = ctx.now_ms;
+        let seed = ctx.seed;
         let s = read_set(ctx, &a[1])?;
         let Some(count) = count else {
             let Some(s) = s.filter(|s| !s.is_empty()) else {
                 return Ok(Reply::Nil);
             };
-            let i = Rng::new(now, &a[1], s.len()).below(s.len());
+            let i = Rng::new(seed, &a[1], s.len()).below(s.len());
             return Ok(s
                 .get_index(i)
                 .map_or(Reply::Nil, |m| Reply::Bulk(m.clone())));
@@ -154,7 +154,7 @@ pub fn srandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let Some(s) = s else {
             return Ok(Reply::Array(Vec::new()));
         };
-        let picks = random_picks(&mut Rng::new(now, &a[1], s.len()), s.len(), count)?;
+        let picks = random_picks(&mut Rng::new(seed, &a[1], s.len()), s.len(), count)?;
         Ok(args::bulk_array(
             picks.into_iter().filter_map(|i| s.get_index(i).cloned()),
         ))
@@ -467,11 +467,11 @@ mod tests {
         };
         assert_eq!(rest.len(), 1);
         assert!(!a.exists("s1"), "an emptied set is deleted");
-        // Different times pick differently somewhere.
+        // Different seeds pick differently somewhere.
         let mut firsts = std::collections::HashSet::new();
         for t in 0..20 {
             let mut c = c();
-            c.now += t;
+            c.seed += t;
             firsts.insert(format!("{:?}", c.run("spop s1")));
         }
         assert!(firsts.len() > 1);

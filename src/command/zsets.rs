@@ -672,7 +672,7 @@ pub fn zscan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// ZRANDMEMBER key [count [WITHSCORES]]
 pub fn zrandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
-        let now = ctx.now_ms;
+        let seed = ctx.seed;
         let resp = ctx.resp;
         let count = a.get(2).map(|c| symmetric_int(c)).transpose()?;
         if a.len() > 4 || a.get(3).is_some_and(|w| !is(w, "withscores")) {
@@ -687,7 +687,7 @@ pub fn zrandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             let Some(z) = z.filter(|z| !z.is_empty()) else {
                 return Ok(Reply::Nil);
             };
-            let i = Rng::new(now, &a[1], z.len()).below(z.len());
+            let i = Rng::new(seed, &a[1], z.len()).below(z.len());
             return Ok(z
                 .get_by_rank(i)
                 .map_or(Reply::Nil, |(m, _)| Reply::Bulk(m.clone())));
@@ -695,7 +695,7 @@ pub fn zrandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let Some(z) = z else {
             return Ok(Reply::Array(Vec::new()));
         };
-        let picks = random_picks(&mut Rng::new(now, &a[1], z.len()), z.len(), count)?;
+        let picks = random_picks(&mut Rng::new(seed, &a[1], z.len()), z.len(), count)?;
         let items = picks.into_iter().filter_map(|i| z.get_by_rank(i));
         Ok(if with_scores {
             pairs_reply(resp, items)

@@ -1,4 +1,4 @@
-//! The engine clock: unix milliseconds that never go backwards.
+//! The engine clock: unix microseconds that never go backwards.
 //!
 //! Commands never read a clock themselves; the engine reads this once per batch and hands
 //! the value down. With `enable-debug-command` on, `DEBUG ADVANCE-TIME ms` moves it forward
@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A monotonic unix-millisecond clock with a test offset.
+/// A monotonic unix-microsecond clock with a test offset.
 #[derive(Debug, Clone, Default)]
 pub struct Clock {
     inner: Arc<ClockInner>,
@@ -16,7 +16,9 @@ pub struct Clock {
 
 #[derive(Debug, Default)]
 struct ClockInner {
+    /// The latest reading, in µs.
     last: AtomicU64,
+    /// DEBUG ADVANCE-TIME's total, in µs.
     offset: AtomicU64,
 }
 
@@ -26,20 +28,46 @@ impl Clock {
         Clock::default()
     }
 
-    /// Current time in unix milliseconds, never less than a previous reading.
-    pub fn now_ms(&self) -> u64 {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let t = wall.saturating_add(self.inner.offset.load(Ordering::Relaxed));
+    /// Current time in unix microseconds, never less than a previous reading.
+    pub fn now_us(&self) -> u64 {
+        let t = self.wall_us();
         let prev = self.inner.last.fetch_max(t, Ordering::AcqRel);
         prev.max(t)
     }
 
+    /// The wall clock plus the test offset, in µs.
+    fn wall_us(&self) -> u64 {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        wall.saturating_add(self.inner.offset.load(Ordering::Relaxed))
+    }
+
+    /// Current time in unix microseconds for a batch of `n` operations, which run at this
+    /// time and the `n - 1` microseconds after it: later readings come after all of them.
+    pub fn reserve_us(&self, n: u64) -> u64 {
+        let t = self.wall_us();
+        let prev = self
+            .inner
+            .last
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                Some(last.max(t).saturating_add(n.max(1)))
+            })
+            .unwrap_or(t);
+        prev.max(t)
+    }
+
+    /// Current time in unix milliseconds, never less than a previous reading.
+    pub fn now_ms(&self) -> u64 {
+        self.now_us() / 1000
+    }
+
     /// Move the clock forward by `ms` (tests only, via DEBUG ADVANCE-TIME).
     pub fn advance(&self, ms: u64) {
-        self.inner.offset.fetch_add(ms, Ordering::AcqRel);
+        self.inner
+            .offset
+            .fetch_add(ms.saturating_mul(1000), Ordering::AcqRel);
     }
 }
 
@@ -54,5 +82,12 @@ mod tests {
         c.advance(10_000);
         let b = c.now_ms();
         assert!(b >= a + 10_000);
+        let us = c.now_us();
+        assert!(us / 1000 >= b);
+        // A batch of 5 reserves 5 microseconds: the next reading is past them.
+        let first = c.reserve_us(5);
+        assert!(first >= us);
+        assert!(c.now_us() >= first + 5);
+        assert!(c.reserve_us(1) >= first + 5);
     }
 }

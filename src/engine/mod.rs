@@ -56,6 +56,52 @@ pub struct State {
     /// What this server counts about the commands it runs (not replicated, no effect on
     /// replies or state).
     pub metrics: Arc<Metrics>,
+    /// Batches run locally so far: the seed of a local batch's random choices (see
+    /// [`Stamp`]; not replicated: a replicated entry is seeded from its place in the log).
+    local_batches: u64,
+}
+
+impl State {
+    /// The stamp of a batch run here (not through the log) at `now_us`.
+    pub fn local_stamp(&mut self, now_us: u64) -> Stamp {
+        self.local_batches = self.local_batches.wrapping_add(1);
+        Stamp {
+            now_us,
+            seed: self.local_batches,
+        }
+    }
+}
+
+/// When a batch runs, and the seed of its random choices (SRANDMEMBER, SPOP, RANDOMKEY,
+/// ...): in a cluster the entry's leader time and its place in the log, so every replica
+/// picks the same; standalone the local clock and a count of batches.
+///
+/// Each operation of a batch runs one microsecond after the one before (`now_us +
+/// position`), as each command of a pipeline runs a little later on Redis: `TIME` (and so a
+/// script such as go-redis/redis_rate's GCRA, which keeps its state in seconds with
+/// microseconds) sees time pass between pipelined calls. The batch reserves those
+/// microseconds (`Clock::reserve_us`, `StateMachine::span_us`), so the next batch starts after
+/// them. Expiry and the limiters use the batch's millisecond (`now_ms`) throughout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// Unix microseconds of the batch's first operation.
+    pub now_us: u64,
+    /// The batch's seed; each command's is derived from it and the command's position.
+    pub seed: u64,
+}
+
+impl Stamp {
+    /// The time in unix milliseconds (what expiry and the limiters use).
+    pub fn now_ms(self) -> u64 {
+        self.now_us / 1000
+    }
+
+    /// The seed of the batch's command at `position`.
+    pub fn seed_at(self, position: usize) -> u64 {
+        self.seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(position as u64)
+    }
 }
 
 impl Default for State {
@@ -68,6 +114,7 @@ impl Default for State {
             memory,
             evictor: Evictor::default(),
             metrics: Arc::default(),
+            local_batches: 0,
         }
     }
 }
@@ -302,9 +349,14 @@ impl Engine {
     /// The time local reads use: the local clock, or in cluster mode never earlier than the
     /// newest leader-stamped time applied here.
     pub fn now_ms(&self) -> u64 {
-        let local = self.clock.now_ms();
+        self.now_us() / 1000
+    }
+
+    /// [`Engine::now_ms`] in microseconds.
+    pub fn now_us(&self) -> u64 {
+        let local = self.clock.now_us();
         match self.cluster.get() {
-            Some(node) => local.max(node.clock_floor_ms()),
+            Some(node) => local.max(node.clock_floor_us()),
             None => local,
         }
     }
@@ -410,7 +462,7 @@ impl Engine {
                     return self.counted(cluster_error(&batch, &e));
                 }
             }
-            let now = self.now_ms();
+            let now = self.now_us();
             return self.execute_local(batch, Some(now)).await;
         }
         if node.is_sole_voter() {
@@ -522,8 +574,8 @@ impl Engine {
         memory::out_of_memory(&mut state)
     }
 
-    /// Apply under the local lock, at `now` (a cluster read after its barrier: never evicts)
-    /// or the local clock (standalone).
+    /// Apply under the local lock, at `now` (µs; a cluster read after its barrier: never
+    /// evicts) or the local clock (standalone).
     async fn execute_local(&self, batch: Batch, now: Option<u64>) -> BatchResult {
         let mut guard = match self.acquire(true).await {
             Ok(g) => g,
@@ -535,11 +587,12 @@ impl Engine {
             }
         };
         let standalone = now.is_none();
-        let now_ms = now.unwrap_or_else(|| self.clock.now_ms());
+        let now_us = now.unwrap_or_else(|| self.clock.reserve_us(batch.ops.len() as u64));
+        let stamp = guard.local_stamp(now_us);
         // Scripts too run right here: one that runs long hands this runtime worker to
         // another thread from its count hook (see `command::scripting`), so short ones
         // never pay for a thread switch.
-        apply_batch(&mut guard, &batch, now_ms, standalone)
+        apply_batch(&mut guard, &batch, stamp, standalone)
     }
 
     /// Evict while used memory is over `maxmemory`: the background half of eviction (a
@@ -696,12 +749,13 @@ pub fn cluster_error_reply(e: &ClusterError) -> Reply {
     }
 }
 
-/// Apply a batch to `state` at time `now_ms`, as a standalone server does (or a cluster
+/// Apply a batch to `state` at `stamp`, as a standalone server does (or a cluster
 /// node answering reads, with `evict` false): the same deterministic core the replicated
 /// state machine runs, plus `maxmemory` (with `evict`): eviction before each command, and
 /// `-OOM` for the commands that may grow memory when nothing can be evicted. A transaction
 /// is checked once, before it runs, and refused whole.
-pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64, evict: bool) -> BatchResult {
+pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) -> BatchResult {
+    let now_ms = stamp.now_ms();
     let mut admission = Admission::Decided(false);
     if evict && state.memory.limit() > 0 {
         admission = Admission::PerCommand;
@@ -733,9 +787,7 @@ pub fn apply_batch(state: &mut State, batch: &Batch, now_ms: u64, evict: bool) -
         }
     }
     let origin = batch.client.as_deref();
-    apply_ops_with(
-        state, batch.db, batch.resp, &batch.ops, now_ms, admission, origin,
-    )
+    apply_ops_with(state, batch.db, batch.resp, &batch.ops, stamp, admission, origin)
 }
 
 /// How the commands of a batch meet `maxmemory`.
@@ -785,11 +837,20 @@ fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
 }
 
 /// What a command of a batch runs against.
-fn command_ctx(state: &mut State, db: usize, now_ms: u64, resp: u8, oom: bool) -> Ctx<'_> {
+fn command_ctx(
+    state: &mut State,
+    db: usize,
+    stamp: Stamp,
+    position: usize,
+    resp: u8,
+    oom: bool,
+) -> Ctx<'_> {
     Ctx {
         ks: &mut state.ks,
         db,
-        now_ms,
+        now_ms: stamp.now_ms(),
+        now_us: stamp.now_us + position as u64,
+        seed: stamp.seed_at(position),
         resp,
         oom,
         scripts: Some(Scripts {
@@ -836,16 +897,8 @@ fn slow(
 /// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`: the
 /// replicated state machine's apply (whatever `maxmemory` refuses was refused before the
 /// entry was proposed).
-pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], now_ms: u64) -> BatchResult {
-    apply_ops_with(
-        state,
-        db,
-        resp,
-        ops,
-        now_ms,
-        Admission::Decided(false),
-        None,
-    )
+pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], stamp: Stamp) -> BatchResult {
+    apply_ops_with(state, db, resp, ops, stamp, Admission::Decided(false), None)
 }
 
 fn apply_ops_with(
@@ -853,10 +906,11 @@ fn apply_ops_with(
     db: usize,
     resp: u8,
     ops: &[Op],
-    now_ms: u64,
+    stamp: Stamp,
     mut admission: Admission,
     origin: Option<&crate::server::ClientHandle>,
 ) -> BatchResult {
+    let now_ms = stamp.now_ms();
     state.ks.clock().set_now(now_ms);
     if ops.len() > 1 {
         warm_keys(state, db, ops);
@@ -866,7 +920,7 @@ fn apply_ops_with(
     let metrics = state.metrics.clone();
     // One clock read per command: each one's time runs from the end of the previous one.
     let mut started = crate::metrics::now_ns();
-    for op in ops {
+    for (position, op) in ops.iter().enumerate() {
         match op {
             Op::Select(d) => db = *d,
             Op::PurgeExpired { db: d, keys } => {
@@ -889,7 +943,7 @@ fn apply_ops_with(
                 let mut next_db = db;
                 let reply = poison::guarded(state, name, |state| {
                     poison::check_trigger(args);
-                    let mut ctx = command_ctx(state, db, now_ms, resp, oom);
+                    let mut ctx = command_ctx(state, db, stamp, position, resp, oom);
                     let reply = match spec {
                         Some(spec) => command::execute_spec(&mut ctx, spec, args),
                         None => command::execute(&mut ctx, args),
@@ -915,7 +969,7 @@ fn apply_ops_with(
                     continue;
                 }
                 let reply = poison::guarded(state, spec.name.as_bytes(), |state| {
-                    let mut ctx = command_ctx(state, db, now_ms, resp, oom);
+                    let mut ctx = command_ctx(state, db, stamp, position, resp, oom);
                     // The connection checked the arity, and only specs with a fast handler
                     // make frames.
                     match spec.fast {

@@ -115,7 +115,10 @@ mod tests {
                 cmd(&["INCR", "k"]),
                 cmd(&["EVAL", "return redis.call('INCR', KEYS[1])", "1", "k"]),
             ],
-            1_000,
+            crate::engine::Stamp {
+                now_us: 1_000_000,
+                seed: 0,
+            },
         );
         let replies = out.replies.unwrap();
         assert_eq!(replies[0], Reply::ok());

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use super::{apply_ops, Batch, BatchResult, Op, State};
+use super::{apply_ops, Batch, BatchResult, Op, Stamp, State};
 use crate::scripting::ScriptsExport;
 use crate::store::snapshot;
 
@@ -68,8 +68,9 @@ impl ReplicatedState {
     }
 }
 
-/// Apply `p` to `state` at `now_ms`: the WATCH check, then the operations.
-pub fn apply_proposal(state: &mut State, p: &Proposal, now_ms: u64) -> BatchResult {
+/// Apply `p` to `state` at `stamp`: the WATCH check, then the operations.
+pub fn apply_proposal(state: &mut State, p: &Proposal, stamp: Stamp) -> BatchResult {
+    let now_ms = stamp.now_ms();
     if let Some(watched) = &p.watch {
         let changed = watched.iter().any(|(db, key, digest)| {
             state
@@ -82,22 +83,34 @@ pub fn apply_proposal(state: &mut State, p: &Proposal, now_ms: u64) -> BatchResu
             return BatchResult::ran(None, p.db);
         }
     }
-    apply_ops(state, p.db, p.resp, &p.ops, now_ms)
+    apply_ops(state, p.db, p.resp, &p.ops, stamp)
 }
 
 impl tollgate_raft::StateMachine for ReplicatedState {
     type Command = Proposal;
     type Output = BatchResult;
 
-    fn apply(&self, cmd: &Proposal, now_ms: u64) -> BatchResult {
+    fn apply(&self, cmd: &Proposal, at: tollgate_raft::Stamp) -> BatchResult {
+        // The seed of the proposal's random choices: its place in the log, the same on
+        // every replica.
+        let stamp = Stamp {
+            now_us: at.time_us,
+            seed: crate::command::collection::mix(at.index) ^ at.position as u64,
+        };
         // A script that runs long hands this runtime worker to another thread from its
         // count hook (`command::scripting`), as on a standalone server.
         let mut state = self.state.lock();
-        let result = apply_proposal(&mut state, cmd, now_ms);
+        let result = apply_proposal(&mut state, cmd, stamp);
         // The leader evicts when a write left memory over `maxmemory` (a follower's task
         // finds it is not the leader and does nothing).
         state.memory.wake_if_over();
         result
+    }
+
+    /// Each operation of a proposal runs a microsecond after the one before (see
+    /// `engine::Stamp`), so a proposal takes as many microseconds as it has operations.
+    fn span_us(&self, cmd: &Proposal) -> u64 {
+        cmd.ops.len() as u64
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -150,6 +163,15 @@ mod tests {
         }
     }
 
+    /// The stamp of an entry at `ms` (its index too, so each test entry seeds differently).
+    fn at(ms: u64) -> tollgate_raft::Stamp {
+        tollgate_raft::Stamp {
+            time_us: ms * 1000,
+            index: ms,
+            position: 0,
+        }
+    }
+
     fn sm() -> ReplicatedState {
         ReplicatedState::new(Arc::new(Mutex::new(State::default())))
     }
@@ -164,7 +186,7 @@ mod tests {
                 cmd(&["EVAL", "return redis.call('INCR', KEYS[1])", "1", "n"]),
                 cmd(&["FUNCTION", "LOAD", lib]),
             ]),
-            1_000,
+            at(1_000),
         );
         let b = sm();
         b.restore(&a.snapshot()).unwrap();
@@ -177,7 +199,7 @@ mod tests {
                 cmd(&["FCALL", "f", "1", "n"]),
                 cmd(&["GET", "k"]),
             ]),
-            2_000,
+            at(2_000),
         );
         let replies = out.replies.unwrap();
         assert_eq!(replies[0], crate::protocol::Reply::Integer(2));
@@ -194,14 +216,14 @@ mod tests {
     #[test]
     fn watch_digest_aborts_only_on_change() {
         let s = sm();
-        s.apply(&proposal(vec![cmd(&["SET", "w", "1"])]), 1_000);
+        s.apply(&proposal(vec![cmd(&["SET", "w", "1"])]), at(1_000));
         let digest = snapshot::entry_digest(&s.state.lock().ks.dbs[0], b"w", 1_000);
         let mut exec = proposal(vec![cmd(&["INCR", "w"])]);
         exec.watch = Some(vec![(0, Bytes::from("w"), digest)]);
-        let first = s.apply(&exec, 1_001);
+        let first = s.apply(&exec, at(1_001));
         assert!(first.replies.is_some());
         // The same EXEC again: the key now holds 2, so the transaction aborts.
-        let second = s.apply(&exec, 1_002);
+        let second = s.apply(&exec, at(1_002));
         assert!(second.replies.is_none());
     }
 
@@ -266,17 +288,51 @@ mod tests {
                 cmd(&["SET", "a", "1", "PX", "100"]),
                 cmd(&["SET", "b", "1", "PX", "1000"]),
             ]),
-            1_000,
+            at(1_000),
         );
         s.apply(
             &proposal(vec![Op::PurgeExpired {
                 db: 0,
                 keys: vec![Bytes::from("a"), Bytes::from("b")],
             }]),
-            1_500,
+            at(1_500),
         );
         let st = s.state.lock();
         assert_eq!(st.ks.dbs[0].len(), 1);
         assert!(st.ks.dbs[0].contains(b"b", 1_500));
+    }
+
+    #[test]
+    fn random_picks_are_the_same_on_every_replica_and_differ_between_entries() {
+        let members: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
+        let mut sadd = vec!["SADD", "s"];
+        sadd.extend(members.iter().map(String::as_str));
+        let (a, b) = (sm(), sm());
+        for r in [&a, &b] {
+            r.apply(&proposal(vec![cmd(&sadd)]), at(1_000));
+        }
+        let picks = |r: &ReplicatedState, stamp| {
+            r.apply(
+                &proposal(vec![
+                    cmd(&["SRANDMEMBER", "s", "5"]),
+                    cmd(&["SRANDMEMBER", "s", "5"]),
+                    cmd(&["SPOP", "s", "3"]),
+                    cmd(&["RANDOMKEY"]),
+                ]),
+                stamp,
+            )
+            .replies
+            .unwrap()
+        };
+        let first = picks(&a, at(2_000));
+        assert_eq!(first, picks(&b, at(2_000)), "replicas picked differently");
+        assert_ne!(
+            first[0], first[1],
+            "two commands of one entry drew the same"
+        );
+        // The same time, another entry: other picks.
+        let mut other = at(2_000);
+        other.index += 1;
+        assert_ne!(first[0], picks(&a, other)[0]);
     }
 }

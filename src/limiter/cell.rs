@@ -15,9 +15,9 @@
 //! does: `as_seconds_f64() as i64`, plus one when the sub-second part has a
 //! whole millisecond (so 2.0005 s replies 2, 2.001 s replies 3).
 //!
-//! Error texts are redis-cell's (`Cell error: Usage: …`, `Cell error:
-//! Couldn't parse as integer: …`, `Cell error: Zero rates are not
-//! supported`). Where redis-cell has no check and would compute garbage or
+//! Error texts are redis-cell 0.5.0's, which wraps every message of its own as
+//! `Cell error: Store error: <message>` (`… Usage: …`, `… Couldn't parse as
+//! integer: …`, `… Zero rates are not supported`). Where redis-cell has no check and would compute garbage or
 //! overflow (negative arguments, `max_burst + 1` or `T·(max_burst + 1)` or
 //! `period·10⁹` beyond i64), Tollgate replies `ERR value is not an integer or
 //! out of range` as Dragonfly does. A quantity whose `T·quantity` would
@@ -403,7 +403,7 @@ mod tests {
 
     #[test]
     fn argument_errors_use_redis_cell_texts() {
-        let usage = "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]";
+        let usage = "Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]";
         for bad in ["k 1 2", "k 1 2 3 4 5", "k"] {
             assert_eq!(parse(bad).unwrap_err().to_string(), usage);
         }
@@ -413,7 +413,7 @@ mod tests {
         );
         assert_eq!(
             parse("k abc 1 1").unwrap_err().to_string(),
-            "Cell error: Couldn't parse as integer: abc"
+            "Cell error: Store error: Couldn't parse as integer: abc"
         );
         assert_eq!(
             parse("k 1 1 1 1.5").unwrap_err(),
@@ -435,7 +435,7 @@ mod tests {
         for zero in ["k 10 1 0", "k 10 0 1", "k 10 2000000000 1"] {
             assert_eq!(
                 parse(zero).unwrap_err().to_string(),
-                "Cell error: Zero rates are not supported"
+                "Cell error: Store error: Zero rates are not supported"
             );
         }
         for out_of_range in [

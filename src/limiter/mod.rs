@@ -428,14 +428,14 @@ pub enum LimitError {
     DurationOutOfRange,
     /// `CL.THROTTLE` with the wrong number of arguments (redis-cell's text).
     #[error(
-        "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]"
+        "Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]"
     )]
     CellUsage,
     /// A `CL.THROTTLE` argument that is not an i64 (redis-cell's text).
-    #[error("Cell error: Couldn't parse as integer: {0}")]
+    #[error("Cell error: Store error: Couldn't parse as integer: {0}")]
     CellNotInteger(String),
     /// A `CL.THROTTLE` rate whose emission interval is zero (redis-cell's text).
-    #[error("Cell error: Zero rates are not supported")]
+    #[error("Cell error: Store error: Zero rates are not supported")]
     CellZeroRate,
     /// A negative `CL.THROTTLE` argument or one whose arithmetic overflows
     /// (redis-cell has no check here; Redis's generic text, as Dragonfly uses).
@@ -815,11 +815,11 @@ mod tests {
         );
         assert_eq!(
             LimitError::CellNotInteger("abc".into()).to_string(),
-            "Cell error: Couldn't parse as integer: abc"
+            "Cell error: Store error: Couldn't parse as integer: abc"
         );
         assert_eq!(
             LimitError::CellZeroRate.to_string(),
-            "Cell error: Zero rates are not supported"
+            "Cell error: Store error: Zero rates are not supported"
         );
         assert_eq!(
             LimitError::InvalidBuckets.to_string(),

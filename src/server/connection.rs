@@ -315,6 +315,14 @@ impl Client {
         };
         if !command::arity_ok(spec, request.len()) {
             self.shared.engine.metrics().record_rejected(spec);
+            if self.multi.is_some() && spec.has(flags::RUNS_TRANSACTION) {
+                self.flush_pending().await;
+                let reply = self
+                    .abort_transaction(command::arity_error(spec.name))
+                    .await;
+                self.push(reply);
+                return Flow::Continue;
+            }
             self.reject(command::arity_error(spec.name)).await;
             return Flow::Continue;
         }

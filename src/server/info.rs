@@ -535,6 +535,8 @@ fn flag_names(spec: &command::CommandSpec) -> Vec<Reply> {
 
 fn command_info(spec: &command::CommandSpec) -> Reply {
     let (first, last, step) = spec.key_range();
+    // Tips and key specifications as redis-server gives them (`command::docs`).
+    let redis = command::docs::redis(spec.name);
     Reply::Array(vec![
         Reply::bulk(spec.name),
         Reply::Integer(spec.arity as i64),
@@ -543,8 +545,8 @@ fn command_info(spec: &command::CommandSpec) -> Reply {
         Reply::Integer(last as i64),
         Reply::Integer(step as i64),
         Reply::Set(vec![]),
-        Reply::Set(vec![]),
-        Reply::Set(vec![]),
+        redis.map_or(Reply::Set(vec![]), |d| d.tips.clone()),
+        redis.map_or(Reply::Set(vec![]), |d| d.key_specs.clone()),
         Reply::Array(vec![]),
     ])
 }
@@ -576,10 +578,8 @@ pub fn command(a: &[Bytes]) -> Reply {
             specs
                 .into_iter()
                 .map(|s| {
-                    (
-                        Reply::bulk(s.name),
-                        Reply::Map(vec![(Reply::bulk("summary"), Reply::bulk(""))]),
-                    )
+                    let docs = command::docs::docs(s.name).unwrap_or(Reply::Map(vec![]));
+                    (Reply::bulk(s.name), docs)
                 })
                 .collect(),
         )

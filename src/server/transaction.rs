@@ -69,6 +69,23 @@ impl Client {
         Reply::ok()
     }
 
+    /// EXEC refused before it ran (Redis's `execCommandAbort`): the transaction is
+    /// discarded and `refusal` becomes the reason of an EXECABORT (without its `ERR`, as
+    /// Redis formats those refusals).
+    pub(super) async fn abort_transaction(&mut self, refusal: Reply) -> Reply {
+        self.multi = None;
+        self.multi_dirty = false;
+        self.unwatch().await;
+        self.sync_info();
+        let text = match &refusal {
+            Reply::Error(e) => e.strip_prefix("ERR ").unwrap_or(e).to_string(),
+            _ => String::new(),
+        };
+        Reply::err(format!(
+            "EXECABORT Transaction discarded because of: {text}"
+        ))
+    }
+
     async fn exec(&mut self) -> Reply {
         let Some(queued) = self.multi.take() else {
             return Reply::err("ERR EXEC without MULTI");

@@ -398,6 +398,38 @@ impl Db {
         self.len = 0;
     }
 
+    /// A live key picked uniformly at random by `r` (a random word), or None when no key is
+    /// live: the shard is picked with probability proportional to its size, and within it
+    /// the key whose fixed hash mixed with `r` is least (each equally likely to be). O(number
+    /// of shards + the picked shard's size).
+    pub fn random_key(&self, r: u64, now_ms: u64) -> Option<&Key> {
+        let total = self.shards.iter().map(|s| s.len()).sum::<usize>();
+        if total == 0 {
+            return None;
+        }
+        let mut at = ((u128::from(r) * total as u128) >> 64) as usize;
+        let mut first = 0;
+        for (i, s) in self.shards.iter().enumerate() {
+            if at < s.len() {
+                first = i;
+                break;
+            }
+            at -= s.len();
+        }
+        // A shard whose keys have all expired passes the pick on to the next.
+        (0..self.shards.len())
+            .map(|i| (first + i) % self.shards.len())
+            .find_map(|i| {
+                self.shard_entries(i, now_ms)
+                    .map(|(k, _)| k)
+                    .min_by_key(|k| {
+                        crate::command::collection::mix(
+                            crate::command::collection::fixed_hash(k) ^ r,
+                        )
+                    })
+            })
+    }
+
     /// Visit live entries of shard `shard`.
     pub fn shard_entries(
         &self,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tempfile::TempDir;
-use tollgate_raft::{Config, NodeId, RaftNode, StateMachine};
+use tollgate_raft::{Config, NodeId, RaftNode, Stamp, StateMachine};
 
 pub const SECRET: &[u8] = b"test-cluster-secret-0123456789";
 
@@ -23,7 +23,7 @@ pub struct Counter {
 #[derive(Default, Clone, Serialize, Deserialize)]
 pub struct CounterState {
     pub value: u64,
-    pub last_now_ms: u64,
+    pub last_now_us: u64,
     pub time_went_back: u64,
 }
 
@@ -37,25 +37,26 @@ pub enum Cmd {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Out {
     pub value: u64,
-    pub now_ms: u64,
+    pub now_us: u64,
 }
 
 impl StateMachine for Counter {
     type Command = Cmd;
     type Output = Out;
 
-    fn apply(&self, cmd: &Cmd, now_ms: u64) -> Out {
+    fn apply(&self, cmd: &Cmd, at: Stamp) -> Out {
+        let now_us = at.time_us;
         let mut s = self.state.lock().unwrap();
         match cmd {
             Cmd::Incr | Cmd::Blob(_) => s.value += 1,
         }
-        if now_ms < s.last_now_ms {
+        if now_us < s.last_now_us {
             s.time_went_back += 1;
         }
-        s.last_now_ms = now_ms;
+        s.last_now_us = now_us;
         Out {
             value: s.value,
-            now_ms,
+            now_us,
         }
     }
 
