@@ -26,6 +26,7 @@
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
 //! | `forwarder.rs` | follower-side batching of forwarded writes and read-index requests |
 //! | `service.rs` | what a node answers on its cluster port; membership changes |
+//! | `stats.rs` | [`stats::RaftStats`] and the lock-free [`stats::Histogram`] (fsync latency) |
 //! | `node.rs` | [`RaftNode`]: start, propose, read barrier, status, admin, shutdown |
 //!
 //! On disk under `data_dir`: `log/vote`, `log/raft.log`, `snapshots/snap-<index>-<term>.snap`,
@@ -63,6 +64,7 @@ mod repair;
 mod service;
 mod state_machine;
 pub mod tls;
+pub mod stats;
 mod transport;
 mod types;
 

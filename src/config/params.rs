@@ -63,6 +63,8 @@ pub enum Apply {
     KeySaveDelay,
     /// The TLS files and options: certificates are read again for new handshakes.
     Tls,
+    /// `slowlog-log-slower-than`, `slowlog-max-len` (the engine's slow log).
+    Slowlog,
 }
 
 /// What setting a parameter does.
@@ -237,6 +239,14 @@ pub static PARAMS: &[Param] = &[
         Ok(())
     }, Apply::BusyThreshold)
     .alias("lua-time-limit"),
+    Param::live("slowlog-log-slower-than", Kind::Int(-1, LONG_MAX), "10000", |c| c.slowlog_log_slower_than.to_string(), |c, v| {
+        c.slowlog_log_slower_than = number(v);
+        Ok(())
+    }, Apply::Slowlog),
+    Param::live("slowlog-max-len", Kind::UInt(0, LONG_MAX as u64), "128", |c| c.slowlog_max_len.to_string(), |c, v| {
+        c.slowlog_max_len = number(v);
+        Ok(())
+    }, Apply::Slowlog),
     Param::live("enable-debug-command", Kind::Enum(&["no", "yes", "local"]), "no", |c| yes_no(c.enable_debug_command), |c, v| {
         if v == "local" {
             return Err("'local' is not supported by Tollgate: use yes (trusted networks only) or no".into());

@@ -126,6 +126,12 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             lib_name: String::new(),
             lib_ver: String::new(),
             in_multi: false,
+            qbuf: 0,
+            qbuf_capacity: 0,
+            obuf: 0,
+            obuf_capacity: 0,
+            multi_mem: 0,
+            multi_len: 0,
         }),
         kill: Default::default(),
         killed: Default::default(),
@@ -174,10 +180,13 @@ impl Client {
                 _ = self.handle.kill.notified() => return,
                 _ = shutdown.changed() => return,
             };
-            match read {
+            let n = match read {
                 Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
+                Ok(n) => n,
+            };
+            let metrics = self.shared.engine.metrics();
+            metrics.net_input.fetch_add(n as u64, Ordering::Relaxed);
+            self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
             let flow = self.process_input(&mut input).await;
             if !self.out.is_empty() {
                 // A TLS stream may keep the end of a reply in its session buffer when the
@@ -185,11 +194,17 @@ impl Client {
                 if socket.write_all(&self.out).await.is_err() || socket.flush().await.is_err() {
                     return;
                 }
+                let metrics = self.shared.engine.metrics();
+                metrics
+                    .net_output
+                    .fetch_add(self.out.len() as u64, Ordering::Relaxed);
+                self.shared.stats.writes.fetch_add(1, Ordering::Relaxed);
                 self.out.clear();
                 if self.out.capacity() > 1024 * 1024 {
                     self.out = BytesMut::with_capacity(16 * 1024);
                 }
             }
+            self.publish_buffers(&input);
             if flow == Flow::Close {
                 return;
             }
@@ -263,6 +278,24 @@ impl Client {
         flow
     }
 
+    /// Publish the buffers' sizes to CLIENT LIST and INFO clients (once per read).
+    fn publish_buffers(&self, input: &BytesMut) {
+        let (multi_len, multi_mem) = self.multi.as_ref().map_or((0, 0), |q| {
+            let mem = q
+                .iter()
+                .map(|(args, _)| args.iter().map(|a| a.len() + 32).sum::<usize>())
+                .sum();
+            (q.len(), mem)
+        });
+        let mut info = self.handle.info.lock();
+        info.qbuf = input.len();
+        info.qbuf_capacity = input.capacity();
+        info.obuf = self.out.len();
+        info.obuf_capacity = self.out.capacity();
+        info.multi_len = multi_len;
+        info.multi_mem = multi_mem;
+    }
+
     fn push(&mut self, r: Reply) {
         r.encode(self.resp, &mut self.out);
     }
@@ -296,6 +329,7 @@ impl Client {
             ops,
             watch,
             transaction,
+            client: Some(self.handle.clone()),
         };
         self.shared.engine.execute(batch).await
     }
@@ -327,6 +361,7 @@ impl Client {
             return Flow::Continue;
         };
         if !command::arity_ok(spec, request.len()) {
+            self.shared.engine.metrics().record_rejected(spec);
             if self.multi.is_some() && spec.has(flags::RUNS_TRANSACTION) {
                 self.flush_pending().await;
                 let reply = self
@@ -369,7 +404,28 @@ impl Client {
         }
         if let Some(client) = spec.client {
             self.flush_pending().await;
-            match client(self, &args).await {
+            let started = std::time::Instant::now();
+            let answer = client(self, &args).await;
+            if !matches!(answer, Answer::Engine) {
+                let elapsed = started.elapsed();
+                let failed = matches!(&answer, Answer::Reply(Reply::Error(_)));
+                let metrics = self.shared.engine.metrics();
+                metrics.record_call(spec, elapsed, failed);
+                if let Answer::Reply(Reply::Error(e)) = &answer {
+                    metrics.record_error(e);
+                }
+                if metrics
+                    .slowlog
+                    .is_slow(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+                {
+                    let (addr, name) = {
+                        let info = self.handle.info.lock();
+                        (info.addr.to_string(), info.name.clone())
+                    };
+                    command::with_slices(&args, |a| metrics.slowlog.push(a, elapsed, addr, name));
+                }
+            }
+            match answer {
                 Answer::Reply(reply) => self.push(reply),
                 Answer::Close(reply) => {
                     if let Some(reply) = reply {
@@ -387,6 +443,9 @@ impl Client {
 
     /// Reply with an error; inside MULTI the error also dooms the transaction.
     async fn reject(&mut self, r: Reply) {
+        if let Reply::Error(e) = &r {
+            self.shared.engine.metrics().record_error(e);
+        }
         self.flush_pending().await;
         if self.multi.is_some() {
             self.multi_dirty = true;

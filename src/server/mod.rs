@@ -10,12 +10,16 @@
 //! | `cluster.rs` | CLUSTER and RAFT.* in cluster mode, INFO replication |
 //! | `security.rs` | protected mode and the cross-protocol (HTTP) defence |
 //! | `tls.rs` | TLS on the client port; reloading certificates (CONFIG SET, SIGHUP) |
+//! | `logging.rs` | log filter, format (text/json) and colour |
+//! | `http.rs` | the HTTP listener: /metrics, /healthz, /readyz |
 
 pub mod client_commands;
 pub mod cluster;
 pub mod connection;
 pub mod fds;
+pub mod http;
 pub mod info;
+pub mod logging;
 pub mod persistence;
 pub mod security;
 pub mod tls;
@@ -38,6 +42,17 @@ use crate::engine::{Clock, ClusterNode, Engine};
 /// Counters reported by INFO stats.
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Socket reads that returned data.
+    pub reads: AtomicU64,
+    /// Socket writes.
+    pub writes: AtomicU64,
+    /// Heap bytes in use when the server started (INFO `used_memory_startup`).
+    pub memory_startup: AtomicU64,
+    /// Highest heap use seen (INFO `used_memory_peak`).
+    pub memory_peak: AtomicU64,
+    /// Samples of (when, commands, bytes in, bytes out), every 100 ms, the last 16:
+    /// INFO's `instantaneous_*` rates are averages over them, as in Redis.
+    samples: Mutex<std::collections::VecDeque<(Instant, u64, u64, u64)>>,
     /// Connections accepted.
     pub total_connections: AtomicU64,
     /// Connections refused by maxclients.
@@ -46,6 +61,43 @@ pub struct Stats {
     pub total_commands: AtomicU64,
     /// Keys deleted by the active expiry cycle.
     pub expired_keys: AtomicU64,
+}
+
+impl Stats {
+    /// Note heap use `used`; returns the peak so far.
+    pub fn note_memory(&self, used: usize) -> usize {
+        let used = used as u64;
+        self.memory_peak
+            .fetch_max(used, Ordering::Relaxed)
+            .max(used) as usize
+    }
+
+    /// Take one sample for the instantaneous rates.
+    fn sample(&self, commands: u64, input: u64, output: u64) {
+        let mut s = self.samples.lock();
+        s.push_back((Instant::now(), commands, input, output));
+        if s.len() > 17 {
+            s.pop_front();
+        }
+    }
+
+    /// Commands, input bytes and output bytes per second over the recent samples.
+    pub fn rates(&self) -> (f64, f64, f64) {
+        let s = self.samples.lock();
+        let (Some(first), Some(last)) = (s.front(), s.back()) else {
+            return (0.0, 0.0, 0.0);
+        };
+        let secs = last.0.duration_since(first.0).as_secs_f64();
+        if secs <= 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+        (
+            rate(first.1, last.1),
+            rate(first.2, last.2),
+            rate(first.3, last.3),
+        )
+    }
 }
 
 /// What CLIENT LIST shows about a connection, updated by the connection itself.
@@ -73,6 +125,18 @@ pub struct ClientInfo {
     pub lib_ver: String,
     /// Inside MULTI.
     pub in_multi: bool,
+    /// Bytes of the query buffer after the last read (CLIENT LIST `qbuf`).
+    pub qbuf: usize,
+    /// Capacity of the query buffer (its `qbuf` plus `qbuf-free`).
+    pub qbuf_capacity: usize,
+    /// Bytes of the last reply written (CLIENT LIST `omem`... see `client_line`).
+    pub obuf: usize,
+    /// Capacity of the output buffer.
+    pub obuf_capacity: usize,
+    /// Bytes of the commands queued in MULTI (`multi-mem`).
+    pub multi_mem: usize,
+    /// Commands queued in MULTI.
+    pub multi_len: usize,
 }
 
 /// A registered connection: its info and a way to close it (CLIENT KILL).
@@ -121,6 +185,10 @@ pub struct Shared {
     pub loading: AtomicBool,
     /// Protected mode and the cross-protocol defence, with their rate-limited logs.
     pub security: security::Guard,
+    /// Where the HTTP listener (/metrics, /healthz, /readyz) listens, if it is on.
+    pub http_addr: Option<SocketAddr>,
+    /// INFO `run_id`: 40 hex digits, new at every start.
+    pub run_id: String,
 }
 
 impl Shared {
@@ -136,6 +204,7 @@ pub struct Server {
     listener: Option<TcpListener>,
     /// The TLS client port.
     tls_listener: Option<TcpListener>,
+    http: Option<TcpListener>,
     shared: Arc<Shared>,
 }
 
@@ -176,7 +245,25 @@ impl Server {
             Some(l) => l.local_addr()?,
             None => tls_addr.expect("a TLS listener when there is no plaintext one"),
         };
+        let http = match config.http_port {
+            0 => None,
+            port => Some(http::bind(&config.http_bind, port).await.map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("HTTP listener {}:{port}: {e}", config.http_bind),
+                )
+            })?),
+        };
+        let http_addr = http.as_ref().map(|l| l.local_addr()).transpose()?;
         let engine = Engine::new(Clock::new());
+        engine
+            .metrics()
+            .decisions
+            .set_prefix_limit(config.metrics_key_prefixes);
+        engine
+            .metrics()
+            .slowlog
+            .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
         let key_save_delay = Duration::from_micros(config.rdb_key_save_delay);
@@ -194,6 +281,11 @@ impl Server {
                             c.data_dir.display()
                         ))
                     })?;
+                }
+                if !c.standalone {
+                    if let Some(warning) = bind_mismatch(&config.bind, &c.cluster_addr) {
+                        tracing::warn!("{warning}");
+                    }
                 }
                 let node = start_raft(c, addr.port(), &engine, cluster_tls.clone()).await?;
                 node.set_key_save_delay(key_save_delay);
@@ -233,10 +325,17 @@ impl Server {
             rewrites: persistence::Rewrites::default(),
             loading: AtomicBool::new(durable),
             security: security::Guard::default(),
+            http_addr,
+            run_id: run_id(),
         });
+        shared
+            .stats
+            .memory_startup
+            .store(crate::alloc::allocated() as u64, Ordering::Relaxed);
         Ok(Server {
             listener,
             tls_listener,
+            http,
             shared,
         })
     }
@@ -269,6 +368,11 @@ impl Server {
             ],
             None => Vec::new(),
         };
+        let sampler = tokio::spawn(sample_stats(shared.clone()));
+        if let (Some(listener), Some(addr)) = (self.http, shared.http_addr) {
+            tracing::info!("serving {}", http::describe(addr));
+            tokio::spawn(http::serve(listener, shared.clone()));
+        }
         let mut spare = fds::Spare::new();
         let reloader = tokio::spawn(reload_on_sighup(shared.clone()));
         let mut warned_at: Option<Instant> = None;
@@ -336,6 +440,7 @@ impl Server {
             task.abort();
         }
         reloader.abort();
+        sampler.abort();
         if let Some(node) = shared.engine.cluster() {
             node.shutdown().await;
         }
@@ -411,6 +516,68 @@ async fn shed_connection(listener: &TcpListener, spare: &mut fds::Spare, shared:
     spare.restore();
 }
 
+/// A run id: 40 hex digits from the process's random hasher keys and the start time (not
+/// in any replicated path).
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(48);
+    for i in 0..3u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
+}
+
+/// Every 100 ms: a sample for INFO's instantaneous rates, and the memory peak.
+async fn sample_stats(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let m = shared.engine.metrics();
+        shared.stats.sample(
+            shared.stats.total_commands.load(Ordering::Relaxed),
+            m.net_input.load(Ordering::Relaxed),
+            m.net_output.load(Ordering::Relaxed),
+        );
+        shared.stats.note_memory(crate::alloc::allocated());
+    }
+}
+
+/// Why the advertised cluster address `cluster_addr` (this node's entry in `--peers`) is
+/// not one this node listens on with `--bind bind`, if it is not: the other nodes could
+/// not reach it.
+pub fn bind_mismatch(bind: &str, cluster_addr: &str) -> Option<String> {
+    use std::net::{IpAddr, ToSocketAddrs};
+    let host = cluster_addr
+        .rsplit_once(':')
+        .map_or(cluster_addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let bind_ip: IpAddr = bind.parse().ok()?;
+    if bind_ip.is_unspecified() {
+        return None;
+    }
+    let resolved: Vec<IpAddr> = (host, 0)
+        .to_socket_addrs()
+        .map(|a| a.map(|s| s.ip()).collect())
+        .unwrap_or_default();
+    if resolved.contains(&bind_ip) {
+        return None;
+    }
+    Some(format!(
+        "the cluster address {cluster_addr} (this node's entry in --peers) is not an address \
+         this node listens on (--bind {bind}): the other nodes cannot reach it. Start it with \
+         --bind {host} (or --bind 0.0.0.0 on a private network)"
+    ))
+}
+
 /// Seconds since the Unix epoch, by the wall clock.
 pub fn unix_secs() -> u64 {
     std::time::SystemTime::now()
@@ -467,6 +634,14 @@ pub fn apply_config(
             Ok(())
         }
         Apply::Tls => tls::apply(shared, new),
+        Apply::Slowlog => {
+            shared
+                .engine
+                .metrics()
+                .slowlog
+                .configure(new.slowlog_log_slower_than, new.slowlog_max_len);
+            Ok(())
+        }
         Apply::Fsync => {
             if let (Some(node), Some(c)) = (shared.engine.cluster(), &new.cluster) {
                 node.set_fsync(match c.fsync {
@@ -588,4 +763,15 @@ pub async fn spawn(config: Config) -> std::io::Result<(SocketAddr, Arc<Shared>)>
     let shared = server.shared();
     tokio::spawn(server.serve(std::future::pending()));
     Ok((addr, shared))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warns_when_the_advertised_cluster_address_is_not_bound() {
+        assert!(super::bind_mismatch("127.0.0.1", "127.0.0.1:17001").is_none());
+        assert!(super::bind_mismatch("0.0.0.0", "10.0.0.1:17001").is_none());
+        let w = super::bind_mismatch("127.0.0.1", "10.0.0.1:17001").unwrap();
+        assert!(w.contains("--bind 10.0.0.1"), "{w}");
+    }
 }

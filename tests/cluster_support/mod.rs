@@ -324,6 +324,15 @@ impl Cluster {
         ]
     }
 
+    /// `n` nodes, node `id` started with the flags `extra(id)`.
+    pub fn start_each(n: u64, extra: impl Fn(u64) -> Vec<String>) -> Cluster {
+        let ports: Vec<(u16, u16)> = (0..n)
+            .map(|_| free_port_pair())
+            .map(|p| (p, p + 10_000))
+            .collect();
+        Cluster::start_in(tempfile::tempdir().unwrap(), ports, extra)
+    }
+
     /// One node per `(client port, cluster port)`, started with `extra` flags each.
     pub fn start_on(ports: Vec<(u16, u16)>, extra: &[&str]) -> Cluster {
         let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
