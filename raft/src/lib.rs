@@ -63,8 +63,8 @@ mod record;
 mod repair;
 mod service;
 mod state_machine;
-pub mod tls;
 pub mod stats;
+pub mod tls;
 mod transport;
 mod types;
 

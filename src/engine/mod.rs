@@ -787,7 +787,9 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
         }
     }
     let origin = batch.client.as_deref();
-    apply_ops_with(state, batch.db, batch.resp, &batch.ops, stamp, admission, origin)
+    apply_ops_with(
+        state, batch.db, batch.resp, &batch.ops, stamp, admission, origin,
+    )
 }
 
 /// How the commands of a batch meet `maxmemory`.
