@@ -16,7 +16,8 @@
 # work per request as Redis's cheapest counter, above 1 less.
 #
 #   bench/instructions.sh [requests]    (default 200000 per row)
-#   PORT/CARGO_TARGET_DIR/TOLLGATE_BIN override the defaults.
+#   PORT/CARGO_TARGET_DIR/TOLLGATE_BIN override the defaults; ONLY="INCR LIMIT.TOKEN" runs
+#   just those Tollgate rows (and Redis's INCR row), e.g. for a before/after comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -76,8 +77,13 @@ count() {
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
 
 REDIS_INCR=$(count redis INCR n:__rand_int__)
-REDIS_GET=$(count redis GET n:__rand_int__)
-REDIS_LUA=$(count redis EVALSHA 0 __rand_int__ 1000000 1000 10 1 "$NOW_MS")
+if [ -z "${ONLY:-}" ]; then
+  REDIS_GET=$(count redis GET n:__rand_int__)
+  REDIS_LUA=$(count redis EVALSHA 0 __rand_int__ 1000000 1000 10 1 "$NOW_MS")
+else
+  REDIS_GET=skipped
+  REDIS_LUA=$REDIS_INCR
+fi
 echo "redis-server, instructions per request at -P 32: INCR $REDIS_INCR, GET $REDIS_GET, seed 003 Lua token bucket $REDIS_LUA"
 echo
 # shellcheck source=bench/limiter_rows.sh
@@ -91,6 +97,9 @@ declare -a ROWS=(
 printf '%-14s %14s %14s %10s %10s\n' command tollgate_instr redis_incr vs_incr vs_lua
 for row in "${ROWS[@]}"; do
   name=${row%%|*}
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+    continue
+  fi
   # shellcheck disable=SC2086
   t=$(count tollgate ${row#*|})
   if [ "$t" = failed ]; then

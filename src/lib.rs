@@ -17,7 +17,7 @@
 //! the `redis.*` API), [`persistence`] (Redis's RDB format: DUMP/RESTORE payloads, whole
 //! `dump.rdb` files, the `tollgate import-rdb` client tool), [`numbers`] and [`glob`]
 //! (number and pattern handling that must match Redis's C code), [`config`] and
-//! [`alloc`]. `ARCHITECTURE.md` follows a request from socket to reply and lists what to
+//! [`alloc`], and [`metrics`] (what INFO and `/metrics` report about the commands run). `ARCHITECTURE.md` follows a request from socket to reply and lists what to
 //! touch to add a command, an algorithm, a setting or a metric.
 
 pub mod alloc;
@@ -26,6 +26,7 @@ pub mod config;
 pub mod engine;
 pub mod glob;
 pub mod limiter;
+pub mod metrics;
 pub mod numbers;
 pub mod persistence;
 pub mod protocol;

@@ -24,12 +24,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&config.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    tollgate::server::logging::init(&config);
     let runtime = tollgate::server::runtime(config.threads).expect("tokio runtime");
     let status = runtime.block_on(async move {
         let server = match Server::bind(config.clone()).await {

@@ -176,8 +176,18 @@ fn election_timing_flags_are_used_and_validated() {
 
 #[test]
 fn leader_kill_failover_then_restart_catches_up_by_snapshot() {
+    leader_kill_failover(false);
+}
+
+/// The same with mutual TLS on the cluster link.
+#[test]
+fn leader_kill_failover_over_mutual_tls() {
+    leader_kill_failover(true);
+}
+
+fn leader_kill_failover(tls: bool) {
     let _g = serial();
-    let mut c = Cluster::start(3);
+    let mut c = Cluster::start_secured(3, tls);
     let old = c.wait_leader(Duration::from_secs(5));
     let ports: Vec<u16> = c.nodes.iter().map(|n| n.port).collect();
     let stop = Arc::new(AtomicBool::new(false));
@@ -235,8 +245,18 @@ fn leader_kill_failover_then_restart_catches_up_by_snapshot() {
 
 #[test]
 fn partitioned_or_paused_leader_never_acknowledges_stale_writes() {
+    partitioned_or_paused_leader(false);
+}
+
+/// The same with mutual TLS on the cluster link.
+#[test]
+fn partitioned_or_paused_leader_over_mutual_tls() {
+    partitioned_or_paused_leader(true);
+}
+
+fn partitioned_or_paused_leader(tls: bool) {
     let _g = serial();
-    let c = Cluster::start(3);
+    let c = Cluster::start_secured(3, tls);
     let l = c.wait_leader(Duration::from_secs(5));
     let others: Vec<usize> = (0..3).filter(|&i| i != l).collect();
     let _: i64 = c.nodes[l].q(&["INCR", "p"]).unwrap();

@@ -633,6 +633,7 @@ fn a_durable_node_grows_to_three_and_back_under_load() {
     let mut c = Cluster {
         nodes: vec![one],
         dir,
+        tls_ca: None,
     };
     c.add_joiner_with_secret(2, &secret);
     c.add_joiner_with_secret(3, &secret);

@@ -77,6 +77,9 @@ pub struct Config {
     pub max_frame_bytes: usize,
     /// Rewrite the log file once purged records exceed both the live records and this many bytes.
     pub log_compact_min_bytes: u64,
+    /// Mutual TLS on the cluster link (`None`: plaintext TCP). The secret's handshake still
+    /// runs inside the TLS session (see `transport.rs`).
+    pub tls: Option<std::sync::Arc<crate::tls::ClusterTls>>,
 }
 
 /// Default lower bound of the election timeout (ms; the upper bound is twice it): tolerates a
@@ -114,6 +117,7 @@ impl Config {
             advertise: String::new(),
             max_frame_bytes: 64 * 1024 * 1024,
             log_compact_min_bytes: 16 * 1024 * 1024,
+            tls: None,
         }
     }
 

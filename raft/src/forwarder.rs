@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::error::ClusterError;
 use crate::proposer::{fail_all, ProposeReply, ReadReply};
+use crate::stats::RaftStats;
 use crate::transport::{CallError, Request, Response, Transport};
 use crate::types::{CommandResult, NodeId};
 
@@ -38,6 +39,7 @@ struct Job {
 #[derive(Clone)]
 pub(crate) struct Forwarder {
     tx: mpsc::UnboundedSender<Job>,
+    stats: Arc<RaftStats>,
 }
 
 impl Forwarder {
@@ -45,10 +47,11 @@ impl Forwarder {
     pub(crate) fn spawn(
         transport: Arc<Transport>,
         max_batch_bytes: usize,
+        stats: Arc<RaftStats>,
     ) -> (Forwarder, JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(run(transport, rx, max_batch_bytes));
-        (Forwarder { tx }, task)
+        (Forwarder { tx, stats }, task)
     }
 
     /// Send `commands` (one unit) to `leader`, answering by `deadline`.
@@ -60,6 +63,7 @@ impl Forwarder {
         deadline: Instant,
     ) -> oneshot::Receiver<Result<Vec<CommandResult>, ClusterError>> {
         let (reply, rx) = oneshot::channel();
+        RaftStats::add(&self.stats.forwarded_writes, 1);
         self.queue(leader, addr, deadline, Work::Propose { commands, reply });
         rx
     }
@@ -72,6 +76,7 @@ impl Forwarder {
         deadline: Instant,
     ) -> oneshot::Receiver<Result<u64, ClusterError>> {
         let (reply, rx) = oneshot::channel();
+        RaftStats::add(&self.stats.forwarded_reads, 1);
         self.queue(leader, addr, deadline, Work::Read { reply });
         rx
     }

@@ -20,11 +20,13 @@
 //! | `record.rs` | CRC-framed records and atomic file replacement |
 //! | `log_store.rs` | vote + append-only log, group-commit writer thread (its fsync policy changeable while it runs), torn-tail repair, purge, rewrite |
 //! | `state_machine.rs` | the [`StateMachine`] trait, openraft adapter, snapshot files and their statistics |
-//! | `transport.rs` | authenticated TCP frames, peer connections, backoff, fault injection |
+//! | `transport.rs` | authenticated TCP (or mutual TLS) frames, peer connections, backoff, fault injection |
+//! | `tls.rs` | rustls configurations from PEM files, [`tls::ClusterTls`] (reloadable mutual TLS) |
 //! | `network.rs` | openraft's `RaftNetwork` over the transport |
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
 //! | `forwarder.rs` | follower-side batching of forwarded writes and read-index requests |
 //! | `service.rs` | what a node answers on its cluster port; membership changes |
+//! | `stats.rs` | [`stats::RaftStats`] and the lock-free [`stats::Histogram`] (fsync latency) |
 //! | `node.rs` | [`RaftNode`]: start, propose, read barrier, status, admin, shutdown |
 //!
 //! On disk under `data_dir`: `log/vote`, `log/raft.log`, `snapshots/snap-<index>-<term>.snap`,
@@ -61,6 +63,8 @@ mod record;
 mod repair;
 mod service;
 mod state_machine;
+pub mod stats;
+pub mod tls;
 mod transport;
 mod types;
 

@@ -53,6 +53,7 @@ use crate::record::{
     encode_record, read_twice, scan_records, sync_parent, write_atomic, write_twice, Twice,
 };
 use crate::repair::{Repair, RepairReason};
+use crate::stats::RaftStats;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
 
 const LOG_FILE: &str = "raft.log";
@@ -224,6 +225,7 @@ impl LogStore {
         clock: Arc<LeaderClock>,
         repair: Arc<Repair>,
         snapshot_last: Option<LogId>,
+        stats: Arc<RaftStats>,
     ) -> io::Result<LogStore> {
         fs::create_dir_all(dir)?;
         let vote_path = dir.join(VOTE_FILE);
@@ -343,7 +345,14 @@ impl LogStore {
         let vote_term = Arc::new(AtomicU64::new(vote_term));
         let (tx, rx) = mpsc::channel();
         let policy = Arc::new(SharedPolicy::new(policy));
-        let writer = Writer::new(file, data_end, log_path, policy.clone(), vote_term.clone());
+        let writer = Writer::new(
+            file,
+            data_end,
+            log_path,
+            policy.clone(),
+            vote_term.clone(),
+            stats,
+        );
         thread::Builder::new()
             .name("raft-log-writer".into())
             .spawn(move || writer.run(rx))?;
@@ -853,6 +862,8 @@ struct Writer {
     vote_term: Arc<AtomicU64>,
     /// What the last durability mark covers.
     marked: u64,
+    /// Where fsync durations are recorded.
+    stats: Arc<RaftStats>,
 }
 
 impl Writer {
@@ -862,6 +873,7 @@ impl Writer {
         path: PathBuf,
         policy: Arc<SharedPolicy>,
         vote_term: Arc<AtomicU64>,
+        stats: Arc<RaftStats>,
     ) -> Self {
         Writer {
             file,
@@ -876,6 +888,7 @@ impl Writer {
             broken: None,
             vote_term,
             marked: data_end,
+            stats,
         }
     }
 
@@ -964,7 +977,10 @@ impl Writer {
         };
         let mut synced = false;
         if self.dirty && must_sync && self.broken.is_none() {
-            match self.file.sync_data() {
+            let started = Instant::now();
+            let result = self.file.sync_data();
+            self.stats.fsync.record(started.elapsed());
+            match result {
                 Ok(()) => {
                     self.dirty = false;
                     self.last_sync = Instant::now();
@@ -1103,6 +1119,7 @@ mod tests {
             path.to_path_buf(),
             Arc::new(SharedPolicy::new(FsyncPolicy::Always)),
             term,
+            Arc::default(),
         )
     }
 
@@ -1121,6 +1138,7 @@ mod tests {
             clock,
             repair.clone(),
             snapshot_last,
+            Arc::default(),
         )
         .unwrap();
         (store, repair)

@@ -22,13 +22,47 @@ use openraft::BasicNode;
 use crate::transport::{CallError, PeerClient, Request, Response, Transport};
 use crate::types::{NodeId, TypeConfig};
 
-/// When each peer last answered an AppendEntries, and whether it was repairing then.
+/// When each peer last answered an AppendEntries, and whether it was repairing then; and
+/// whether each peer's link works, so that a peer not up yet, lost or back is one INFO line
+/// each (openraft's own per-attempt errors about it are filtered out of the log: see
+/// `tollgate::server::logging`).
 #[derive(Default)]
 pub(crate) struct PeerHealth {
     seen: Mutex<HashMap<NodeId, (Instant, bool)>>,
+    reachable: Mutex<HashMap<NodeId, bool>>,
 }
 
 impl PeerHealth {
+    /// Note whether a call to `peer` at `addr` reached it; log the changes.
+    fn link(&self, peer: NodeId, addr: &str, result: Result<(), &CallError>) {
+        let mut links = self.reachable.lock().unwrap_or_else(|e| e.into_inner());
+        let before = links.get(&peer).copied();
+        match result {
+            Ok(()) => {
+                if before == Some(false) {
+                    tracing::info!(peer, addr, "raft peer {peer} at {addr} is reachable again");
+                }
+                links.insert(peer, true);
+            }
+            Err(e) => {
+                match before {
+                    None => tracing::info!(
+                        peer,
+                        addr,
+                        "raft peer {peer} at {addr} is not up yet ({e}); retrying in the background"
+                    ),
+                    Some(true) => tracing::info!(
+                        peer,
+                        addr,
+                        "raft peer {peer} at {addr} is lost ({e}); retrying in the background"
+                    ),
+                    Some(false) => {}
+                }
+                links.insert(peer, false);
+            }
+        }
+    }
+
     fn heard(&self, peer: NodeId, repairing: bool) {
         self.lock().insert(peer, (Instant::now(), repairing));
     }
@@ -64,6 +98,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             target,
             client: self.transport.peer(target, &node.addr),
             health: self.health.clone(),
+            addr: node.addr.clone(),
         }
     }
 }
@@ -73,12 +108,23 @@ pub(crate) struct PeerNetwork {
     target: NodeId,
     client: Arc<PeerClient>,
     health: Arc<PeerHealth>,
+    addr: String,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> =
     Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 impl PeerNetwork {
+    /// Note how a call to the peer went (see [`PeerHealth::link`]).
+    fn noted<T>(&self, result: Result<T, CallError>) -> Result<T, CallError> {
+        match &result {
+            Ok(_) => self.health.link(self.target, &self.addr, Ok(())),
+            Err(CallError::TooLarge(_)) => {}
+            Err(e) => self.health.link(self.target, &self.addr, Err(e)),
+        }
+        result
+    }
+
     fn link_error<E: std::error::Error>(
         &self,
         err: CallError,
@@ -117,11 +163,11 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
         let entries = rpc.entries.len() as u64;
-        match self
-            .client
-            .call(&Request::AppendEntries(rpc), option.hard_ttl())
-            .await
-        {
+        match self.noted(
+            self.client
+                .call(&Request::AppendEntries(rpc), option.hard_ttl())
+                .await,
+        ) {
             Ok(Response::AppendEntries { result, repairing }) => {
                 self.health.heard(self.target, repairing);
                 result.map_err(|e| self.remote(e))
@@ -136,11 +182,11 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        match self
-            .client
-            .call(&Request::InstallSnapshot(rpc), option.hard_ttl())
-            .await
-        {
+        match self.noted(
+            self.client
+                .call(&Request::InstallSnapshot(rpc), option.hard_ttl())
+                .await,
+        ) {
             Ok(Response::InstallSnapshot(Ok(resp))) => Ok(resp),
             Ok(Response::InstallSnapshot(Err(e))) => Err(self.remote(e)),
             Ok(_) => Err(self.unexpected()),
@@ -153,11 +199,11 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>> {
-        match self
-            .client
-            .call(&Request::Vote(rpc), option.hard_ttl())
-            .await
-        {
+        match self.noted(
+            self.client
+                .call(&Request::Vote(rpc), option.hard_ttl())
+                .await,
+        ) {
             Ok(Response::Vote(Ok(resp))) => Ok(resp),
             Ok(Response::Vote(Err(e))) => Err(self.remote(e)),
             Ok(_) => Err(self.unexpected()),

@@ -26,6 +26,7 @@ use crate::proposer::{Gate, Proposer, ReadIndexer};
 use crate::repair::Repair;
 use crate::service::{await_reply, Service};
 use crate::state_machine::{SnapshotInfo, SnapshotStats, StateMachine, StateMachineStore};
+use crate::stats::RaftStats;
 use crate::transport::{AdminOp, Request, Response, Transport};
 use crate::types::{
     ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId, Role, TypeConfig,
@@ -73,6 +74,7 @@ struct Inner<S: StateMachine> {
     /// Whether the cluster listener is bound (see [`RaftNode::listen`]).
     listening: tokio::sync::Mutex<bool>,
     snapshot_stats: Arc<SnapshotStats>,
+    stats: Arc<RaftStats>,
 }
 
 /// Reads how many bytes of log entries a node holds in memory (cheap to clone; holds no
@@ -104,15 +106,18 @@ impl<S: StateMachine> RaftNode<S> {
         let clock = Arc::new(LeaderClock::new());
 
         let compact_min = config.log_compact_min_bytes;
-        let (dir, fsync, c, sm) = (
+        let stats = Arc::new(RaftStats::default());
+        let (dir, fsync, c, sm, st) = (
             config.data_dir.clone(),
             config.fsync,
             clock.clone(),
             state_machine.clone(),
+            stats.clone(),
         );
         let (log_store, sm_store, repair) = tokio::task::spawn_blocking(move || {
             let repair = Arc::new(Repair::open(&dir.join("repair"))?);
-            let sm = StateMachineStore::open(sm, &dir.join("snapshots"), c.clone())?;
+            let mut sm = StateMachineStore::open(sm, &dir.join("snapshots"), c.clone())?;
+            sm.set_stats(st.clone());
             let log = LogStore::open(
                 &dir.join("log"),
                 fsync,
@@ -120,6 +125,7 @@ impl<S: StateMachine> RaftNode<S> {
                 c,
                 repair.clone(),
                 sm.applied(),
+                st,
             )?;
             Ok::<_, std::io::Error>((log, sm, repair))
         })
@@ -154,6 +160,7 @@ impl<S: StateMachine> RaftNode<S> {
             config.secret.clone(),
             config.max_frame_bytes,
             config.advertise.clone(),
+            config.tls.clone(),
         );
 
         let health = Arc::new(PeerHealth::default());
@@ -177,7 +184,7 @@ impl<S: StateMachine> RaftNode<S> {
         let (reader, reader_task) =
             ReadIndexer::spawn(raft.clone(), config.client_timeout, gate.clone());
         let (forwarder, forwarder_task) =
-            Forwarder::spawn(transport.clone(), config.max_entry_bytes());
+            Forwarder::spawn(transport.clone(), config.max_entry_bytes(), stats.clone());
         let service = Service {
             node_id: id,
             raft: raft.clone(),
@@ -195,7 +202,7 @@ impl<S: StateMachine> RaftNode<S> {
             responsive_within: responsive_within(&config),
         };
         let repair_task = resume_voting_when_repaired(&repair, raft.clone());
-        let (leadership_tx, watch_task) = watch_leadership(id, raft.metrics());
+        let (leadership_tx, watch_task) = watch_leadership(id, raft.metrics(), stats.clone());
         let leadership = leadership_tx.subscribe();
         let learn_task = learn_advertised(id, raft.clone(), transport.clone());
 
@@ -228,6 +235,7 @@ impl<S: StateMachine> RaftNode<S> {
                 bind,
                 listening: tokio::sync::Mutex::new(false),
                 snapshot_stats,
+                stats,
             }),
         };
         // A node that already has other members must be reachable at once, whatever it was
@@ -261,6 +269,11 @@ impl<S: StateMachine> RaftNode<S> {
             Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
             Err(e) => Err(ClusterError::Startup(format!("initializing cluster: {e}"))),
         }
+    }
+
+    /// What this node counts about its Raft work (fsyncs, entries, elections, ...).
+    pub fn stats(&self) -> &Arc<RaftStats> {
+        &self.inner.stats
     }
 
     /// This node's id.
@@ -917,6 +930,7 @@ fn unavailable(started: Instant) -> ClusterError {
 fn watch_leadership(
     id: NodeId,
     mut metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    stats: Arc<RaftStats>,
 ) -> (Arc<watch::Sender<Leadership>>, JoinHandle<()>) {
     let tx = Arc::new(watch::Sender::new(Leadership {
         leader: None,
@@ -926,9 +940,20 @@ fn watch_leadership(
     let publisher = tx.clone();
     let task = tokio::spawn(async move {
         let tx = publisher;
+        let (mut was_candidate, mut last_leader) = (false, None);
         loop {
             let now = {
                 let m = metrics.borrow_and_update();
+                // Counted as seen: changes between two looks at the metrics are merged.
+                let candidate = m.state == ServerState::Candidate;
+                if candidate && !was_candidate {
+                    RaftStats::add(&stats.elections, 1);
+                }
+                was_candidate = candidate;
+                if m.current_leader.is_some() && m.current_leader != last_leader {
+                    RaftStats::add(&stats.leader_changes, 1);
+                    last_leader = m.current_leader;
+                }
                 Leadership {
                     leader: m.current_leader,
                     term: m.current_term,

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{EntryTime, LeaderClock};
 use crate::record::{encode_record, scan_records, sync_dir, write_atomic};
+use crate::stats::RaftStats;
 use crate::types::{
     BatchOutput, CommandResult, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
@@ -299,6 +300,8 @@ pub(crate) struct StateMachineStore<S: StateMachine> {
     clock: Arc<LeaderClock>,
     snapshots: SnapshotDir,
     stats: Arc<SnapshotStats>,
+    /// Entries and commands applied, snapshots built (for /metrics).
+    raft_stats: Arc<RaftStats>,
 }
 
 impl<S: StateMachine> StateMachineStore<S> {
@@ -317,6 +320,7 @@ impl<S: StateMachine> StateMachineStore<S> {
             clock,
             snapshots,
             stats: Arc::new(SnapshotStats::new()),
+            raft_stats: Arc::default(),
         };
         if let Some((file, done)) = store.snapshots.load_latest()? {
             store
@@ -334,6 +338,11 @@ impl<S: StateMachine> StateMachineStore<S> {
     /// What has happened to this node's snapshots.
     pub(crate) fn stats(&self) -> Arc<SnapshotStats> {
         self.stats.clone()
+    }
+
+    /// Count this store's work in `stats`.
+    pub(crate) fn set_stats(&mut self, stats: Arc<RaftStats>) {
+        self.raft_stats = stats;
     }
 
     /// The last log id the loaded state covers (that of the snapshot restored at open).
@@ -357,6 +366,7 @@ impl<S: StateMachine> StateMachineStore<S> {
         leader_time: EntryTime,
         commands: &[Vec<u8>],
     ) -> BatchOutput {
+        RaftStats::add(&self.raft_stats.commands_applied, commands.len() as u64);
         let results = commands
             .iter()
             .enumerate()
@@ -396,6 +406,7 @@ pub(crate) struct SnapshotBuilder {
     payload: Result<Vec<u8>, String>,
     snapshots: SnapshotDir,
     stats: Arc<SnapshotStats>,
+    raft_stats: Arc<RaftStats>,
     /// `applied_commands` as of the captured state.
     commands: u64,
     /// Keys in the captured state (for `key_save_delay_us`).
@@ -453,6 +464,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         self.finished(saved.is_ok());
         let payload = saved.map_err(|e| StorageIOError::write_snapshot(Some(signature), &e))?;
         tracing::info!(snapshot = %self.meta, bytes = payload.len(), "snapshot written");
+        RaftStats::add(&self.raft_stats.snapshots, 1);
         Ok(Snapshot {
             meta: self.meta.clone(),
             snapshot: Box::new(Cursor::new(payload)),
@@ -475,6 +487,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
         let mut outputs = Vec::new();
         for entry in entries {
             self.applied = Some(entry.log_id);
+            RaftStats::add(&self.raft_stats.entries_applied, 1);
             let output = match &entry.payload {
                 EntryPayload::Blank => BatchOutput::default(),
                 EntryPayload::Normal(batch) => {
@@ -510,6 +523,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             payload: postcard::to_allocvec(&payload).map_err(|e| e.to_string()),
             snapshots: self.snapshots.clone(),
             stats: self.stats.clone(),
+            raft_stats: self.raft_stats.clone(),
             commands: self.stats.applied_commands.load(Ordering::Acquire),
             keys: self.sm.key_count(),
         }

@@ -12,8 +12,15 @@
 //! anyone who does not hold the secret; until then frames are capped at a few hundred bytes.
 //! Failed connects back off exponentially with jitter. Frames above `max_frame_bytes` are
 //! refused. For fault injection, traffic to and from "blocked" peers is dropped in both
-//! directions. Traffic is authenticated at connect time but not encrypted: run the cluster
-//! link on a private network.
+//! directions.
+//!
+//! Without TLS, traffic is authenticated at connect time but not encrypted: run the cluster
+//! link on a private network. With TLS (`tls-cluster yes`, [`crate::tls::ClusterTls`]) every
+//! connection is mutual TLS first: both sides present a certificate signed by the cluster CA,
+//! and every frame after that is encrypted and integrity-protected. The secret's handshake
+//! still runs inside the TLS session, as a second check: a certificate from the CA alone does
+//! not make a node (the same CA often signs the client certificates applications get for the
+//! client port), and the handshake is what binds a connection to the node id it claims.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -32,13 +39,13 @@ use rand::{Rng, RngCore};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::ClusterError;
+use crate::tls::ClusterTls;
 use crate::types::{CommandResult, NodeId, TypeConfig};
 
 /// Bumped whenever frames change incompatibly.
@@ -51,6 +58,25 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const BACKOFF_BASE_MS: u64 = 20;
 const BACKOFF_MAX_MS: u64 = 1_000;
+
+/// The receiving half of a connection (TCP or TLS).
+type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+/// The sending half of a connection (TCP or TLS).
+type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Split a stream into boxed halves: a TCP stream without a lock between them, a TLS stream
+/// through tokio's split.
+fn split_tcp(stream: TcpStream) -> (ReadHalf, WriteHalf) {
+    let (r, w) = stream.into_split();
+    (Box::new(r), Box::new(w))
+}
+
+fn split_tls<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
+    stream: S,
+) -> (ReadHalf, WriteHalf) {
+    let (r, w) = tokio::io::split(stream);
+    (Box::new(r), Box::new(w))
+}
 
 /// A request from one node to another.
 #[derive(Debug, Serialize, Deserialize)]
@@ -204,6 +230,8 @@ struct Core {
     advertise: String,
     /// What each authenticated peer told about itself, latest connection first.
     advertised: Mutex<HashMap<NodeId, String>>,
+    /// Mutual TLS on every connection, if set.
+    tls: Option<Arc<ClusterTls>>,
 }
 
 impl Core {
@@ -243,6 +271,7 @@ impl Transport {
         secret: Vec<u8>,
         max_frame: usize,
         advertise: String,
+        tls: Option<Arc<ClusterTls>>,
     ) -> Arc<Transport> {
         let (shutdown_tx, shutdown) = watch::channel(false);
         let advertise = if advertise.len() > ADVERTISE_MAX {
@@ -259,6 +288,7 @@ impl Transport {
                 shutdown,
                 advertise,
                 advertised: Mutex::new(HashMap::new()),
+                tls,
             }),
             peers: Mutex::new(HashMap::new()),
             shutdown_tx,
@@ -548,8 +578,8 @@ impl Conn {
     fn start(
         core: Arc<Core>,
         peer: NodeId,
-        reader: BufReader<OwnedReadHalf>,
-        writer: OwnedWriteHalf,
+        reader: BufReader<ReadHalf>,
+        writer: WriteHalf,
     ) -> Arc<Conn> {
         let (out, rx) = mpsc::unbounded_channel();
         let conn = Arc::new(Conn {
@@ -614,7 +644,7 @@ impl Conn {
 async fn write_loop(
     core: Arc<Core>,
     peer: NodeId,
-    writer: OwnedWriteHalf,
+    writer: WriteHalf,
     mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
 ) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
@@ -657,7 +687,23 @@ async fn serve_connection(
     handler: Arc<dyn RpcHandler>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (reader, mut writer) = stream.into_split();
+    let (reader, mut writer) = match &core.tls {
+        None => split_tcp(stream),
+        Some(tls) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.server());
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(s)) => split_tls(s),
+                Ok(Err(e)) => {
+                    tracing::warn!(%remote, error = %e, "rejected cluster connection: TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(%remote, "cluster TLS handshake timed out");
+                    return;
+                }
+            }
+        }
+    };
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let peer = match tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
@@ -752,12 +798,24 @@ async fn connect(
     core: &Core,
     target: NodeId,
     addr: &str,
-) -> io::Result<(BufReader<OwnedReadHalf>, OwnedWriteHalf)> {
+) -> io::Result<(BufReader<ReadHalf>, WriteHalf)> {
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     stream.set_nodelay(true)?;
-    let (reader, mut writer) = stream.into_split();
+    let (reader, mut writer) = match &core.tls {
+        None => split_tcp(stream),
+        Some(tls) => {
+            let connector = tokio_rustls::TlsConnector::from(tls.client());
+            let tls_stream = tokio::time::timeout(
+                HANDSHAKE_TIMEOUT,
+                connector.connect(crate::tls::server_name(addr), stream),
+            )
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+            split_tls(tls_stream)
+        }
+    };
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let handshake = async {
         let client_nonce = nonce();
@@ -945,6 +1003,7 @@ mod tests {
             shutdown,
             advertise: "server-host:7001".into(),
             advertised: Mutex::new(HashMap::new()),
+            tls: None,
         }
     }
 

@@ -281,6 +281,7 @@ pub(crate) mod harness {
                 resp: self.resp,
                 oom: false,
                 scripts: None,
+                metrics: None,
             };
             execute(&mut ctx, args)
         }

@@ -24,8 +24,9 @@ use super::keys::{expire_time_error, relative_deadline};
 use super::strings::run;
 use super::Ctx;
 use crate::limiter::{
-    self, cell, concurrency, Algorithm, Codec, Decision, LimitError, Outcome, Rule,
+    self, cell, concurrency, Algorithm, Codec, Decision, LimitError, Named, Outcome, Rule,
 };
+use crate::metrics::Decider;
 use crate::protocol::Reply;
 use crate::store::value::StrBytes;
 use crate::store::{Db, Entry, StrValue, Value};
@@ -70,6 +71,15 @@ fn decision_reply(d: &Decision, resp: u8) -> Reply {
             d.retry_after_ms,
             sat(d.reset_after_ms),
         ])
+    }
+}
+
+/// Count a decision of `who` on `key` (charging `units` when allowed) where this server
+/// counts them; changes no reply and no state.
+#[inline]
+fn count_decision(ctx: &Ctx, who: Decider, key: &[u8], allowed: bool, units: u64) {
+    if let Some(metrics) = ctx.metrics {
+        metrics.decisions.record(who, key, allowed, units);
     }
 }
 
@@ -237,13 +247,21 @@ fn limit_one<P: Algorithm>(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let o = rule_options(P::OPTIONS, opts)?;
     let params = P::parse(args, &o.values[..P::OPTIONS.len()]).map_err(limit_error)?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
+    let cost = o.cost.unwrap_or(1);
     let decision = update(ctx.db(), a[1], now, |bytes| {
         let out = params
-            .evaluate_encoded(bytes, o.cost.unwrap_or(1), now)
+            .evaluate_encoded(bytes, cost, now)
             .ok_or_else(wrongtype)?;
         let write = out.new_state.map(|state| (state, out.ttl_ms));
         Ok((write, out.decision))
     })?;
+    count_decision(
+        ctx,
+        Decider::Rule(<P::State as Named>::TAG),
+        a[1],
+        decision.allowed,
+        cost,
+    );
     Ok(decision_reply(&decision, resp))
 }
 
@@ -348,12 +366,22 @@ pub fn limit_all(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
 fn limit_all_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let all = parse_all(&a[1..])?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
-    let db = ctx.db();
     let mut runs = Vec::with_capacity(all.rules.len());
     for (key, rule, rule_cost) in &all.rules {
-        runs.push(evaluate_stored(db, key, rule, *rule_cost, now)?);
+        runs.push(evaluate_stored(ctx.db(), key, rule, *rule_cost, now)?);
     }
     let allowed = runs.iter().all(|r| r.decision.allowed);
+    if let (Some(metrics), Some(first)) = (ctx.metrics, all.rules.first()) {
+        let units = all
+            .rules
+            .iter()
+            .map(|r| r.2)
+            .fold(0u64, u64::saturating_add);
+        metrics
+            .decisions
+            .record(Decider::All, first.0, allowed, units);
+    }
+    let db = ctx.db();
     let mut lines = Vec::with_capacity(runs.len() + 1);
     lines.push(if resp >= 3 {
         Reply::Bool(allowed)
@@ -394,6 +422,7 @@ fn acquire_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         let write = out.new_state.map(|s| (s, out.ttl_ms));
         Ok((write, out.decision))
     })?;
+    count_decision(ctx, Decider::Acquire, a[1], decision.allowed, 1);
     Ok(decision_reply(&decision, resp))
 }
 
@@ -485,6 +514,8 @@ fn throttle_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         let write = t.outcome.new_state.map(|s| (s.encode(), t.outcome.ttl_ms));
         Ok((write, t.reply))
     })?;
+    // redis-cell's first reply integer: 0 allowed, 1 limited.
+    count_decision(ctx, Decider::Throttle, a[1], reply[0] == 0, quantity);
     Ok(Reply::Ints5(reply))
 }
 
@@ -855,6 +886,7 @@ mod tests {
             resp,
             oom: false,
             scripts: None,
+            metrics: None,
         };
         super::super::execute(&mut ctx, &args)
     }

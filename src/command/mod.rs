@@ -183,6 +183,9 @@ pub struct Ctx<'a> {
     pub oom: bool,
     /// The Lua engine; None inside a script (scripts cannot run scripts).
     pub scripts: Option<Scripts<'a>>,
+    /// Where limiter decisions are counted (`None` in unit tests). Counting changes no
+    /// reply and no state.
+    pub metrics: Option<&'a crate::metrics::Metrics>,
 }
 
 impl Ctx<'_> {

@@ -27,6 +27,7 @@ pub struct Host<'a> {
     seed: u64,
     calls: u64,
     oom: bool,
+    metrics: Option<&'a crate::metrics::Metrics>,
 }
 
 impl<'a> Host<'a> {
@@ -40,7 +41,13 @@ impl<'a> Host<'a> {
             seed,
             calls: 0,
             oom,
+            metrics: None,
         }
+    }
+
+    /// Count the `redis.call`s (commands, limiter decisions) in `metrics`.
+    pub fn counted(self, metrics: Option<&'a crate::metrics::Metrics>) -> Host<'a> {
+        Host { metrics, ..self }
     }
 }
 
@@ -77,8 +84,21 @@ impl ScriptHost for Host<'_> {
             resp,
             oom: self.oom,
             scripts: None,
+            metrics: self.metrics,
         };
-        let reply = super::execute(&mut ctx, args);
+        let reply = match (self.metrics, args.first().and_then(|n| super::lookup(n))) {
+            (Some(metrics), Some(spec)) => {
+                let started = std::time::Instant::now();
+                let reply = super::execute_spec(&mut ctx, spec, args);
+                let failed = matches!(&reply, Reply::Error(_));
+                metrics.record_call(spec, started.elapsed(), failed);
+                if let Reply::Error(e) = &reply {
+                    metrics.record_error(e);
+                }
+                reply
+            }
+            _ => super::execute(&mut ctx, args),
+        };
         // SELECT changes the database of the rest of the script.
         self.db = ctx.db;
         reply
@@ -155,7 +175,7 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
         db: ctx.db,
         control: scripts.control.clone(),
     };
-    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_us, ctx.seed, ctx.oom);
+    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_us, ctx.seed, ctx.oom).counted(ctx.metrics);
     let reply = scripts.engine.call(call, &mut host, a, &sctx);
     ctx.scripts = Some(scripts);
     reply

@@ -250,7 +250,7 @@ macro_rules! cmd {
 }
 
 /// Every command family's table.
-const FAMILIES: &[&[CommandSpec]] = &[
+static FAMILIES: &[&[CommandSpec]] = &[
     super::strings::COMMANDS,
     super::keys::COMMANDS,
     super::dump::COMMANDS,
@@ -268,6 +268,38 @@ const FAMILIES: &[&[CommandSpec]] = &[
 /// All commands, in table order.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
     FAMILIES.iter().flat_map(|f| f.iter())
+}
+
+/// The position of `spec` in [`all`] (a row of the table, not a copy of one): where the
+/// per-command counters of `crate::metrics` are. A hash of the row's address into a table
+/// built once (about ten instructions; this runs for every command).
+#[inline]
+pub fn index(spec: &CommandSpec) -> usize {
+    static BY_ADDRESS: OnceLock<Vec<(usize, u32)>> = OnceLock::new();
+    let slot = |at: usize| (at >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - 10);
+    let table = BY_ADDRESS.get_or_init(|| {
+        let mut t = vec![(0usize, 0u32); SLOTS];
+        for (i, c) in all().enumerate() {
+            let at = c as *const CommandSpec as usize;
+            let mut s = slot(at);
+            while t[s].0 != 0 {
+                s = (s + 1) % SLOTS;
+            }
+            t[s] = (at, i as u32);
+        }
+        t
+    });
+    let at = spec as *const CommandSpec as usize;
+    let mut s = slot(at);
+    loop {
+        match table[s] {
+            (0, _) => break,
+            (a, i) if a == at => return i as usize,
+            _ => s = (s + 1) % SLOTS,
+        }
+    }
+    // Not a row of the table: a copy. Find it by name (never on the hot path).
+    all().position(|c| c.name == spec.name).unwrap_or(0)
 }
 
 /// Slots of the lookup table: a power of two, over twice the number of commands.
@@ -339,6 +371,14 @@ fn ascii_lowercase_word(w: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_is_the_position_in_the_table() {
+        for (i, spec) in all().enumerate() {
+            assert_eq!(index(spec), i, "{}", spec.name);
+            assert_eq!(index(lookup(spec.name.as_bytes()).unwrap()), i);
+        }
+    }
 
     #[test]
     fn lookup_finds_every_command_in_any_case_and_nothing_else() {

@@ -28,32 +28,53 @@ use crate::store::eviction::MemorySettings;
     about = "A Redis-protocol rate-limiter server"
 )]
 pub struct Cli {
-    /// TOML configuration file.
+    /// TOML configuration file [default: none].
     #[arg(long, env = "TOLLGATE_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Log filter, e.g. `info` or `tollgate=debug`.
+    /// Log filter, e.g. `info` or `tollgate=debug` [default: info, which shows the Raft
+    /// library's (openraft) messages from warn up; `openraft=info` asks for more].
     #[arg(long, env = "TOLLGATE_LOG")]
     pub log: Option<String>,
-    /// Network worker threads (0 = one per CPU core).
+    /// Log format: `text` (coloured only when standard output is a terminal) or `json` (one object
+    /// per line) [default: text].
+    #[arg(long, env = "TOLLGATE_LOG_FORMAT")]
+    pub log_format: Option<String>,
+    /// Port of the HTTP listener serving /metrics, /healthz and /readyz; 0 turns it off
+    /// [default: 0, off].
+    #[arg(long, env = "TOLLGATE_HTTP_PORT")]
+    pub http_port: Option<u16>,
+    /// Address the HTTP listener binds; it has no authentication, so keep it on a
+    /// private network [default: 127.0.0.1].
+    #[arg(long, env = "TOLLGATE_HTTP_BIND")]
+    pub http_bind: Option<String>,
+    /// How many distinct key prefixes (the part before the first `:`) get a `prefix`
+    /// label of their own in the limiter metrics; later ones count as `other`; 0 drops
+    /// the label [default: 16, at most 128].
+    #[arg(long, env = "TOLLGATE_METRICS_KEY_PREFIXES")]
+    pub metrics_key_prefixes: Option<usize>,
+    /// Network worker threads (0 = one per CPU core) [default: 1].
     #[arg(long, env = "TOLLGATE_THREADS")]
     pub threads: Option<usize>,
-    /// Cluster mode: this node's id (a positive integer, unique and stable).
+    /// Cluster mode: this node's id (a positive integer, unique and stable) [default: none,
+    /// standalone].
     #[arg(long, env = "TOLLGATE_NODE_ID")]
     pub node_id: Option<u64>,
     /// Cluster mode: initial voters as `id@host:clusterport,...` (the same on every node);
-    /// leave out on a node that will be added later with RAFT.ADDNODE.
+    /// leave out on a node that will be added later with RAFT.ADDNODE [default: none].
     #[arg(long, env = "TOLLGATE_PEERS")]
     pub peers: Option<String>,
     /// Cluster mode: port of the Raft link (default: client port + 10000).
     #[arg(long, env = "TOLLGATE_CLUSTER_PORT")]
     pub cluster_port: Option<u16>,
-    /// Cluster mode: shared secret authenticating the nodes (at least 16 bytes).
+    /// Cluster mode: shared secret authenticating the nodes (at least 16 bytes) [default:
+    /// none; required with --peers].
     #[arg(long, env = "TOLLGATE_CLUSTER_SECRET")]
     pub cluster_secret: Option<String>,
     /// Cluster mode: directory for the Raft log and snapshots (default ./data/node-<id>).
     #[arg(long, env = "TOLLGATE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Cluster mode: how long a client waits for a quorum before -CLUSTERDOWN, in ms.
+    /// Cluster mode: how long a client waits for a quorum before -CLUSTERDOWN, in ms
+    /// [default: 2000].
     #[arg(long, env = "TOLLGATE_CLUSTER_TIMEOUT_MS")]
     pub cluster_timeout_ms: Option<u64>,
     /// Cluster mode: a follower that hears no leader for a random time between this and
@@ -128,6 +149,10 @@ pub fn env_var(name: &str) -> String {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct FileConfig {
     log: Option<String>,
+    log_format: Option<String>,
+    http_port: Option<u16>,
+    http_bind: Option<String>,
+    metrics_key_prefixes: Option<usize>,
     threads: Option<usize>,
     node_id: Option<u64>,
     peers: Option<String>,
@@ -140,8 +165,12 @@ struct FileConfig {
 }
 
 /// The keys of [`FileConfig`].
-const OWN_KEYS: [&str; 10] = [
+const OWN_KEYS: [&str; 14] = [
     "log",
+    "log-format",
+    "http-port",
+    "http-bind",
+    "metrics-key-prefixes",
     "threads",
     "node-id",
     "peers",
@@ -184,6 +213,15 @@ fn read_file(path: &std::path::Path) -> Result<(FileConfig, Vec<(String, String)
     }
     let own: FileConfig = own.try_into().map_err(|e| bad(&e))?;
     Ok((own, settings))
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines, coloured only on a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// How appended Raft log entries reach the disk (`appendfsync`).
@@ -439,6 +477,39 @@ pub const DEFAULT_THREADS: usize = 1;
 /// Most network worker threads accepted.
 pub const MAX_THREADS: usize = 256;
 
+/// TLS settings (Redis's `tls-*` parameters); file names are empty when not set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// `tls-port`: the TLS client port (0 = no TLS port).
+    pub port: u16,
+    /// `tls-cert-file`: this server's certificate chain (PEM).
+    pub cert_file: String,
+    /// `tls-key-file`: its private key (PEM).
+    pub key_file: String,
+    /// `tls-ca-cert-file`: the CA that client (and cluster peer) certificates must chain to.
+    pub ca_cert_file: String,
+    /// `tls-auth-clients`: whether clients must present a certificate.
+    pub auth_clients: tollgate_raft::tls::ClientAuth,
+    /// `tls-protocols` as given ("" = TLSv1.2 and TLSv1.3).
+    pub protocols: String,
+    /// `tls-cluster`: mutual TLS on the cluster link.
+    pub cluster: bool,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            port: 0,
+            cert_file: String::new(),
+            key_file: String::new(),
+            ca_cert_file: String::new(),
+            auth_clients: tollgate_raft::tls::ClientAuth::Required,
+            protocols: String::new(),
+            cluster: false,
+        }
+    }
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -448,6 +519,10 @@ pub struct Config {
     pub port: u16,
     /// Password, if any.
     pub requirepass: Option<String>,
+    /// `protected-mode`: refuse non-loopback clients while the default user has no password.
+    pub protected_mode: bool,
+    /// TLS on the client port and the cluster link.
+    pub tls: TlsConfig,
     /// Connection cap.
     pub maxclients: usize,
     /// proto-max-bulk-len.
@@ -469,8 +544,20 @@ pub struct Config {
     /// Values of the parameters that have no effect on Tollgate, by name (see
     /// [`params::Effect::NoEffect`]); a parameter not here has its default.
     pub stored: BTreeMap<&'static str, String>,
+    /// `slowlog-log-slower-than`, in microseconds (-1: log nothing).
+    pub slowlog_log_slower_than: i64,
+    /// `slowlog-max-len`.
+    pub slowlog_max_len: usize,
     /// Log filter.
     pub log: String,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// HTTP listener port (0 = off).
+    pub http_port: u16,
+    /// HTTP listener address.
+    pub http_bind: String,
+    /// Key prefixes labelled in the limiter metrics.
+    pub metrics_key_prefixes: usize,
     /// Network worker threads (0 = one per CPU core).
     pub threads: usize,
     /// Cluster mode settings (None = standalone).
@@ -490,6 +577,8 @@ impl Default for Config {
             bind: "127.0.0.1".into(),
             port: 6379,
             requirepass: None,
+            protected_mode: true,
+            tls: TlsConfig::default(),
             maxclients: 10_000,
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
@@ -499,7 +588,13 @@ impl Default for Config {
             save: String::new(),
             rdb_key_save_delay: 0,
             stored: BTreeMap::new(),
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
             log: DEFAULT_LOG.into(),
+            log_format: LogFormat::Text,
+            http_port: 0,
+            http_bind: "127.0.0.1".into(),
+            metrics_key_prefixes: 16,
             threads: DEFAULT_THREADS,
             cluster: None,
             file: None,
@@ -569,6 +664,26 @@ impl Config {
         c.set_params(&file_source, &rest(&file_settings))?;
         c.set_params(flag_source, &rest(&cli.settings))?;
         c.log = cli.log.or(file.log).unwrap_or(c.log);
+        c.log_format = match cli.log_format.or(file.log_format).as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => return Err(format!("--log-format must be text or json, got '{other}'")),
+        };
+        c.http_port = cli.http_port.or(file.http_port).unwrap_or(c.http_port);
+        c.http_bind = cli.http_bind.or(file.http_bind).unwrap_or(c.http_bind);
+        c.metrics_key_prefixes = match cli
+            .metrics_key_prefixes
+            .or(file.metrics_key_prefixes)
+            .unwrap_or(c.metrics_key_prefixes)
+        {
+            n if n <= crate::metrics::MAX_PREFIXES => n,
+            n => {
+                return Err(format!(
+                    "--metrics-key-prefixes must be 0 to {}, got {n}",
+                    crate::metrics::MAX_PREFIXES
+                ))
+            }
+        };
         c.threads = match cli.threads.or(file.threads).unwrap_or(c.threads) {
             n if n <= MAX_THREADS => n,
             n => return Err(format!("threads must be 0 to {MAX_THREADS}, got {n}")),

@@ -63,6 +63,10 @@ pub enum Apply {
     KeySaveDelay,
     /// `notify-keyspace-events`, `client-output-buffer-limit` (the pub/sub hub's).
     PubSub,
+    /// The TLS files and options: certificates are read again for new handshakes.
+    Tls,
+    /// `slowlog-log-slower-than`, `slowlog-max-len` (the engine's slow log).
+    Slowlog,
 }
 
 /// What setting a parameter does.
@@ -177,6 +181,49 @@ pub static PARAMS: &[Param] = &[
         c.requirepass = (!v.is_empty()).then(|| v.to_string());
         Ok(())
     }, Apply::Nothing),
+    Param::live("protected-mode", Kind::Bool, "yes", |c| yes_no(c.protected_mode), |c, v| {
+        c.protected_mode = v == "yes";
+        Ok(())
+    }, Apply::Nothing),
+    // TLS (see the README's "Security" section).
+    Param::live("tls-port", Kind::Int(0, 65535), "0", |c| c.tls.port.to_string(), |c, v| {
+        c.tls.port = number(v);
+        Ok(())
+    }, Apply::Nothing)
+    .at_start_only(),
+    Param::live("tls-cert-file", Kind::Text, "", |c| c.tls.cert_file.clone(), |c, v| {
+        c.tls.cert_file = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-key-file", Kind::Text, "", |c| c.tls.key_file.clone(), |c, v| {
+        c.tls.key_file = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-ca-cert-file", Kind::Text, "", |c| c.tls.ca_cert_file.clone(), |c, v| {
+        c.tls.ca_cert_file = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-auth-clients", Kind::Enum(&["no", "yes", "optional"]), "yes", |c| auth_clients_name(c.tls.auth_clients).into(), |c, v| {
+        use tollgate_raft::tls::ClientAuth;
+        c.tls.auth_clients = match v {
+            "no" => ClientAuth::None,
+            "optional" => ClientAuth::Optional,
+            _ => ClientAuth::Required,
+        };
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-protocols", Kind::Special(crate::server::tls::check_protocols), "", |c| c.tls.protocols.clone(), |c, v| {
+        c.tls.protocols = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-cluster", Kind::Bool, "no", |c| yes_no(c.tls.cluster), |c, v| {
+        if v == "yes" && c.cluster.is_none() {
+            return Err("this node is not a cluster node (no --node-id): there is no cluster link to protect".into());
+        }
+        c.tls.cluster = v == "yes";
+        Ok(())
+    }, Apply::Nothing)
+    .at_start_only(),
     Param::live("maxclients", Kind::UInt(1, u32::MAX as u64), "10000", |c| c.maxclients.to_string(), |c, v| {
         c.maxclients = number(v);
         Ok(())
@@ -194,6 +241,14 @@ pub static PARAMS: &[Param] = &[
         Ok(())
     }, Apply::BusyThreshold)
     .alias("lua-time-limit"),
+    Param::live("slowlog-log-slower-than", Kind::Int(-1, LONG_MAX), "10000", |c| c.slowlog_log_slower_than.to_string(), |c, v| {
+        c.slowlog_log_slower_than = number(v);
+        Ok(())
+    }, Apply::Slowlog),
+    Param::live("slowlog-max-len", Kind::UInt(0, LONG_MAX as u64), "128", |c| c.slowlog_max_len.to_string(), |c, v| {
+        c.slowlog_max_len = number(v);
+        Ok(())
+    }, Apply::Slowlog),
     Param::live("enable-debug-command", Kind::Enum(&["no", "yes", "local"]), "no", |c| yes_no(c.enable_debug_command), |c, v| {
         if v == "local" {
             return Err("'local' is not supported by Tollgate: use yes (trusted networks only) or no".into());
@@ -344,6 +399,14 @@ const DURABLE: &str = "For durable storage start it with --data-dir <dir> (or ap
 
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_string()
+}
+
+fn auth_clients_name(a: tollgate_raft::tls::ClientAuth) -> &'static str {
+    match a {
+        tollgate_raft::tls::ClientAuth::Required => "yes",
+        tollgate_raft::tls::ClientAuth::Optional => "optional",
+        tollgate_raft::tls::ClientAuth::None => "no",
+    }
 }
 
 fn fsync_name(f: AppendFsync) -> &'static str {

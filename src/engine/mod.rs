@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use tollgate_raft::{ClusterError, RaftNode};
 
 use crate::command::{self, flags, CommandSpec, Ctx, Scripts};
+use crate::metrics::Metrics;
 use crate::protocol::Reply;
 use crate::scripting::{self, ScriptControl, ScriptEngine, ScriptLimits};
 use crate::store::eviction::Evictor;
@@ -53,6 +54,9 @@ pub struct State {
     pub memory: Arc<MemoryControl>,
     /// The eviction candidate pool (not replicated: only the deciding node uses it).
     pub evictor: Evictor,
+    /// What this server counts about the commands it runs (not replicated, no effect on
+    /// replies or state).
+    pub metrics: Arc<Metrics>,
     /// Batches run locally so far: the seed of a local batch's random choices (see
     /// [`Stamp`]; not replicated: a replicated entry is seeded from its place in the log).
     local_batches: u64,
@@ -110,6 +114,7 @@ impl Default for State {
             control: Arc::new(ScriptControl::new()),
             memory,
             evictor: Evictor::default(),
+            metrics: Arc::default(),
             local_batches: 0,
         }
     }
@@ -196,6 +201,8 @@ pub struct Batch {
     pub watch: Option<WatchGuard>,
     /// A `MULTI`/`EXEC` block: checked against `maxmemory` once, as a whole.
     pub transaction: bool,
+    /// The connection it came from (SLOWLOG shows its address and name); not replicated.
+    pub client: Option<Arc<crate::server::ClientHandle>>,
 }
 
 impl Batch {
@@ -264,6 +271,7 @@ pub struct Engine {
     state: Arc<Mutex<State>>,
     control: Arc<ScriptControl>,
     memory: Arc<MemoryControl>,
+    metrics: Arc<Metrics>,
     clock: Clock,
     settings: parking_lot::RwLock<EngineSettings>,
     cluster: OnceLock<ClusterNode>,
@@ -288,6 +296,7 @@ impl Engine {
             pubsub: state.ks.pubsub.clone(),
             control: state.control.clone(),
             memory: state.memory.clone(),
+            metrics: state.metrics.clone(),
             state: Arc::new(Mutex::new(state)),
             clock,
             settings: parking_lot::RwLock::new(EngineSettings {
@@ -374,6 +383,11 @@ impl Engine {
         if let Some(node) = self.cluster.get() {
             node.set_clock_skew_ms(i64::try_from(total).unwrap_or(i64::MAX));
         }
+    }
+
+    /// What this server counts about its commands.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The engine's clock.
@@ -493,7 +507,7 @@ impl Engine {
         if batch.read_only() {
             if !node.is_sole_voter() {
                 if let Err(e) = node.read_barrier().await {
-                    return cluster_error(&batch, &e);
+                    return self.counted(cluster_error(&batch, &e));
                 }
             }
             let now = self.now_us();
@@ -527,9 +541,19 @@ impl Engine {
         }
         let result = match node.propose(Proposal::from_batch(batch)).await {
             Ok(result) => result,
-            Err(e) => BatchResult::ran(Some(vec![cluster_error_reply(&e); n]), db),
+            Err(e) => self.counted(BatchResult::ran(Some(vec![cluster_error_reply(&e); n]), db)),
         };
         merge_refused(result, refused)
+    }
+
+    /// Count the error replies of a batch that failed before it ran (`-CLUSTERDOWN`, ...).
+    fn counted(&self, result: BatchResult) -> BatchResult {
+        for r in result.replies.iter().flatten() {
+            if let Reply::Error(e) = r {
+                self.metrics.record_error(e);
+            }
+        }
+        result
     }
 
     /// Cluster mode, with used memory over `maxmemory`: Redis's out-of-memory check of a
@@ -661,6 +685,7 @@ impl Engine {
                 ops,
                 watch: None,
                 transaction: false,
+                client: None,
             };
             if node.propose(Proposal::from_batch(batch)).await.is_err() {
                 break;
@@ -709,6 +734,7 @@ impl Engine {
                 ops,
                 watch: None,
                 transaction: false,
+                client: None,
             };
             return match node.propose(Proposal::from_batch(batch)).await {
                 Ok(_) => count,
@@ -814,9 +840,10 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
     }
     // Standalone, clients blocked on keys a command made ready are served before the next
     // command of a pipeline (after the whole of a transaction), as in Redis.
+    let origin = batch.client.as_deref();
     let serve = evict && !batch.transaction;
     apply_ops_with(
-        state, batch.db, batch.resp, &batch.ops, stamp, admission, serve,
+        state, batch.db, batch.resp, &batch.ops, stamp, admission, serve, origin,
     )
 }
 
@@ -887,7 +914,41 @@ fn command_ctx(
             engine: &mut state.scripts,
             control: &state.control,
         }),
+        metrics: Some(&state.metrics),
     }
+}
+
+/// Count a command that ran from `started` until now and answered `reply`; returns now
+/// and how long it ran.
+#[inline]
+fn record(metrics: &Metrics, spec: &CommandSpec, started: u64, reply: &Reply) -> (u64, u64) {
+    let now = crate::metrics::now_ns();
+    let elapsed = now.saturating_sub(started);
+    if let Reply::Error(e) = reply {
+        metrics.record_call_ns(spec, elapsed, true);
+        metrics.record_error(e);
+    } else {
+        metrics.record_call_ns(spec, elapsed, false);
+    }
+    (now, elapsed)
+}
+
+/// Put a command that ran for `elapsed` into the slow log, with its client's address and
+/// name when it came from a connection of this node.
+#[cold]
+fn slow(
+    metrics: &Metrics,
+    args: &[&[u8]],
+    elapsed_ns: u64,
+    origin: Option<&crate::server::ClientHandle>,
+) {
+    let (addr, name) = origin.map_or_else(Default::default, |c| {
+        let info = c.info.lock();
+        (info.addr.to_string(), info.name.clone())
+    });
+    metrics
+        .slowlog
+        .push(args, Duration::from_nanos(elapsed_ns), addr, name);
 }
 
 /// Apply `ops` in order starting in database `db`, replies encoded for protocol `resp`: the
@@ -902,6 +963,7 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], stamp: Stam
         stamp,
         Admission::Decided(false),
         false,
+        None,
     )
 }
 
@@ -913,6 +975,7 @@ fn apply_ops_with(
     stamp: Stamp,
     mut admission: Admission,
     serve_blocked: bool,
+    origin: Option<&crate::server::ClientHandle>,
 ) -> BatchResult {
     let now_ms = stamp.now_ms();
     state.ks.clock().set_now(now_ms);
@@ -921,6 +984,9 @@ fn apply_ops_with(
     }
     let mut db = db;
     let mut replies = Vec::with_capacity(ops.len());
+    let metrics = state.metrics.clone();
+    // One clock read per command: each one's time runs from the end of the previous one.
+    let mut started = crate::metrics::now_ns();
     for (position, op) in ops.iter().enumerate() {
         if serve_blocked && !replies.is_empty() {
             blocking::serve_ready(state, stamp);
@@ -943,8 +1009,9 @@ fn apply_ops_with(
                     continue;
                 }
                 let name = args.first().map_or(&b""[..], |n| &n[..]);
+                let spec = spec.or_else(|| command::lookup(name));
                 let mut next_db = db;
-                replies.push(poison::guarded(state, name, |state| {
+                let reply = poison::guarded(state, name, |state| {
                     poison::check_trigger(args);
                     let mut ctx = command_ctx(state, db, stamp, position, resp, oom);
                     let reply = match spec {
@@ -954,8 +1021,16 @@ fn apply_ops_with(
                     // SELECT inside MULTI changes the database of the commands after it.
                     next_db = ctx.db;
                     reply
-                }));
+                });
                 db = next_db;
+                if let Some(spec) = spec {
+                    let elapsed;
+                    (started, elapsed) = record(&metrics, spec, started, &reply);
+                    if metrics.slowlog.is_slow(elapsed) {
+                        command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
+                    }
+                }
+                replies.push(reply);
             }
             Op::Frame(frame, spec) => {
                 let oom = admission.out_of_memory(state);
@@ -963,7 +1038,7 @@ fn apply_ops_with(
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
-                replies.push(poison::guarded(state, spec.name.as_bytes(), |state| {
+                let reply = poison::guarded(state, spec.name.as_bytes(), |state| {
                     let mut ctx = command_ctx(state, db, stamp, position, resp, oom);
                     // The connection checked the arity, and only specs with a fast handler
                     // make frames.
@@ -971,7 +1046,13 @@ fn apply_ops_with(
                         Some(fast) => frame.with_args(|args| fast(&mut ctx, args)),
                         None => command::execute_spec(&mut ctx, spec, &frame.clone().into_args()),
                     }
-                }));
+                });
+                let elapsed;
+                (started, elapsed) = record(&metrics, spec, started, &reply);
+                if metrics.slowlog.is_slow(elapsed) {
+                    frame.with_args(|a| slow(&metrics, a, elapsed, origin));
+                }
+                replies.push(reply);
             }
         }
     }

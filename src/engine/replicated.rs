@@ -248,6 +248,7 @@ mod tests {
         };
         let spec = crate::command::lookup(b"limit.token").unwrap();
         let batch = Batch {
+            client: None,
             db: 0,
             resp: 2,
             ops: vec![

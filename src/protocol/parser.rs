@@ -66,6 +66,14 @@ impl Request {
         self.len() == 0
     }
 
+    /// The first argument (the command's name), empty if there is none.
+    pub fn name(&self) -> &[u8] {
+        match self {
+            Request::Frame(f) => f.get(0).unwrap_or_default(),
+            Request::Args(a) => a.first().map_or(&[][..], |b| &b[..]),
+        }
+    }
+
     /// The arguments as a list.
     pub fn into_args(self) -> Vec<Bytes> {
         match self {

@@ -59,6 +59,7 @@ impl Harness {
                 engine: &mut self.engine,
                 control: &self.control,
             }),
+            metrics: None,
         };
         command::execute(&mut ctx, args)
     }

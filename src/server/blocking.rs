@@ -96,6 +96,7 @@ async fn block(c: &mut Client, a: &[Bytes], want: Want, shape: Shape) -> Answer 
         ops: vec![Op::Command(a.to_vec(), Some(spec))],
         watch: None,
         transaction: false,
+        client: Some(c.handle.clone()),
     };
     let result = c.shared.engine.execute_blocking(batch, &waiter).await;
     let reply = result

@@ -584,3 +584,68 @@ fn shutdown_options(a: &[Bytes]) -> Result<Shutdown, Reply> {
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
+
+/// SLOWLOG GET [count] | LEN | RESET | HELP, over `crate::metrics::slowlog`.
+pub async fn slowlog(c: &mut Client, a: &[Bytes]) -> Answer {
+    let log = &c.shared.engine.metrics().slowlog;
+    let sub = &a[1];
+    let reply = if is(sub, "get") && a.len() <= 3 {
+        let count = match a.get(2).map(|n| int(n)) {
+            None => Some(10),
+            Some(Ok(-1)) => None,
+            Some(Ok(n)) if n >= 0 => Some(n as usize),
+            _ => return Reply::err("ERR count should be greater than or equal to -1").into(),
+        };
+        Reply::Array(
+            log.get(count)
+                .into_iter()
+                .map(|e| {
+                    Reply::Array(vec![
+                        Reply::Integer(e.id as i64),
+                        Reply::Integer(e.time as i64),
+                        Reply::Integer(e.duration_us as i64),
+                        Reply::Array(e.args.into_iter().map(Reply::Bulk).collect()),
+                        Reply::bulk(e.addr),
+                        Reply::bulk(e.name),
+                    ])
+                })
+                .collect(),
+        )
+    } else if is(sub, "len") && a.len() == 2 {
+        Reply::Integer(log.len() as i64)
+    } else if is(sub, "reset") && a.len() == 2 {
+        log.reset();
+        Reply::ok()
+    } else if is(sub, "help") && a.len() == 2 {
+        Reply::Array(
+            [
+                "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET [<count>]",
+                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                "    Entries are made of:",
+                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+                "    client name",
+                "LEN",
+                "    Return the length of the slowlog.",
+                "RESET",
+                "    Reset the slowlog.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|l| Reply::Status(l.to_string()))
+            .collect(),
+        )
+    } else if ["get", "len", "reset", "help"].iter().any(|s| is(sub, s)) {
+        command::arity_error(&format!(
+            "slowlog|{}",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        ))
+    } else {
+        Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try SLOWLOG HELP.",
+            command::arg_text(sub)
+        ))
+    };
+    reply.into()
+}

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::transaction::WatchState;
@@ -90,10 +90,41 @@ pub async fn refuse(mut socket: TcpStream) {
         .await;
 }
 
-/// Serve one connection until it closes.
-pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr) {
+/// Send a last message and close without losing it: closing a socket that holds unread
+/// input makes the kernel send a reset, which can destroy the message before the client
+/// reads it. So: send, shut down the sending side, and read what the client still sends
+/// (at most 64 KiB, for at most a second) before closing.
+async fn say_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, message: &[u8]) {
+    if stream.write_all(message).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+}
+
+/// Serve one plaintext connection until it closes.
+pub async fn serve_tcp(shared: Arc<Shared>, socket: TcpStream, peer: SocketAddr) {
     let _ = socket.set_nodelay(true);
     let laddr = socket.local_addr().unwrap_or(shared.addr);
+    serve(shared, socket, peer, laddr).await;
+}
+
+/// Serve one connection (plaintext, or TLS after its handshake) until it closes.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: Arc<Shared>,
+    mut socket: S,
+    peer: SocketAddr,
+    laddr: SocketAddr,
+) {
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let handle = Arc::new(ClientHandle {
         info: Mutex::new(ClientInfo {
@@ -110,10 +141,27 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
             in_multi: false,
             subs: (0, 0, 0),
             blocked: false,
+            qbuf: 0,
+            qbuf_capacity: 0,
+            obuf: 0,
+            obuf_capacity: 0,
+            multi_mem: 0,
+            multi_len: 0,
         }),
         kill: Default::default(),
         killed: Default::default(),
     });
+    if shared
+        .security
+        .protected_mode_denies(&shared.config.read(), peer.ip())
+    {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        say_and_close(&mut socket, super::security::DENIED.as_bytes()).await;
+        return;
+    }
     shared.clients.lock().insert(id, handle.clone());
     let authenticated = shared.config.read().requirepass.is_none();
     let mut client = Client {
@@ -141,7 +189,7 @@ pub async fn serve(shared: Arc<Shared>, mut socket: TcpStream, peer: SocketAddr)
 }
 
 impl Client {
-    async fn run(&mut self, socket: &mut TcpStream) {
+    async fn run<S: AsyncRead + AsyncWrite + Unpin>(&mut self, socket: &mut S) {
         let mut input = BytesMut::with_capacity(16 * 1024);
         let mut shutdown = self.shared.shutdown.subscribe();
         loop {
@@ -195,11 +243,17 @@ impl Client {
                     Flow::Continue
                 }
                 Some(Ok(0) | Err(_)) => return,
-                Some(Ok(_)) => self.process_input(&mut input).await,
+                Some(Ok(n)) => {
+                    let metrics = self.shared.engine.metrics();
+                    metrics.net_input.fetch_add(n as u64, Ordering::Relaxed);
+                    self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
+                    self.process_input(&mut input).await
+                }
             };
             if !self.write_out(socket).await {
                 return;
             }
+            self.publish_buffers(&input);
             if flow == Flow::Close {
                 return;
             }
@@ -219,10 +273,10 @@ impl Client {
 
     /// Wait until a blocked client is served, times out, is unblocked (the reply to send),
     /// or disconnects or is killed (None). Input that arrives meanwhile is buffered.
-    async fn wait_blocked(
+    async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
         &mut self,
         b: super::blocking::Blocked,
-        socket: &mut TcpStream,
+        socket: &mut S,
         input: &mut BytesMut,
         shutdown: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Option<Reply> {
@@ -295,7 +349,7 @@ impl Client {
     /// Write the output buffer, unless the client is killed or drops off its pub/sub
     /// output limit meanwhile (a subscriber that does not read must not hold the task
     /// forever). False: close the connection.
-    async fn write_out(&mut self, socket: &mut TcpStream) -> bool {
+    async fn write_out<S: AsyncRead + AsyncWrite + Unpin>(&mut self, socket: &mut S) -> bool {
         if self.out.is_empty() {
             return true;
         }
@@ -311,11 +365,22 @@ impl Client {
                 None => std::future::pending().await,
             }
         };
+        // A TLS stream may keep the end of a reply in its session buffer when the socket is
+        // full: flush sends it (for TCP, flush does nothing).
+        let write =
+            async { socket.write_all(&self.out).await.is_ok() && socket.flush().await.is_ok() };
         let written = tokio::select! {
-            r = socket.write_all(&self.out) => r.is_ok(),
+            ok = write => ok,
             _ = self.handle.kill.notified() => false,
             _ = dropped => false,
         };
+        if written {
+            let metrics = self.shared.engine.metrics();
+            metrics
+                .net_output
+                .fetch_add(self.out.len() as u64, Ordering::Relaxed);
+            self.shared.stats.writes.fetch_add(1, Ordering::Relaxed);
+        }
         self.out.clear();
         if self.out.capacity() > 1024 * 1024 {
             self.out = BytesMut::with_capacity(16 * 1024);
@@ -381,6 +446,24 @@ impl Client {
             self.handle.info.lock().last_cmd = self.last_cmd;
         }
         flow
+    }
+
+    /// Publish the buffers' sizes to CLIENT LIST and INFO clients (once per read).
+    fn publish_buffers(&self, input: &BytesMut) {
+        let (multi_len, multi_mem) = self.multi.as_ref().map_or((0, 0), |q| {
+            let mem = q
+                .iter()
+                .map(|(args, _)| args.iter().map(|a| a.len() + 32).sum::<usize>())
+                .sum();
+            (q.len(), mem)
+        });
+        let mut info = self.handle.info.lock();
+        info.qbuf = input.len();
+        info.qbuf_capacity = input.capacity();
+        info.obuf = self.out.len();
+        info.obuf_capacity = self.out.capacity();
+        info.multi_len = multi_len;
+        info.multi_mem = multi_mem;
     }
 
     pub(super) fn push(&mut self, r: Reply) {
@@ -453,6 +536,7 @@ impl Client {
             ops,
             watch,
             transaction,
+            client: Some(self.handle.clone()),
         };
         self.shared.engine.execute(batch).await
     }
@@ -469,6 +553,9 @@ impl Client {
             .fetch_add(1, Ordering::Relaxed);
         if let Some(spec) = spec {
             self.last_cmd = spec.name;
+        } else if self.shared.security.cross_protocol(request.name()) {
+            // HTTP sent to the Redis port: close before this or anything after it runs.
+            return Flow::Close;
         }
         if self.reply_off || self.skip_next || self.skipping {
             // CLIENT REPLY OFF/SKIP decide per command: run each one on its own.
@@ -486,6 +573,7 @@ impl Client {
             return Flow::Continue;
         };
         if !command::arity_ok(spec, request.len()) {
+            self.shared.engine.metrics().record_rejected(spec);
             if self.multi.is_some() && spec.has(flags::RUNS_TRANSACTION) {
                 self.flush_pending().await;
                 let reply = self
@@ -549,7 +637,28 @@ impl Client {
         }
         if let Some(client) = spec.client {
             self.flush_pending().await;
-            match client(self, &args).await {
+            let started = std::time::Instant::now();
+            let answer = client(self, &args).await;
+            if !matches!(answer, Answer::Engine) {
+                let elapsed = started.elapsed();
+                let failed = matches!(&answer, Answer::Reply(Reply::Error(_)));
+                let metrics = self.shared.engine.metrics();
+                metrics.record_call(spec, elapsed, failed);
+                if let Answer::Reply(Reply::Error(e)) = &answer {
+                    metrics.record_error(e);
+                }
+                if metrics
+                    .slowlog
+                    .is_slow(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+                {
+                    let (addr, name) = {
+                        let info = self.handle.info.lock();
+                        (info.addr.to_string(), info.name.clone())
+                    };
+                    command::with_slices(&args, |a| metrics.slowlog.push(a, elapsed, addr, name));
+                }
+            }
+            match answer {
                 Answer::Reply(reply) => self.push(reply),
                 Answer::Close(reply) => {
                     if let Some(reply) = reply {
@@ -571,6 +680,9 @@ impl Client {
 
     /// Reply with an error; inside MULTI the error also dooms the transaction.
     async fn reject(&mut self, r: Reply) {
+        if let Reply::Error(e) = &r {
+            self.shared.engine.metrics().record_error(e);
+        }
         self.flush_pending().await;
         if self.multi.is_some() {
             self.multi_dirty = true;

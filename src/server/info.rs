@@ -19,94 +19,346 @@ pub fn used_memory() -> usize {
     crate::alloc::allocated()
 }
 
-/// Render INFO text for the requested sections (all by default).
+/// INFO's sections in Redis's order, and whether `INFO` without arguments shows each
+/// (`all` adds the others, `everything` is `all` since there are no modules).
+const SECTIONS: [(&str, bool); 14] = [
+    ("server", true),
+    ("clients", true),
+    ("memory", true),
+    ("persistence", true),
+    ("stats", true),
+    ("replication", true),
+    ("cpu", true),
+    ("modules", true),
+    ("commandstats", false),
+    ("errorstats", true),
+    ("latencystats", false),
+    ("cluster", true),
+    ("keyspace", true),
+    ("tollgate", true),
+];
+
+/// Render INFO text for the requested sections (`default` when none is named).
 pub async fn render(shared: &Shared, sections: &[Bytes]) -> String {
     let wanted: Vec<String> = sections
         .iter()
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
         .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|s| s == "all" || s == "everything" || s == "default");
-    let want = |name: &str| all || wanted.iter().any(|w| w == name);
+    let named = |n: &str| wanted.iter().any(|w| w == n);
+    let all = named("all") || named("everything");
+    let default = wanted.is_empty() || named("default");
     let mut out = String::new();
-    let uptime = shared.started.elapsed().as_secs();
-    if want("server") {
-        let _ = write!(
-            out,
-            "# Server\r\nredis_version:{REDIS_VERSION}\r\ntollgate_version:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nexecutable:tollgate\r\n\r\n",
-            env!("CARGO_PKG_VERSION"),
-            shared.engine.mode_name(),
-            std::env::consts::OS,
-            std::process::id(),
-            shared.addr.port(),
-            uptime / 86400
-        );
-    }
-    if want("clients") {
-        let _ = write!(
-            out,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\r\n",
-            shared.clients.lock().len(),
-            shared.config.read().maxclients,
-            shared.engine.pubsub().blocking.blocked(),
-        );
-    }
-    if want("memory") {
-        let used = used_memory();
-        let rss = crate::alloc::resident_bytes();
-        let memory = shared.engine.memory();
-        let max = memory.limit() as usize;
-        let _ = write!(
-            out,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_not_counted_for_evict:{}\r\nmem_allocator:{}\r\n\r\n",
-            human_bytes(used),
-            human_bytes(rss),
-            human_bytes(max),
-            memory.policy().name(),
-            if used > 0 { rss as f64 / used as f64 } else { 0.0 },
-            memory.not_counted(),
-            crate::alloc::name()
-        );
-    }
-    if want("persistence") {
-        out.push_str(&super::persistence::info(shared));
-    }
-    if want("stats") {
-        let s = &shared.stats;
-        let _ = write!(
-            out,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\n\r\n",
-            s.total_connections.load(Ordering::Relaxed),
-            s.total_commands.load(Ordering::Relaxed),
-            s.rejected_connections.load(Ordering::Relaxed),
-            s.expired_keys.load(Ordering::Relaxed),
-            shared.engine.memory().evicted(),
-        );
-    }
-    if want("replication") {
-        match shared.engine.cluster() {
-            Some(node) => out.push_str(&super::cluster::replication_info(node)),
-            None => out.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n"),
+    for (name, in_default) in SECTIONS {
+        if !(all || (default && in_default) || named(name)) {
+            continue;
         }
-    }
-    if want("keyspace") {
-        out.push_str("# Keyspace\r\n");
-        let state = shared.engine.lock().await;
-        for (i, db) in state.ks.dbs.iter().enumerate() {
-            if !db.is_empty() {
-                let _ = write!(
-                    out,
-                    "db{i}:keys={},expires={},avg_ttl=0\r\n",
-                    db.len(),
-                    db.expires_count()
-                );
-            }
+        if !out.is_empty() {
+            out.push_str("\r\n");
         }
-        out.push_str("\r\n");
+        section(shared, name, &mut out).await;
     }
     out
+}
+
+/// Append section `name` (its title and fields) to `out`.
+async fn section(shared: &Shared, name: &str, out: &mut String) {
+    match name {
+        "server" => server_section(shared, out),
+        "clients" => clients_section(shared, out),
+        "memory" => memory_section(shared, out).await,
+        "persistence" => persistence_section(shared, out),
+        "stats" => stats_section(shared, out),
+        "replication" => match shared.engine.cluster() {
+            Some(node) => {
+                let text = super::cluster::replication_info(node);
+                out.push_str(text.trim_end_matches("\r\n"));
+                out.push_str("\r\n");
+            }
+            None => out.push_str(
+                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n\
+                 master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n\
+                 repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+            ),
+        },
+        "cpu" => cpu_section(out),
+        "modules" => out.push_str("# Modules\r\n"),
+        "commandstats" => commandstats_section(shared, out),
+        "errorstats" => {
+            out.push_str("# Errorstats\r\n");
+            for (code, n) in shared.engine.metrics().errors() {
+                let _ = write!(out, "errorstat_{code}:count={n}\r\n");
+            }
+        }
+        "latencystats" => latencystats_section(shared, out),
+        // Tollgate's cluster is Raft replication, not Redis Cluster (no slots, no MOVED).
+        "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            let state = shared.engine.lock().await;
+            for (i, db) in state.ks.dbs.iter().enumerate() {
+                if !db.is_empty() {
+                    let _ = write!(
+                        out,
+                        "db{i}:keys={},expires={},avg_ttl=0\r\n",
+                        db.len(),
+                        db.expires_count()
+                    );
+                }
+            }
+        }
+        "tollgate" => tollgate_section(shared, out),
+        _ => {}
+    }
+}
+
+fn server_section(shared: &Shared, out: &mut String) {
+    let uptime = shared.started.elapsed().as_secs();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    let config = shared.config.read();
+    let executable = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let _ = write!(
+        out,
+        "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
+         redis_build_id:{}\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\n\
+         monotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\n\
+         gcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\n\
+         server_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:10\r\n\
+         configured_hz:10\r\nlru_clock:{}\r\nexecutable:{executable}\r\nconfig_file:{}\r\n\
+         io_threads_active:0\r\n",
+        build_id(),
+        shared.engine.mode_name(),
+        os_name(),
+        std::process::id(),
+        shared.run_id,
+        shared.addr.port(),
+        uptime / 86400,
+        (now_us / 1_000_000) & ((1 << 24) - 1),
+        config
+            .file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    );
+}
+
+/// INFO `redis_build_id`: 16 hex digits of the SHA-1 of Tollgate's name and version.
+fn build_id() -> String {
+    let digest = sha1_smol::Sha1::from(concat!("tollgate ", env!("CARGO_PKG_VERSION")))
+        .digest()
+        .to_string();
+    digest[..16].to_string()
+}
+
+/// `uname -srm`, as Redis's `os` field.
+fn os_name() -> String {
+    // SAFETY: uname fills the zeroed struct it is given.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return std::env::consts::OS.to_string();
+    }
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    format!(
+        "{} {} {}",
+        field(&u.sysname),
+        field(&u.release),
+        field(&u.machine)
+    )
+}
+
+fn clients_section(shared: &Shared, out: &mut String) {
+    let clients = shared.clients.lock();
+    let (mut max_in, mut max_out) = (0, 0);
+    for c in clients.values() {
+        let info = c.info.lock();
+        max_in = max_in.max(info.qbuf_capacity);
+        max_out = max_out.max(info.obuf_capacity);
+    }
+    let _ = write!(
+        out,
+        "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\n\
+         client_recent_max_input_buffer:{max_in}\r\nclient_recent_max_output_buffer:{max_out}\r\n\
+         blocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+        clients.len(),
+        shared.config.read().maxclients,
+        shared.engine.pubsub().blocking.blocked(),
+    );
+}
+
+async fn memory_section(shared: &Shared, out: &mut String) {
+    let used = used_memory();
+    let peak = shared.stats.note_memory(used);
+    let rss = crate::alloc::resident_bytes();
+    let memory = shared.engine.memory();
+    let max = memory.limit() as usize;
+    let (lua_eval, lua_functions, scripts) = {
+        let state = shared.engine.lock().await;
+        let (e, f) = state.scripts.used_memory();
+        (e, f, state.scripts.cached_scripts())
+    };
+    let system = total_system_memory();
+    let startup = shared.stats.memory_startup.load(Ordering::Relaxed) as usize;
+    let _ = write!(
+        out,
+        "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
+         used_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\n\
+         used_memory_peak_perc:{:.2}%\r\nused_memory_startup:{startup}\r\n\
+         total_system_memory:{system}\r\ntotal_system_memory_human:{}\r\n\
+         used_memory_lua:{lua_eval}\r\nused_memory_vm_eval:{lua_eval}\r\nused_memory_lua_human:{}\r\n\
+         number_of_cached_scripts:{scripts}\r\nused_memory_vm_functions:{lua_functions}\r\n\
+         used_memory_vm_total:{}\r\nused_memory_vm_total_human:{}\r\n\
+         maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n\
+         mem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:{}\r\n\
+         mem_allocator:{}\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
+        human_bytes(used),
+        human_bytes(rss),
+        human_bytes(peak),
+        if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+        human_bytes(system),
+        human_bytes(lua_eval),
+        lua_eval + lua_functions,
+        human_bytes(lua_eval + lua_functions),
+        human_bytes(max),
+        memory.policy().name(),
+        if used > 0 { rss as f64 / used as f64 } else { 0.0 },
+        rss as i64 - used as i64,
+        memory.not_counted(),
+        crate::alloc::name()
+    );
+}
+
+/// MemTotal of /proc/meminfo, in bytes (0 if unknown).
+fn total_system_memory() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<usize>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// INFO persistence: `super::persistence::info` (durable nodes, snapshots, the log).
+fn persistence_section(shared: &Shared, out: &mut String) {
+    let text = super::persistence::info(shared);
+    out.push_str(text.trim_end_matches("\r\n"));
+    out.push_str("\r\n");
+}
+
+fn stats_section(shared: &Shared, out: &mut String) {
+    let s = &shared.stats;
+    let m = shared.engine.metrics();
+    let rates = s.rates();
+    let errors: u64 = m.errors().values().sum();
+    let _ = write!(
+        out,
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+         instantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\n\
+         total_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\n\
+         instantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\n\
+         instantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\n\
+         rejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n\
+         expired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\npubsub_channels:0\r\n\
+         pubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\n\
+         unexpected_error_replies:0\r\ntotal_error_replies:{errors}\r\ntotal_reads_processed:{}\r\n\
+         total_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\n",
+        s.total_connections.load(Ordering::Relaxed),
+        s.total_commands.load(Ordering::Relaxed),
+        rates.0.round() as u64,
+        m.net_input.load(Ordering::Relaxed),
+        m.net_output.load(Ordering::Relaxed),
+        rates.1 / 1024.0,
+        rates.2 / 1024.0,
+        s.rejected_connections.load(Ordering::Relaxed),
+        s.expired_keys.load(Ordering::Relaxed),
+        shared.engine.memory().evicted(),
+        s.reads.load(Ordering::Relaxed),
+        s.writes.load(Ordering::Relaxed),
+    );
+}
+
+fn cpu_section(out: &mut String) {
+    let usage = |who| {
+        // SAFETY: getrusage fills the zeroed struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut u) };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (secs(u.ru_stime), secs(u.ru_utime))
+    };
+    let (sys, user) = usage(libc::RUSAGE_SELF);
+    let (sys_c, user_c) = usage(libc::RUSAGE_CHILDREN);
+    let _ = write!(
+        out,
+        "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n\
+         used_cpu_sys_children:{sys_c:.6}\r\nused_cpu_user_children:{user_c:.6}\r\n"
+    );
+}
+
+fn commandstats_section(shared: &Shared, out: &mut String) {
+    out.push_str("# Commandstats\r\n");
+    for (spec, s) in shared.engine.metrics().commands() {
+        let calls = s.calls();
+        let usec = s.time().map_or(0, |h| h.sum_ns() / 1000);
+        let _ = write!(
+            out,
+            "cmdstat_{}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
+            spec.name,
+            if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
+            s.rejected.load(Ordering::Relaxed),
+            s.failed.load(Ordering::Relaxed),
+        );
+    }
+}
+
+fn latencystats_section(shared: &Shared, out: &mut String) {
+    out.push_str("# Latencystats\r\n");
+    for (spec, s) in shared.engine.metrics().commands() {
+        let Some(h) = s.time().filter(|h| h.count() > 0) else {
+            continue;
+        };
+        let p = |q: f64| h.percentile_ns(q) as f64 / 1000.0;
+        let _ = write!(
+            out,
+            "latency_percentiles_usec_{}:p50={:.3},p99={:.3},p99.9={:.3}\r\n",
+            spec.name,
+            p(0.5),
+            p(0.99),
+            p(0.999)
+        );
+    }
+}
+
+/// What is Tollgate's own: its version, mode, HTTP listener and limiter decisions.
+fn tollgate_section(shared: &Shared, out: &mut String) {
+    let (mut allowed, mut denied, mut units) = (0, 0, 0);
+    for (_, _, a, d, u) in shared.engine.metrics().decisions.rows() {
+        allowed += a;
+        denied += d;
+        units += u;
+    }
+    let _ = write!(
+        out,
+        "# Tollgate\r\ntollgate_version:{}\r\ntollgate_mode:{}\r\nhttp_listener:{}\r\n\
+         limiter_decisions_allowed:{allowed}\r\nlimiter_decisions_denied:{denied}\r\n\
+         limiter_units_charged:{units}\r\n",
+        env!("CARGO_PKG_VERSION"),
+        shared.engine.mode_name(),
+        shared
+            .http_addr
+            .map_or_else(|| "off".to_string(), |a| a.to_string()),
+    );
 }
 
 fn human_bytes(n: usize) -> String {
@@ -118,7 +370,10 @@ fn human_bytes(n: usize) -> String {
     }
 }
 
-/// One CLIENT LIST line.
+/// One CLIENT LIST line. The memory fields are the connection's buffers as of its last
+/// read: `qbuf`/`qbuf-free` the query buffer's data and free space, `rbs` its size,
+/// `obl`/`omem` the output buffer's pending bytes and size, `multi-mem` the queued MULTI
+/// commands, `tot-mem` their sum plus the connection's own state.
 pub fn client_line(c: &ClientInfo) -> String {
     // Redis's order of the flag letters: P (pub/sub), x (MULTI), b (blocked); N: none.
     let mut flags = String::new();
@@ -134,8 +389,13 @@ pub fn client_line(c: &ClientInfo) -> String {
     if flags.is_empty() {
         flags.push('N');
     }
+    let tot = c.qbuf_capacity
+        + c.obuf_capacity
+        + c.multi_mem
+        + std::mem::size_of::<ClientInfo>()
+        + std::mem::size_of::<super::connection::Client>();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -146,7 +406,14 @@ pub fn client_line(c: &ClientInfo) -> String {
         c.subs.0,
         c.subs.1,
         c.subs.2,
-        if c.in_multi { 0 } else { -1 },
+        if c.in_multi { c.multi_len as i64 } else { -1 },
+        c.qbuf,
+        c.qbuf_capacity.saturating_sub(c.qbuf),
+        c.multi_mem,
+        c.qbuf_capacity,
+        c.qbuf_capacity,
+        c.obuf,
+        c.obuf_capacity,
         c.last_cmd,
         c.resp,
         c.lib_name,
@@ -191,6 +458,7 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
                 c.store(0, Ordering::Relaxed);
             }
             shared.engine.memory().reset_stats();
+            shared.engine.metrics().reset();
             Reply::ok()
         }
         "rewrite" if a.len() == 2 => match &shared.config.read().file {

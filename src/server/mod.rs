@@ -8,15 +8,23 @@
 //! | `transaction.rs` | MULTI, EXEC, DISCARD, WATCH, UNWATCH |
 //! | `info.rs` | INFO, CONFIG, COMMAND, MEMORY texts and CLIENT LIST lines |
 //! | `cluster.rs` | CLUSTER and RAFT.* in cluster mode, INFO replication |
+//! | `security.rs` | protected mode and the cross-protocol (HTTP) defence |
+//! | `tls.rs` | TLS on the client port; reloading certificates (CONFIG SET, SIGHUP) |
+//! | `logging.rs` | log filter, format (text/json) and colour |
+//! | `http.rs` | the HTTP listener: /metrics, /healthz, /readyz |
 
 pub mod blocking;
 pub mod client_commands;
 pub mod cluster;
 pub mod connection;
 pub mod fds;
+pub mod http;
 pub mod info;
+pub mod logging;
 pub mod persistence;
 pub mod pubsub;
+pub mod security;
+pub mod tls;
 pub mod transaction;
 
 use std::collections::BTreeMap;
@@ -36,6 +44,17 @@ use crate::engine::{Clock, ClusterNode, Engine};
 /// Counters reported by INFO stats.
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Socket reads that returned data.
+    pub reads: AtomicU64,
+    /// Socket writes.
+    pub writes: AtomicU64,
+    /// Heap bytes in use when the server started (INFO `used_memory_startup`).
+    pub memory_startup: AtomicU64,
+    /// Highest heap use seen (INFO `used_memory_peak`).
+    pub memory_peak: AtomicU64,
+    /// Samples of (when, commands, bytes in, bytes out), every 100 ms, the last 16:
+    /// INFO's `instantaneous_*` rates are averages over them, as in Redis.
+    samples: Mutex<std::collections::VecDeque<(Instant, u64, u64, u64)>>,
     /// Connections accepted.
     pub total_connections: AtomicU64,
     /// Connections refused by maxclients.
@@ -44,6 +63,43 @@ pub struct Stats {
     pub total_commands: AtomicU64,
     /// Keys deleted by the active expiry cycle.
     pub expired_keys: AtomicU64,
+}
+
+impl Stats {
+    /// Note heap use `used`; returns the peak so far.
+    pub fn note_memory(&self, used: usize) -> usize {
+        let used = used as u64;
+        self.memory_peak
+            .fetch_max(used, Ordering::Relaxed)
+            .max(used) as usize
+    }
+
+    /// Take one sample for the instantaneous rates.
+    fn sample(&self, commands: u64, input: u64, output: u64) {
+        let mut s = self.samples.lock();
+        s.push_back((Instant::now(), commands, input, output));
+        if s.len() > 17 {
+            s.pop_front();
+        }
+    }
+
+    /// Commands, input bytes and output bytes per second over the recent samples.
+    pub fn rates(&self) -> (f64, f64, f64) {
+        let s = self.samples.lock();
+        let (Some(first), Some(last)) = (s.front(), s.back()) else {
+            return (0.0, 0.0, 0.0);
+        };
+        let secs = last.0.duration_since(first.0).as_secs_f64();
+        if secs <= 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+        (
+            rate(first.1, last.1),
+            rate(first.2, last.2),
+            rate(first.3, last.3),
+        )
+    }
 }
 
 /// What CLIENT LIST shows about a connection, updated by the connection itself.
@@ -76,6 +132,18 @@ pub struct ClientInfo {
     pub subs: (usize, usize, usize),
     /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).
     pub blocked: bool,
+    /// Bytes of the query buffer after the last read (CLIENT LIST `qbuf`).
+    pub qbuf: usize,
+    /// Capacity of the query buffer (its `qbuf` plus `qbuf-free`).
+    pub qbuf_capacity: usize,
+    /// Bytes of the last reply written (CLIENT LIST `omem`... see `client_line`).
+    pub obuf: usize,
+    /// Capacity of the output buffer.
+    pub obuf_capacity: usize,
+    /// Bytes of the commands queued in MULTI (`multi-mem`).
+    pub multi_mem: usize,
+    /// Commands queued in MULTI.
+    pub multi_len: usize,
 }
 
 /// A registered connection: its info and a way to close it (CLIENT KILL).
@@ -103,8 +171,14 @@ pub struct Shared {
     pub stats: Stats,
     /// When the server started.
     pub started: Instant,
-    /// The bound client address.
+    /// The bound client address (the TLS port's when there is no plaintext port).
     pub addr: SocketAddr,
+    /// The bound TLS client address, if `tls-port` is set.
+    pub tls_addr: Option<SocketAddr>,
+    /// The TLS port's certificates (reloadable), if `tls-port` is set.
+    pub tls: Option<tls::ClientTls>,
+    /// The cluster link's mutual TLS (reloadable), if `tls-cluster yes`.
+    pub cluster_tls: Option<Arc<tollgate_raft::tls::ClusterTls>>,
     /// Set to request shutdown (SHUTDOWN command or a signal).
     pub shutdown: watch::Sender<bool>,
     /// Client connections open now (compared with `maxclients` at accept).
@@ -116,6 +190,12 @@ pub struct Shared {
     /// True while a durable node is still applying the log it found at start (INFO's
     /// `loading`).
     pub loading: AtomicBool,
+    /// Protected mode and the cross-protocol defence, with their rate-limited logs.
+    pub security: security::Guard,
+    /// Where the HTTP listener (/metrics, /healthz, /readyz) listens, if it is on.
+    pub http_addr: Option<SocketAddr>,
+    /// INFO `run_id`: 40 hex digits, new at every start.
+    pub run_id: String,
 }
 
 impl Shared {
@@ -127,7 +207,11 @@ impl Shared {
 
 /// A bound, not yet serving, server.
 pub struct Server {
-    listener: TcpListener,
+    /// The plaintext client port (none with `port 0` and a `tls-port`).
+    listener: Option<TcpListener>,
+    /// The TLS client port.
+    tls_listener: Option<TcpListener>,
+    http: Option<TcpListener>,
     shared: Arc<Shared>,
 }
 
@@ -148,9 +232,45 @@ impl Server {
             tracing::warn!("{warning}");
         }
         config.maxclients = fit.maxclients;
-        let listener = TcpListener::bind((config.bind.as_str(), config.port)).await?;
-        let addr = listener.local_addr()?;
+        // `port 0` picks a free port, unless a TLS port is set: then it turns plaintext off.
+        let tls_only = config.port == 0 && config.tls.port != 0;
+        let listener = match tls_only {
+            true => None,
+            false => Some(TcpListener::bind((config.bind.as_str(), config.port)).await?),
+        };
+        let client_tls = match config.tls.port {
+            0 => None,
+            _ => Some(tls::ClientTls::load(&config.tls).map_err(tls_error)?),
+        };
+        let cluster_tls = tls::cluster_tls(&config.tls).map_err(tls_error)?;
+        let tls_listener = match config.tls.port {
+            0 => None,
+            port => Some(TcpListener::bind((config.bind.as_str(), port)).await?),
+        };
+        let tls_addr = tls_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+        let addr = match &listener {
+            Some(l) => l.local_addr()?,
+            None => tls_addr.expect("a TLS listener when there is no plaintext one"),
+        };
+        let http = match config.http_port {
+            0 => None,
+            port => Some(http::bind(&config.http_bind, port).await.map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("HTTP listener {}:{port}: {e}", config.http_bind),
+                )
+            })?),
+        };
+        let http_addr = http.as_ref().map(|l| l.local_addr()).transpose()?;
         let engine = Engine::new(Clock::new());
+        engine
+            .metrics()
+            .decisions
+            .set_prefix_limit(config.metrics_key_prefixes);
+        engine
+            .metrics()
+            .slowlog
+            .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
         engine.pubsub().set_events(config.notify_keyspace_events);
@@ -171,7 +291,12 @@ impl Server {
                         ))
                     })?;
                 }
-                let node = start_raft(c, addr.port(), &engine).await?;
+                if !c.standalone {
+                    if let Some(warning) = bind_mismatch(&config.bind, &c.cluster_addr) {
+                        tracing::warn!("{warning}");
+                    }
+                }
+                let node = start_raft(c, addr.port(), &engine, cluster_tls.clone()).await?;
                 node.set_key_save_delay(key_save_delay);
                 if c.standalone {
                     tracing::info!(
@@ -200,13 +325,33 @@ impl Server {
             stats: Stats::default(),
             started: Instant::now(),
             addr,
+            tls_addr,
+            tls: client_tls,
+            cluster_tls,
             shutdown,
             connected: AtomicUsize::new(0),
             reserved_fds,
             rewrites: persistence::Rewrites::default(),
             loading: AtomicBool::new(durable),
+            security: security::Guard::default(),
+            http_addr,
+            run_id: run_id(),
         });
-        Ok(Server { listener, shared })
+        shared
+            .stats
+            .memory_startup
+            .store(crate::alloc::allocated() as u64, Ordering::Relaxed);
+        Ok(Server {
+            listener,
+            tls_listener,
+            http,
+            shared,
+        })
+    }
+
+    /// The TLS client address, if `tls-port` is set.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.shared.tls_addr
     }
 
     /// The address clients connect to.
@@ -232,15 +377,36 @@ impl Server {
             ],
             None => Vec::new(),
         };
+        let sampler = tokio::spawn(sample_stats(shared.clone()));
+        if let (Some(listener), Some(addr)) = (self.http, shared.http_addr) {
+            tracing::info!("serving {}", http::describe(addr));
+            tokio::spawn(http::serve(listener, shared.clone()));
+        }
         let mut spare = fds::Spare::new();
+        let reloader = tokio::spawn(reload_on_sighup(shared.clone()));
         let mut warned_at: Option<Instant> = None;
-        tracing::info!(addr = %shared.addr, "tollgate ready to accept connections");
+        match (shared.tls_addr, &self.listener) {
+            (Some(tls_addr), Some(_)) => {
+                tracing::info!(addr = %shared.addr, %tls_addr, "tollgate ready to accept connections")
+            }
+            (Some(tls_addr), None) => {
+                tracing::info!(%tls_addr, "tollgate ready to accept connections (TLS only: no plaintext port)")
+            }
+            (None, _) => {
+                tracing::info!(addr = %shared.addr, "tollgate ready to accept connections")
+            }
+        }
         tokio::pin!(stop);
         loop {
             tokio::select! {
                 _ = &mut stop => break,
                 _ = shutdown_rx.changed() => break,
-                accepted = self.listener.accept() => {
+                (accepted, over_tls) = accept_either(&self.listener, &self.tls_listener) => {
+                    let listener = match over_tls {
+                        true => self.tls_listener.as_ref(),
+                        false => self.listener.as_ref(),
+                    };
+                    let listener = listener.expect("accepted on a bound listener");
                     let (socket, peer) = match accepted {
                         Ok(x) => x,
                         Err(e) if fds::out_of_descriptors(&e) => {
@@ -248,7 +414,7 @@ impl Server {
                                 tracing::warn!(error = %e, "out of file descriptors: refusing new connections (raise 'ulimit -n' or lower maxclients)");
                                 warned_at = Some(Instant::now());
                             }
-                            shed_connection(&self.listener, &mut spare, &shared).await;
+                            shed_connection(listener, &mut spare, &shared).await;
                             continue;
                         }
                         Err(e) => {
@@ -267,7 +433,10 @@ impl Server {
                     }
                     let shared = shared.clone();
                     tokio::spawn(async move {
-                        connection::serve(shared.clone(), socket, peer).await;
+                        match over_tls {
+                            true => tls::serve(shared.clone(), socket, peer).await,
+                            false => connection::serve_tcp(shared.clone(), socket, peer).await,
+                        }
                         shared.connected.fetch_sub(1, Ordering::AcqRel);
                     });
                 }
@@ -279,10 +448,57 @@ impl Server {
         for task in durable {
             task.abort();
         }
+        reloader.abort();
+        sampler.abort();
         if let Some(node) = shared.engine.cluster() {
             node.shutdown().await;
         }
         tracing::info!("tollgate is now ready to exit, bye bye");
+    }
+}
+
+/// The next connection on either client port, and whether it came over the TLS port.
+async fn accept_either(
+    plain: &Option<TcpListener>,
+    tls: &Option<TcpListener>,
+) -> (std::io::Result<(tokio::net::TcpStream, SocketAddr)>, bool) {
+    tokio::select! {
+        r = accept(plain) => (r, false),
+        r = accept(tls) => (r, true),
+    }
+}
+
+/// The next connection on `l`; never, if there is no listener.
+async fn accept(l: &Option<TcpListener>) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match l {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A TLS setting that cannot be used, as a start-up error.
+fn tls_error(why: String) -> std::io::Error {
+    std::io::Error::other(format!("Failed to configure TLS: {why}"))
+}
+
+/// Read the TLS certificates again on every SIGHUP (new handshakes use them).
+async fn reload_on_sighup(shared: Arc<Shared>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        if shared.tls.is_none() && shared.cluster_tls.is_none() {
+            tracing::info!("SIGHUP: no TLS in use, nothing to reload");
+            continue;
+        }
+        let config = shared.config.read().clone();
+        match tls::reload(&shared, &config) {
+            Ok(()) => tracing::info!("SIGHUP: TLS certificates reloaded; new connections use them"),
+            Err(why) => {
+                tracing::warn!("SIGHUP: TLS certificates not reloaded, the ones in use stay: {why}")
+            }
+        }
     }
 }
 
@@ -307,6 +523,68 @@ async fn shed_connection(listener: &TcpListener, spare: &mut fds::Spare, shared:
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     spare.restore();
+}
+
+/// A run id: 40 hex digits from the process's random hasher keys and the start time (not
+/// in any replicated path).
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(48);
+    for i in 0..3u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
+}
+
+/// Every 100 ms: a sample for INFO's instantaneous rates, and the memory peak.
+async fn sample_stats(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let m = shared.engine.metrics();
+        shared.stats.sample(
+            shared.stats.total_commands.load(Ordering::Relaxed),
+            m.net_input.load(Ordering::Relaxed),
+            m.net_output.load(Ordering::Relaxed),
+        );
+        shared.stats.note_memory(crate::alloc::allocated());
+    }
+}
+
+/// Why the advertised cluster address `cluster_addr` (this node's entry in `--peers`) is
+/// not one this node listens on with `--bind bind`, if it is not: the other nodes could
+/// not reach it.
+pub fn bind_mismatch(bind: &str, cluster_addr: &str) -> Option<String> {
+    use std::net::{IpAddr, ToSocketAddrs};
+    let host = cluster_addr
+        .rsplit_once(':')
+        .map_or(cluster_addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let bind_ip: IpAddr = bind.parse().ok()?;
+    if bind_ip.is_unspecified() {
+        return None;
+    }
+    let resolved: Vec<IpAddr> = (host, 0)
+        .to_socket_addrs()
+        .map(|a| a.map(|s| s.ip()).collect())
+        .unwrap_or_default();
+    if resolved.contains(&bind_ip) {
+        return None;
+    }
+    Some(format!(
+        "the cluster address {cluster_addr} (this node's entry in --peers) is not an address \
+         this node listens on (--bind {bind}): the other nodes cannot reach it. Start it with \
+         --bind {host} (or --bind 0.0.0.0 on a private network)"
+    ))
 }
 
 /// Seconds since the Unix epoch, by the wall clock.
@@ -373,6 +651,15 @@ pub fn apply_config(
             if let Some(node) = shared.engine.cluster() {
                 node.set_key_save_delay(Duration::from_micros(new.rdb_key_save_delay));
             }
+            Ok(())
+        }
+        Apply::Tls => tls::apply(shared, new),
+        Apply::Slowlog => {
+            shared
+                .engine
+                .metrics()
+                .slowlog
+                .configure(new.slowlog_log_slower_than, new.slowlog_max_len);
             Ok(())
         }
         Apply::Fsync => {
@@ -449,6 +736,7 @@ async fn start_raft(
     c: &crate::config::ClusterConfig,
     client_port: u16,
     engine: &Engine,
+    tls: Option<Arc<tollgate_raft::tls::ClusterTls>>,
 ) -> std::io::Result<ClusterNode> {
     let mut rc = tollgate_raft::Config::new(
         c.node_id,
@@ -465,6 +753,7 @@ async fn start_raft(
     rc.election_timeout_min_ms = c.election_timeout_ms;
     rc.election_timeout_max_ms = 2 * c.election_timeout_ms;
     rc.heartbeat_interval_ms = c.heartbeat_interval_ms;
+    rc.tls = tls;
     rc.fsync = match c.fsync {
         AppendFsync::Always => tollgate_raft::FsyncPolicy::Always,
         AppendFsync::EverySec => tollgate_raft::FsyncPolicy::EverySec,
@@ -494,4 +783,15 @@ pub async fn spawn(config: Config) -> std::io::Result<(SocketAddr, Arc<Shared>)>
     let shared = server.shared();
     tokio::spawn(server.serve(std::future::pending()));
     Ok((addr, shared))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn warns_when_the_advertised_cluster_address_is_not_bound() {
+        assert!(super::bind_mismatch("127.0.0.1", "127.0.0.1:17001").is_none());
+        assert!(super::bind_mismatch("0.0.0.0", "10.0.0.1:17001").is_none());
+        let w = super::bind_mismatch("127.0.0.1", "10.0.0.1:17001").unwrap();
+        assert!(w.contains("--bind 10.0.0.1"), "{w}");
+    }
 }

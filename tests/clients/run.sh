@@ -6,6 +6,8 @@
 #   - node-redis (the `redis` package) over RESP2 and RESP3, with RateLimiterRedis on it
 #     (node_redis_standalone.js);
 #   - Python's `limits`: fixed window, moving window, sliding window counter (limits_check.py);
+#   - ioredis over TLS with client certificates, against both servers with TLS only
+#     (ioredis_tls.js);
 #   - on a cluster: ioredis's Cluster client seeded with each node, rate-limiter-flexible and
 #     `limits` (redis+cluster://) through it, redis-py's RedisCluster seeded with each node,
 #     and an INCR loop through ioredis while the leader is killed;
@@ -23,6 +25,9 @@ cargo build -q
 BIN=target/debug/tollgate
 RPORT=${RPORT:-16420}
 TPORT=${TPORT:-16421}
+# TLS ports of redis-server and Tollgate for the ioredis TLS check.
+RTLS=${RTLS:-16422}
+TTLS=${TTLS:-16423}
 # Client ports of the three cluster nodes, and their cluster ports (default: client + 10000);
 # both are space-separated lists that the environment may override.
 read -r -a CPORTS <<<"${CPORTS:-16431 16432 16433}"
@@ -90,6 +95,39 @@ python3 "$HERE/limits_check.py" "redis://127.0.0.1:$RPORT" >"$WORK/limits-redis.
 python3 "$HERE/limits_check.py" "redis://127.0.0.1:$TPORT" >"$WORK/limits-tollgate.txt"
 same "python limits" "$WORK/limits-redis.txt" "$WORK/limits-tollgate.txt"
 kill "$TPID"
+
+# ioredis over TLS (`tls` option, client certificates) against both servers with TLS only;
+# certificates made here with the openssl CLI.
+mkdir "$WORK/tls"
+(
+  cd "$WORK/tls"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=clients-ca -keyout ca.key -out ca.crt 2>/dev/null
+  for who in server client; do
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$who" \
+      -keyout "$who.key" -out "$who.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >"$who.ext"
+    openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile "$who.ext" -out "$who.crt" 2>/dev/null
+  done
+)
+T=$WORK/tls
+TLS_FILES=(--tls-cert-file "$T/server.crt" --tls-key-file "$T/server.key" --tls-ca-cert-file "$T/ca.crt")
+redis-server --port 0 --tls-port "$RTLS" "${TLS_FILES[@]}" --save "" --appendonly no >"$WORK/redis-tls.log" 2>&1 &
+PIDS+=($!)
+"$BIN" --port 0 --tls-port "$TTLS" "${TLS_FILES[@]}" --log warn >"$WORK/tollgate-tls.log" 2>&1 &
+TLS_PID=$!
+PIDS+=($TLS_PID)
+for port in "$RTLS" "$TTLS"; do
+  for _ in $(seq 1 100); do
+    redis-cli --tls --cacert "$T/ca.crt" --cert "$T/client.crt" --key "$T/client.key" -p "$port" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+done
+node "$HERE/ioredis_tls.js" "$RTLS" "$T/ca.crt" "$T/client.crt" "$T/client.key" >"$WORK/ioredis-tls-redis.txt"
+node "$HERE/ioredis_tls.js" "$TTLS" "$T/ca.crt" "$T/client.crt" "$T/client.key" >"$WORK/ioredis-tls-tollgate.txt"
+same "ioredis over TLS" "$WORK/ioredis-tls-redis.txt" "$WORK/ioredis-tls-tollgate.txt"
+kill "$TLS_PID"
 
 # A three-node cluster; node i has client port CPORTS[i] and cluster port RAFT_PORTS[i].
 PEERS="1@127.0.0.1:${RAFT_PORTS[0]},2@127.0.0.1:${RAFT_PORTS[1]},3@127.0.0.1:${RAFT_PORTS[2]}"

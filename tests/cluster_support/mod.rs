@@ -6,6 +6,9 @@
 
 #![allow(dead_code)]
 
+#[path = "../tls_support/mod.rs"]
+pub mod tls_support;
+
 use std::collections::HashSet;
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -268,6 +271,8 @@ impl Drop for Node {
 pub struct Cluster {
     pub nodes: Vec<Node>,
     pub dir: tempfile::TempDir,
+    /// The CA of the cluster link's certificates (with `--tls-cluster yes`).
+    pub tls_ca: Option<tls_support::Ca>,
 }
 
 impl Cluster {
@@ -281,9 +286,65 @@ impl Cluster {
         Cluster::start_on(ports.collect(), extra)
     }
 
+    /// `n` nodes with mutual TLS on the cluster link (`--tls-cluster yes`): a CA made now,
+    /// and a certificate it signs for each node (see [`Cluster::tls_flags`]).
+    pub fn start_tls(n: u64) -> Cluster {
+        Cluster::start_secured(n, true)
+    }
+
+    /// `n` nodes, with mutual TLS on the cluster link if `tls` (the fault tests run both ways).
+    pub fn start_secured(n: u64, tls: bool) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let ports = (0..n).map(|_| free_port_pair()).map(|p| (p, p + 10_000));
+        let ca = tls.then(|| tls_support::Ca::new(dir.path(), "cluster-ca"));
+        let flags: Vec<Vec<String>> = (1..=n)
+            .map(|id| match &ca {
+                Some(ca) => Cluster::tls_flags(ca, dir.path(), id),
+                None => Vec::new(),
+            })
+            .collect();
+        let mut c = Cluster::start_in(dir, ports.collect(), |id| flags[id as usize - 1].clone());
+        c.tls_ca = ca;
+        c
+    }
+
+    /// The flags that give node `id` a certificate from `ca` (written into `dir`) and turn on
+    /// mutual TLS on its cluster link.
+    pub fn tls_flags(ca: &tls_support::Ca, dir: &std::path::Path, id: u64) -> Vec<String> {
+        let cert = ca.issue(dir, &format!("node-{id}-cert"));
+        vec![
+            "--tls-cluster".into(),
+            "yes".into(),
+            "--tls-cert-file".into(),
+            tls_support::arg(&cert.cert),
+            "--tls-key-file".into(),
+            tls_support::arg(&cert.key),
+            "--tls-ca-cert-file".into(),
+            tls_support::arg(&ca.pem),
+        ]
+    }
+
+    /// `n` nodes, node `id` started with the flags `extra(id)`.
+    pub fn start_each(n: u64, extra: impl Fn(u64) -> Vec<String>) -> Cluster {
+        let ports: Vec<(u16, u16)> = (0..n)
+            .map(|_| free_port_pair())
+            .map(|p| (p, p + 10_000))
+            .collect();
+        Cluster::start_in(tempfile::tempdir().unwrap(), ports, extra)
+    }
+
     /// One node per `(client port, cluster port)`, started with `extra` flags each.
     pub fn start_on(ports: Vec<(u16, u16)>, extra: &[&str]) -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
+        let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        Cluster::start_in(tempfile::tempdir().unwrap(), ports, |_| extra.clone())
+    }
+
+    /// One node per `(client port, cluster port)` in `dir`, node `id` started with `extra(id)`.
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        ports: Vec<(u16, u16)>,
+        extra: impl Fn(u64) -> Vec<String>,
+    ) -> Cluster {
         let n = ports.len() as u64;
         let peers = (1..=n)
             .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1].1))
@@ -296,7 +357,7 @@ impl Cluster {
                 cluster_port: ports[id as usize - 1].1,
                 dir: dir.path().join(format!("node-{id}")),
                 peers: Some(peers.clone()),
-                extra: extra.iter().map(|a| a.to_string()).collect(),
+                extra: extra(id),
                 secret: SECRET.to_string(),
                 solo: false,
                 child: None,
@@ -305,7 +366,11 @@ impl Cluster {
         for node in &mut nodes {
             node.spawn();
         }
-        let c = Cluster { nodes, dir };
+        let c = Cluster {
+            nodes,
+            dir,
+            tls_ca: None,
+        };
         c.wait_leader(Duration::from_secs(15));
         c
     }
@@ -317,6 +382,12 @@ impl Cluster {
 
     /// A node that will be asked to join with RAFT.ADDNODE, holding `secret`.
     pub fn add_joiner_with_secret(&mut self, id: u64, secret: &str) -> usize {
+        self.add_joiner_with(id, secret, Vec::new())
+    }
+
+    /// A node that will be asked to join with RAFT.ADDNODE, holding `secret`, started with
+    /// `extra` flags.
+    pub fn add_joiner_with(&mut self, id: u64, secret: &str, extra: Vec<String>) -> usize {
         let port = free_port_pair();
         let mut node = Node {
             id,
@@ -324,7 +395,7 @@ impl Cluster {
             cluster_port: port + 10_000,
             dir: self.dir.path().join(format!("node-{id}")),
             peers: None,
-            extra: Vec::new(),
+            extra,
             secret: secret.to_string(),
             solo: false,
             child: None,

@@ -1,0 +1,252 @@
+//! TLS with rustls (ring provider; no OpenSSL): reading PEM certificates and keys, building
+//! the server and client configurations, and [`ClusterTls`], the mutual TLS of the cluster
+//! link, which a reload swaps without touching established connections.
+//!
+//! The server crate builds its client-port TLS from the same functions ([`server_config`]),
+//! so a certificate file is read and checked one way everywhere.
+//!
+//! The cluster link verifies every peer's certificate chain against the CA and requires a
+//! client certificate from every node that connects; it does not compare the certificate's
+//! names with the address dialled (as Redis's cluster bus does not): a node is admitted by
+//! its CA, so the CA given to the cluster must sign node certificates only (or the cluster
+//! secret, still checked inside the TLS session, keeps other holders out; see `transport.rs`).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
+    SignatureScheme, SupportedProtocolVersion,
+};
+
+/// The files a TLS endpoint needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// This endpoint's certificate chain (PEM), leaf first.
+    pub cert: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// The CA certificates (PEM) that peers' certificates must chain to.
+    pub ca: Option<PathBuf>,
+}
+
+/// Whether a server asks its clients for a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A certificate signed by the CA is required.
+    Required,
+    /// A certificate is accepted (and then must be signed by the CA) but not required.
+    Optional,
+    /// No certificate is asked for.
+    None,
+}
+
+/// TLS 1.2 and 1.3 (rustls supports nothing older).
+pub fn all_versions() -> Vec<&'static SupportedProtocolVersion> {
+    vec![&rustls::version::TLS12, &rustls::version::TLS13]
+}
+
+/// The crypto provider every configuration uses.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificates in a PEM file (at least one).
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read certificates from {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("no certificate in {}", path.display()));
+    }
+    Ok(certs)
+}
+
+/// The private key in a PEM file.
+pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_file(path)
+        .map_err(|e| format!("cannot read a private key from {}: {e}", path.display()))
+}
+
+/// The CA certificates in a PEM file, as trust anchors.
+pub fn load_roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in load_certs(path)? {
+        roots
+            .add(cert)
+            .map_err(|e| format!("bad CA certificate in {}: {e}", path.display()))?;
+    }
+    Ok(Arc::new(roots))
+}
+
+/// A server configuration: `files.cert`/`files.key`, and client certificates checked
+/// against `files.ca` as `auth` says.
+pub fn server_config(
+    files: &TlsFiles,
+    auth: ClientAuth,
+    versions: &[&'static SupportedProtocolVersion],
+) -> Result<ServerConfig, String> {
+    let provider = provider();
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .map_err(|e| format!("TLS protocols: {e}"))?;
+    let verifier = match (auth, &files.ca) {
+        (ClientAuth::None, _) => WebPkiClientVerifier::no_client_auth(),
+        (_, None) => {
+            return Err(
+                "checking client certificates needs a CA certificate file (tls-ca-cert-file)"
+                    .into(),
+            )
+        }
+        (auth, Some(ca)) => {
+            let mut b = WebPkiClientVerifier::builder_with_provider(load_roots(ca)?, provider);
+            if auth == ClientAuth::Optional {
+                b = b.allow_unauthenticated();
+            }
+            b.build().map_err(|e| format!("client verifier: {e}"))?
+        }
+    };
+    let certs = load_certs(&files.cert)?;
+    let key = load_key(&files.key)?;
+    builder
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            format!(
+                "certificate {} and key {} do not make a usable pair: {e}",
+                files.cert.display(),
+                files.key.display()
+            )
+        })
+}
+
+/// The mutual TLS of the cluster link: both directions' configurations, replaced whole by
+/// [`ClusterTls::reload`] (connections already made keep theirs).
+#[derive(Debug)]
+pub struct ClusterTls {
+    configs: RwLock<(Arc<ServerConfig>, Arc<ClientConfig>)>,
+}
+
+impl ClusterTls {
+    /// Read `files` (the CA is required) into configurations for both directions.
+    pub fn load(files: &TlsFiles) -> Result<ClusterTls, String> {
+        Ok(ClusterTls {
+            configs: RwLock::new(cluster_configs(files)?),
+        })
+    }
+
+    /// Read the files again; on an error the configurations in use stay.
+    pub fn reload(&self, files: &TlsFiles) -> Result<(), String> {
+        let fresh = cluster_configs(files)?;
+        *self.configs.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
+    }
+
+    /// For accepting a peer's connection.
+    pub fn server(&self) -> Arc<ServerConfig> {
+        self.configs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone()
+    }
+
+    /// For connecting to a peer.
+    pub fn client(&self) -> Arc<ClientConfig> {
+        self.configs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
+    }
+}
+
+fn cluster_configs(files: &TlsFiles) -> Result<(Arc<ServerConfig>, Arc<ClientConfig>), String> {
+    let Some(ca) = &files.ca else {
+        return Err("TLS on the cluster link needs a CA certificate file (tls-ca-cert-file) to verify the other nodes".into());
+    };
+    let server = server_config(files, ClientAuth::Required, &all_versions())?;
+    let provider = provider();
+    let inner = WebPkiServerVerifier::builder_with_provider(load_roots(ca)?, provider.clone())
+        .build()
+        .map_err(|e| format!("server verifier: {e}"))?;
+    let client = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&all_versions())
+        .map_err(|e| format!("TLS protocols: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(SignedByCa(inner)))
+        .with_client_auth_cert(load_certs(&files.cert)?, load_key(&files.key)?)
+        .map_err(|e| {
+            format!(
+                "certificate {} and key {} do not make a usable pair: {e}",
+                files.cert.display(),
+                files.key.display()
+            )
+        })?;
+    Ok((Arc::new(server), Arc::new(client)))
+}
+
+/// The name a peer at `addr` (`host:port`) is dialled under (its certificate's names are
+/// not compared with it; see the module comment).
+pub fn server_name(addr: &str) -> ServerName<'static> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_string())
+        .unwrap_or_else(|_| ServerName::try_from("tollgate-node").expect("a valid DNS name"))
+}
+
+/// Accepts a server certificate whose chain verifies against the CA, whatever names it
+/// carries (the full check otherwise: signatures, validity dates, key usage).
+#[derive(Debug)]
+struct SignedByCa(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for SignedByCa {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // rustls checks the chain first and the name last, so a name error means the chain
+        // verified.
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}

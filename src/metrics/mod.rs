@@ -1,0 +1,366 @@
+//! What the server counts about the commands it runs, for INFO (commandstats,
+//! latencystats, errorstats, stats) and for `/metrics` ([`export`]): calls, failures and an
+//! execution-time histogram per command of the table, error replies by code, limiter
+//! decisions per command, outcome and key prefix, and the bytes read and written.
+//!
+//! Recording sits on the hot path (every command of every batch), so it is a few relaxed
+//! atomic adds into arrays sized at start: no lock and no allocation, except the first
+//! call of a command (its histogram is allocated then) and the first decision on a new
+//! key prefix (its name is stored once). Error codes are the exception: an error reply
+//! takes a mutex to count its code (errors are rare; a denied limiter decision is not an
+//! error). The histograms are `tollgate_raft::stats::Histogram` (lock-free;
+//! `prometheus-client`'s takes a mutex per observation); `prometheus-client` writes the
+//! exposition text ([`export`]).
+//!
+//! In a cluster every node counts what it executes, and it executes every replicated
+//! entry: the counters of any one node cover the whole cluster's writes (as Redis
+//! replicas count the commands their master sends them).
+
+pub mod export;
+pub mod slowlog;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tollgate_raft::stats::Histogram;
+
+use crate::command::{self, CommandSpec};
+
+/// Most distinct error codes counted (Redis's errorstats keeps 128).
+const MAX_ERROR_CODES: usize = 128;
+
+/// Most key prefixes with a label of their own (`--metrics-key-prefixes`).
+pub const MAX_PREFIXES: usize = 128;
+
+/// One command's counters (its calls are its histogram's count).
+#[derive(Default)]
+pub struct CommandStats {
+    /// Calls that ran and answered an error (Redis's `failed_calls`).
+    pub failed: AtomicU64,
+    /// Calls refused before running (arity, OOM, NOAUTH, ...: Redis's `rejected_calls`).
+    pub rejected: AtomicU64,
+    /// Execution times; allocated on the first call.
+    time: OnceLock<Box<Histogram>>,
+}
+
+impl CommandStats {
+    /// The execution-time histogram, if the command ran.
+    pub fn time(&self) -> Option<&Histogram> {
+        self.time.get().map(|h| &**h)
+    }
+
+    /// Calls executed.
+    pub fn calls(&self) -> u64 {
+        self.time().map_or(0, Histogram::count)
+    }
+}
+
+/// The limiter commands whose decisions are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decider {
+    /// `LIMIT.<ALGO>` of a rate rule, by the algorithm's state tag (0x81..=0x86).
+    Rule(u8),
+    /// `LIMIT.ALL`.
+    All,
+    /// `LIMIT.ACQUIRE`.
+    Acquire,
+    /// `CL.THROTTLE`.
+    Throttle,
+}
+
+/// The label values of [`Decider`], by index.
+pub const DECIDERS: [&str; 9] = [
+    "limit.fixed",
+    "limit.sliding",
+    "limit.log",
+    "limit.token",
+    "limit.leaky",
+    "limit.gcra",
+    "limit.all",
+    "limit.acquire",
+    "cl.throttle",
+];
+
+impl Decider {
+    fn index(self) -> usize {
+        match self {
+            Decider::Rule(tag) => usize::from(tag.saturating_sub(0x81)).min(5),
+            Decider::All => 6,
+            Decider::Acquire => 7,
+            Decider::Throttle => 8,
+        }
+    }
+}
+
+/// Counters per decider, prefix slot and kind: allowed, denied, units.
+const CELLS: usize = 3;
+/// Prefix slots: `(none)`, the registered prefixes, `other`.
+const SLOTS: usize = MAX_PREFIXES + 2;
+
+/// Limiter decisions by command, outcome and key prefix.
+pub struct Decisions {
+    /// How many prefixes get their own label (0: no prefix label).
+    limit: AtomicUsize,
+    /// The registered prefixes, slot `i + 1` for `prefixes[i]`.
+    prefixes: Box<[OnceLock<Box<[u8]>>]>,
+    cells: Box<[AtomicU64]>,
+}
+
+impl Default for Decisions {
+    fn default() -> Self {
+        Decisions {
+            limit: AtomicUsize::new(16),
+            prefixes: (0..MAX_PREFIXES).map(|_| OnceLock::new()).collect(),
+            cells: (0..DECIDERS.len() * SLOTS * CELLS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+}
+
+/// One row of [`Decisions::rows`]: command, prefix label (None: no prefix label), allowed,
+/// denied, units.
+pub type DecisionRow = (&'static str, Option<String>, u64, u64, u64);
+
+impl Decisions {
+    /// Give the first `n` distinct prefixes a label of their own (at most
+    /// [`MAX_PREFIXES`]; 0 drops the prefix label). Set once, at start.
+    pub fn set_prefix_limit(&self, n: usize) {
+        self.limit.store(n.min(MAX_PREFIXES), Ordering::Relaxed);
+    }
+
+    /// The slot of `key`'s prefix: 0 without a `:`, `1 + i` for registered prefix `i`,
+    /// `SLOTS - 1` for `other`.
+    fn slot(&self, key: &[u8]) -> usize {
+        let limit = self.limit.load(Ordering::Relaxed);
+        if limit == 0 {
+            return 0;
+        }
+        let mut end = 0;
+        let mut hash: usize = 0;
+        loop {
+            match key.get(end) {
+                None => return 0,
+                Some(b':') => break,
+                Some(&b) => hash = hash.wrapping_mul(31).wrapping_add(usize::from(b)),
+            }
+            end += 1;
+        }
+        let prefix = &key[..end.min(64)];
+        let mut i = hash % limit;
+        for _ in 0..limit {
+            let cell = &self.prefixes[i];
+            let stored = match cell.get() {
+                Some(p) => p,
+                None => cell.get_or_init(|| prefix.into()),
+            };
+            if stored.len() == prefix.len() && stored.iter().zip(prefix).all(|(a, b)| a == b) {
+                return i + 1;
+            }
+            i = if i + 1 == limit { 0 } else { i + 1 };
+        }
+        SLOTS - 1
+    }
+
+    /// Count one decision of `who` on `key`: allowed (charging `units`) or denied.
+    #[inline]
+    pub fn record(&self, who: Decider, key: &[u8], allowed: bool, units: u64) {
+        let base = (who.index() * SLOTS + self.slot(key)) * CELLS;
+        if allowed {
+            self.cells[base].fetch_add(1, Ordering::Relaxed);
+            self.cells[base + 2].fetch_add(units, Ordering::Relaxed);
+        } else {
+            self.cells[base + 1].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Every counter that moved.
+    pub fn rows(&self) -> Vec<DecisionRow> {
+        let labelled = self.limit.load(Ordering::Relaxed) > 0;
+        let mut rows = Vec::new();
+        for (d, name) in DECIDERS.iter().enumerate() {
+            for slot in 0..SLOTS {
+                let base = (d * SLOTS + slot) * CELLS;
+                let [a, n, u] = [0, 1, 2].map(|k| self.cells[base + k].load(Ordering::Relaxed));
+                if a == 0 && n == 0 {
+                    continue;
+                }
+                let prefix = labelled.then(|| match slot {
+                    0 => "(none)".to_string(),
+                    s if s == SLOTS - 1 => "other".to_string(),
+                    s => self.prefixes[s - 1]
+                        .get()
+                        .map(|p| String::from_utf8_lossy(p).into_owned())
+                        .unwrap_or_default(),
+                });
+                rows.push((*name, prefix, a, n, u));
+            }
+        }
+        rows
+    }
+}
+
+/// Nanoseconds of the monotonic clock (`CLOCK_MONOTONIC`, what `Instant` reads), as a
+/// plain number: cheaper to subtract than `Instant`s on the per-command path.
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// Everything [`Metrics`] counts, per server.
+pub struct Metrics {
+    commands: Box<[CommandStats]>,
+    errors: Mutex<BTreeMap<String, u64>>,
+    /// Limiter decisions.
+    pub decisions: Decisions,
+    /// Bytes read from clients.
+    pub net_input: AtomicU64,
+    /// Bytes written to clients.
+    pub net_output: AtomicU64,
+    /// `-CLUSTERDOWN` replies sent.
+    pub clusterdown: AtomicU64,
+    /// SLOWLOG.
+    pub slowlog: slowlog::SlowLog,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            commands: command::all().map(|_| CommandStats::default()).collect(),
+            errors: Mutex::new(BTreeMap::new()),
+            decisions: Decisions::default(),
+            net_input: AtomicU64::new(0),
+            net_output: AtomicU64::new(0),
+            clusterdown: AtomicU64::new(0),
+            slowlog: Default::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Metrics {
+    /// The counters of `spec`.
+    pub fn command(&self, spec: &CommandSpec) -> &CommandStats {
+        &self.commands[command::table::index(spec)]
+    }
+
+    /// Count one call of `spec` that ran for `elapsed`; `failed` when it answered an error.
+    #[inline]
+    pub fn record_call(&self, spec: &CommandSpec, elapsed: Duration, failed: bool) {
+        self.record_call_ns(
+            spec,
+            u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+            failed,
+        )
+    }
+
+    /// [`Metrics::record_call`] with the time in nanoseconds.
+    #[inline]
+    pub fn record_call_ns(&self, spec: &CommandSpec, elapsed_ns: u64, failed: bool) {
+        let stats = self.command(spec);
+        if failed {
+            stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        let hist = match stats.time.get() {
+            Some(h) => h,
+            None => stats.time.get_or_init(Default::default),
+        };
+        hist.record_ns(elapsed_ns);
+    }
+
+    /// Count a call of `spec` refused before it ran.
+    pub fn record_rejected(&self, spec: &CommandSpec) {
+        self.command(spec).rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Count an error reply by its code (the first word of `text`).
+    pub fn record_error(&self, text: &str) {
+        let code = text.split(' ').next().unwrap_or("ERR");
+        if code == "CLUSTERDOWN" {
+            self.clusterdown.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut errors = self.errors.lock();
+        if let Some(n) = errors.get_mut(code) {
+            *n += 1;
+        } else if errors.len() < MAX_ERROR_CODES {
+            errors.insert(code.to_string(), 1);
+        }
+    }
+
+    /// Error counts by code.
+    pub fn errors(&self) -> BTreeMap<String, u64> {
+        self.errors.lock().clone()
+    }
+
+    /// Every command that was called or rejected, with its counters, in table order.
+    pub fn commands(&self) -> impl Iterator<Item = (&'static CommandSpec, &CommandStats)> {
+        command::all()
+            .zip(self.commands.iter())
+            .filter(|(_, s)| s.calls() > 0 || s.rejected.load(Ordering::Relaxed) > 0)
+    }
+
+    /// CONFIG RESETSTAT: what Redis resets (command and error stats).
+    pub fn reset(&self) {
+        for s in self.commands.iter() {
+            s.failed.store(0, Ordering::Relaxed);
+            s.rejected.store(0, Ordering::Relaxed);
+            if let Some(h) = s.time.get() {
+                h.reset();
+            }
+        }
+        self.errors.lock().clear();
+        self.net_input.store(0, Ordering::Relaxed);
+        self.net_output.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_bounded_and_the_rest_is_other() {
+        let d = Decisions::default();
+        d.set_prefix_limit(2);
+        d.record(Decider::Rule(0x84), b"user:1", true, 3);
+        d.record(Decider::Rule(0x84), b"user:2", false, 1);
+        d.record(Decider::Rule(0x84), b"ip:1", true, 1);
+        d.record(Decider::Rule(0x84), b"team:1", true, 1);
+        d.record(Decider::Rule(0x84), b"nocolon", true, 1);
+        let rows = d.rows();
+        let find = |p: &str| {
+            rows.iter()
+                .find(|r| r.1.as_deref() == Some(p))
+                .map(|r| (r.2, r.3, r.4))
+        };
+        assert_eq!(find("user"), Some((1, 1, 3)));
+        assert_eq!(find("ip"), Some((1, 0, 1)));
+        assert_eq!(find("other"), Some((1, 0, 1)));
+        assert_eq!(find("(none)"), Some((1, 0, 1)));
+        assert!(rows.iter().all(|r| r.0 == "limit.token"));
+    }
+
+    #[test]
+    fn no_prefix_label_when_disabled() {
+        let d = Decisions::default();
+        d.set_prefix_limit(0);
+        d.record(Decider::Throttle, b"a:b", false, 0);
+        assert_eq!(d.rows(), vec![("cl.throttle", None, 0, 1, 0)]);
+    }
+}

@@ -1,0 +1,182 @@
+//! TLS on the client port (`tls-port`) and the reload of every TLS certificate (client port
+//! and cluster link) on `CONFIG SET tls-*` and on SIGHUP.
+//!
+//! rustls through tokio-rustls, with the ring provider (no OpenSSL); the PEM files are read
+//! by `tollgate_raft::tls`, which the cluster link shares. A reload builds a new rustls
+//! configuration and swaps it in: handshakes from then on use it, and connections already
+//! made keep the session they have (nothing is dropped). A reload that fails (a missing
+//! file, a key that does not match the certificate) changes nothing and says why.
+//!
+//! A TLS connection is served by the same code as a plaintext one
+//! (`connection::serve` is generic over the stream); only the handshake is here. A client
+//! that does not complete the handshake within [`HANDSHAKE_TIMEOUT`] is dropped, so a
+//! half-open TLS connection cannot hold a `maxclients` slot for long.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use rustls::SupportedProtocolVersion;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+use tollgate_raft::tls::{ClientAuth, ClusterTls, TlsFiles};
+
+use super::Shared;
+use crate::config::{Config, TlsConfig};
+
+/// How long a client has to complete the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The error CONFIG SET answers when new TLS settings cannot be used (Redis's text; the
+/// reason goes to the log, as in Redis).
+pub const RELOAD_FAILED: &str = "Unable to update TLS configuration. Check server logs.";
+
+/// The client port's TLS configuration, replaced whole by a reload.
+pub struct ClientTls {
+    acceptor: RwLock<TlsAcceptor>,
+}
+
+impl ClientTls {
+    /// Read the files of `c`.
+    pub fn load(c: &TlsConfig) -> Result<ClientTls, String> {
+        Ok(ClientTls {
+            acceptor: RwLock::new(acceptor(c)?),
+        })
+    }
+
+    /// Read the files again; on an error the configuration in use stays.
+    pub fn reload(&self, c: &TlsConfig) -> Result<(), String> {
+        let fresh = acceptor(c)?;
+        *self.acceptor.write() = fresh;
+        Ok(())
+    }
+
+    /// The configuration for the next handshake.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        self.acceptor.read().clone()
+    }
+}
+
+fn acceptor(c: &TlsConfig) -> Result<TlsAcceptor, String> {
+    let config =
+        tollgate_raft::tls::server_config(&files(c)?, c.auth_clients, &versions(&c.protocols))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The certificate, key and CA files of `c` (certificate and key are required).
+pub fn files(c: &TlsConfig) -> Result<TlsFiles, String> {
+    if c.cert_file.is_empty() || c.key_file.is_empty() {
+        return Err(
+            "TLS needs a certificate and its key: set tls-cert-file and tls-key-file".into(),
+        );
+    }
+    let ca = (!c.ca_cert_file.is_empty()).then(|| PathBuf::from(&c.ca_cert_file));
+    if ca.is_none() && c.auth_clients != ClientAuth::None && c.port != 0 {
+        return Err("tls-auth-clients yes or optional checks client certificates against a CA: set tls-ca-cert-file (or tls-auth-clients no)".into());
+    }
+    Ok(TlsFiles {
+        cert: PathBuf::from(&c.cert_file),
+        key: PathBuf::from(&c.key_file),
+        ca,
+    })
+}
+
+/// `tls-protocols` checked: any of `TLSv1.2`, `TLSv1.3` (any case, separated by spaces);
+/// "" means both.
+pub fn check_protocols(v: &str) -> Result<String, String> {
+    for word in v.split(' ').filter(|w| !w.is_empty()) {
+        match word.to_ascii_lowercase().as_str() {
+            "tlsv1.2" | "tlsv1.3" => {}
+            "tlsv1" | "tlsv1.1" => {
+                return Err(format!(
+                    "{word} is not supported: Tollgate's TLS (rustls) implements TLSv1.2 and TLSv1.3 only"
+                ))
+            }
+            _ => {
+                return Err(
+                    "Invalid tls-protocols specified. Use a combination of 'TLSv1.2' and 'TLSv1.3'."
+                        .into(),
+                )
+            }
+        }
+    }
+    Ok(v.to_string())
+}
+
+/// The versions a checked `tls-protocols` names.
+pub fn versions(protocols: &str) -> Vec<&'static SupportedProtocolVersion> {
+    let words: Vec<String> = protocols
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    if words.is_empty() {
+        return tollgate_raft::tls::all_versions();
+    }
+    let mut v = Vec::new();
+    if words.iter().any(|w| w == "tlsv1.2") {
+        v.push(&rustls::version::TLS12);
+    }
+    if words.iter().any(|w| w == "tlsv1.3") {
+        v.push(&rustls::version::TLS13);
+    }
+    v
+}
+
+/// The cluster link's TLS files (the same settings as the client port's; the CA is
+/// required: every peer is verified against it).
+pub fn cluster_files(c: &TlsConfig) -> Result<TlsFiles, String> {
+    let mut f = files(c)?;
+    if f.ca.is_none() {
+        if c.ca_cert_file.is_empty() {
+            return Err("tls-cluster yes needs tls-ca-cert-file: every node's certificate is verified against that CA".into());
+        }
+        f.ca = Some(PathBuf::from(&c.ca_cert_file));
+    }
+    Ok(f)
+}
+
+/// The cluster link's TLS for a configuration with `tls-cluster yes`.
+pub fn cluster_tls(c: &TlsConfig) -> Result<Option<Arc<ClusterTls>>, String> {
+    if !c.cluster {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(ClusterTls::load(&cluster_files(c)?)?)))
+}
+
+/// Read every TLS certificate in use again (CONFIG SET of a `tls-*` setting, SIGHUP).
+pub fn reload(shared: &Shared, config: &Config) -> Result<(), String> {
+    if let Some(client) = &shared.tls {
+        client.reload(&config.tls)?;
+    }
+    if let Some(cluster) = &shared.cluster_tls {
+        cluster.reload(&cluster_files(&config.tls)?)?;
+    }
+    Ok(())
+}
+
+/// Apply a CONFIG SET of the TLS settings (`Apply::Tls`): refused, with Redis's text, when
+/// the new files cannot be used.
+pub fn apply(shared: &Shared, new: &Config) -> Result<(), String> {
+    reload(shared, new).map_err(|why| {
+        tracing::warn!("Failed to configure TLS: {why}");
+        RELOAD_FAILED.to_string()
+    })
+}
+
+/// Complete the TLS handshake of an accepted client, then serve it.
+pub async fn serve(shared: Arc<Shared>, socket: TcpStream, peer: SocketAddr) {
+    let Some(tls) = shared.tls.as_ref() else {
+        return;
+    };
+    let _ = socket.set_nodelay(true);
+    let laddr = socket.local_addr().unwrap_or(shared.addr);
+    let accept = tls.acceptor().accept(socket);
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
+        Ok(Ok(stream)) => super::connection::serve(shared, stream, peer, laddr).await,
+        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+    }
+}

@@ -1,0 +1,451 @@
+//! TLS on the client port, against the real binary with certificates made at test time:
+//! the redis crate (rustls), redis-cli --tls and redis-py ssl=True; plaintext sent to the
+//! TLS port fails cleanly and disturbs nobody; client certificates from another CA are
+//! refused; certificates rotate (CONFIG SET, SIGHUP) without dropping connected clients;
+//! `port 0` turns plaintext off; bad settings are refused with a reason.
+
+mod tls_support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use redis::{ClientTlsConfig, TlsCertificates};
+use tls_support::{arg, Ca, Issued};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `tollgate` process; killed when dropped.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    /// Start with `args`, and wait until `wait_port` accepts connections.
+    fn start(dir: &Path, args: &[String], wait_port: u16) -> Proc {
+        let log = dir.join("tollgate.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["--bind", "127.0.0.1", "--log", "info"])
+            .args(args)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let mut p = Proc { child, log };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", wait_port)).is_err() {
+            assert!(
+                p.child.try_wait().unwrap().is_none(),
+                "tollgate exited: {}",
+                p.log_text()
+            );
+            assert!(Instant::now() < deadline, "tollgate did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn sighup(&self) {
+        let ok = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A redis-rs client over TLS trusting `ca`, presenting `client` if given.
+fn tls_client(port: u16, ca: &Path, client: Option<&Issued>) -> redis::Client {
+    let read = |p: &Path| std::fs::read(p).unwrap();
+    redis::Client::build_with_tls(
+        format!("rediss://127.0.0.1:{port}/"),
+        TlsCertificates {
+            client_tls: client.map(|c| ClientTlsConfig {
+                client_cert: read(&c.cert),
+                client_key: read(&c.key),
+            }),
+            root_cert: Some(read(ca)),
+        },
+    )
+    .unwrap()
+}
+
+/// PING over TLS: the reply, or the error's text.
+fn ping(port: u16, ca: &Path, client: Option<&Issued>) -> Result<String, String> {
+    let client = tls_client(port, ca, client);
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    redis::cmd("PING").query(&mut c).map_err(|e| e.to_string())
+}
+
+/// Everything a TLS test needs: a CA, a server and a client certificate, another CA with a
+/// client certificate, and a server on a plaintext and a TLS port.
+struct Setup {
+    dir: tempfile::TempDir,
+    ca: Ca,
+    client: Issued,
+    port: u16,
+    tls_port: u16,
+    server: Proc,
+}
+
+fn setup(extra: &[&str]) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca");
+    let server_cert = ca.issue(dir.path(), "server");
+    let client = ca.issue(dir.path(), "client");
+    let (port, tls_port) = (free_port(), free_port());
+    let mut args: Vec<String> = [
+        "--port",
+        &port.to_string(),
+        "--tls-port",
+        &tls_port.to_string(),
+        "--tls-cert-file",
+        &arg(&server_cert.cert),
+        "--tls-key-file",
+        &arg(&server_cert.key),
+        "--tls-ca-cert-file",
+        &arg(&ca.pem),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let server = Proc::start(dir.path(), &args, tls_port);
+    Setup {
+        dir,
+        ca,
+        client,
+        port,
+        tls_port,
+        server,
+    }
+}
+
+#[test]
+fn clients_work_over_tls_and_plaintext_to_the_tls_port_fails_cleanly() {
+    let s = setup(&[]);
+    // The redis crate (rustls), with a client certificate: a pipeline and a limiter.
+    let client = tls_client(s.tls_port, &s.ca.pem, Some(&s.client));
+    let mut c = client.get_connection().unwrap();
+    let (a, b): (i64, i64) = redis::pipe()
+        .cmd("INCR")
+        .arg("hits")
+        .cmd("INCRBY")
+        .arg("hits")
+        .arg(5)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((a, b), (1, 6));
+    let reply: Vec<i64> = redis::cmd("LIMIT.TOKEN")
+        .arg("tenant:1")
+        .arg(10)
+        .arg(1)
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(reply[0], 1, "{reply:?}");
+    let big = "x".repeat(4_000_000);
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query(&mut c)
+        .unwrap();
+    let back: String = redis::cmd("GET").arg("big").query(&mut c).unwrap();
+    assert_eq!(back.len(), big.len());
+
+    // redis-cli --tls.
+    let cli = Command::new("redis-cli")
+        .args(["--tls", "--cacert", &arg(&s.ca.pem)])
+        .args(["--cert", &arg(&s.client.cert), "--key", &arg(&s.client.key)])
+        .args(["-p", &s.tls_port.to_string(), "INCR", "hits"])
+        .output()
+        .expect("redis-cli");
+    assert_eq!(String::from_utf8_lossy(&cli.stdout).trim(), "7", "{cli:?}");
+
+    // redis-py with ssl=True.
+    let script = format!(
+        "import redis\nr = redis.Redis(host='127.0.0.1', port={}, ssl=True, ssl_ca_certs='{}', ssl_certfile='{}', ssl_keyfile='{}')\nprint(r.incr('hits'))",
+        s.tls_port,
+        arg(&s.ca.pem),
+        arg(&s.client.cert),
+        arg(&s.client.key)
+    );
+    let py = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&py.stdout).trim(), "8", "{py:?}");
+
+    // Plaintext RESP to the TLS port: no reply, the connection closes.
+    let mut raw = TcpStream::connect(("127.0.0.1", s.tls_port)).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(12))).unwrap();
+    raw.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = raw.read_to_end(&mut got);
+    assert!(
+        !String::from_utf8_lossy(&got).contains("PONG"),
+        "plaintext answered on the TLS port"
+    );
+    // The TLS client connected before and a plaintext client are undisturbed.
+    let n: i64 = redis::cmd("INCR").arg("hits").query(&mut c).unwrap();
+    assert_eq!(n, 9);
+    let mut plain = redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let n: i64 = redis::cmd("GET").arg("hits").query(&mut plain).unwrap();
+    assert_eq!(n, 9);
+}
+
+#[test]
+fn client_certificates_are_checked_as_tls_auth_clients_says() {
+    let s = setup(&[]);
+    let other_ca = Ca::new(s.dir.path(), "other-ca");
+    let stranger = other_ca.issue(s.dir.path(), "stranger");
+    // yes (the default): a certificate from the CA is required.
+    assert_eq!(
+        ping(s.tls_port, &s.ca.pem, Some(&s.client)).unwrap(),
+        "PONG"
+    );
+    assert!(ping(s.tls_port, &s.ca.pem, Some(&stranger)).is_err());
+    assert!(ping(s.tls_port, &s.ca.pem, None).is_err());
+    // The server's certificate is checked by the client too: one that trusts another CA
+    // refuses it.
+    assert!(ping(s.tls_port, &other_ca.pem, Some(&s.client)).is_err());
+
+    let mut plain = redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let set = |c: &mut redis::Connection, v: &str| -> redis::RedisResult<()> {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("tls-auth-clients")
+            .arg(v)
+            .query(c)
+    };
+    // optional: no certificate is fine, but one from another CA is still refused.
+    set(&mut plain, "optional").unwrap();
+    assert_eq!(ping(s.tls_port, &s.ca.pem, None).unwrap(), "PONG");
+    assert!(ping(s.tls_port, &s.ca.pem, Some(&stranger)).is_err());
+    // no: nothing is asked.
+    set(&mut plain, "no").unwrap();
+    assert_eq!(ping(s.tls_port, &s.ca.pem, None).unwrap(), "PONG");
+    let e = set(&mut plain, "maybe").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("argument(s) must be one of the following"),
+        "{e}"
+    );
+}
+
+#[test]
+fn certificates_rotate_without_dropping_connected_clients() {
+    let s = setup(&[]);
+    let connected = tls_client(s.tls_port, &s.ca.pem, Some(&s.client));
+    let mut c = connected.get_connection().unwrap();
+    let _: () = redis::cmd("SET").arg("k").arg("v1").query(&mut c).unwrap();
+
+    // A new CA signs the next server certificate; the client CA file lists both CAs so
+    // existing client certificates stay valid.
+    let dir = s.dir.path();
+    let next_ca = Ca::new(dir, "next-ca");
+    let next = next_ca.issue(dir, "server-next");
+    let both = dir.join("both-cas.pem");
+    let mut pem = std::fs::read(&s.ca.pem).unwrap();
+    pem.extend(std::fs::read(&next_ca.pem).unwrap());
+    std::fs::write(&both, pem).unwrap();
+    assert!(ping(s.tls_port, &next_ca.pem, Some(&s.client)).is_err());
+
+    // A file that cannot be used is refused with Redis's text, and changes nothing.
+    let e: redis::RedisError = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("tls-cert-file")
+        .arg(arg(&dir.join("missing.crt")))
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Unable to update TLS configuration. Check server logs."),
+        "{e}"
+    );
+    assert!(s.server.log_text().contains("missing.crt"));
+    assert_eq!(
+        ping(s.tls_port, &s.ca.pem, Some(&s.client)).unwrap(),
+        "PONG"
+    );
+
+    // CONFIG SET of the files: new handshakes present the new certificate.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("tls-cert-file")
+        .arg(arg(&next.cert))
+        .arg("tls-key-file")
+        .arg(arg(&next.key))
+        .arg("tls-ca-cert-file")
+        .arg(arg(&both))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        ping(s.tls_port, &next_ca.pem, Some(&s.client)).unwrap(),
+        "PONG"
+    );
+    assert!(ping(s.tls_port, &s.ca.pem, Some(&s.client)).is_err());
+    let files: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("tls-cert-file")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(files[1], arg(&next.cert));
+    // The connection made before the rotation is still served.
+    let v: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(v, "v1");
+
+    // SIGHUP: the files named by the settings are read again (rotated in place).
+    let third_ca = Ca::new(dir, "third-ca");
+    let third = third_ca.issue(dir, "server-third");
+    std::fs::copy(&third.cert, &next.cert).unwrap();
+    std::fs::copy(&third.key, &next.key).unwrap();
+    s.server.sighup();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ping(s.tls_port, &third_ca.pem, Some(&s.client)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "SIGHUP did not reload: {}",
+            s.server.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(s.server.log_text().contains("TLS certificates reloaded"));
+    let v: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(v, "v1");
+}
+
+#[test]
+fn port_0_turns_plaintext_off_and_tls_protocols_are_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca");
+    let server_cert = ca.issue(dir.path(), "server");
+    let tls_port = free_port();
+    let args: Vec<String> = [
+        "--port",
+        "0",
+        "--tls-port",
+        &tls_port.to_string(),
+        "--tls-cert-file",
+        &arg(&server_cert.cert),
+        "--tls-key-file",
+        &arg(&server_cert.key),
+        "--tls-auth-clients",
+        "no",
+        "--tls-protocols",
+        "TLSv1.3",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let server = Proc::start(dir.path(), &args, tls_port);
+    let mut c = tls_client(tls_port, &ca.pem, None)
+        .get_connection()
+        .unwrap();
+    let port: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("port")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(port[1], "0");
+    assert!(
+        server.log_text().contains("no plaintext port"),
+        "{}",
+        server.log_text()
+    );
+    // TLSv1.3 only: a client limited to TLS 1.2 is refused, one allowing 1.3 is served
+    // (Python's ssl module pins the versions).
+    let handshake = |max: &str| {
+        let script = format!(
+            "import socket, ssl\nctx = ssl.create_default_context(cafile='{}')\nctx.maximum_version = ssl.TLSVersion.{max}\ntry:\n  s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {tls_port}), 5), server_hostname='127.0.0.1')\n  s.sendall(b'PING\\r\\n'); print(s.recv(100).decode().strip(), s.version())\nexcept ssl.SSLError as e:\n  print('refused')",
+            arg(&ca.pem)
+        );
+        let py = Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(py.status.success(), "{py:?}");
+        String::from_utf8_lossy(&py.stdout).trim().to_string()
+    };
+    assert_eq!(handshake("TLSv1_2"), "refused");
+    assert_eq!(handshake("TLSv1_3"), "+PONG TLSv1.3");
+    let e: redis::RedisError = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("tls-protocols")
+        .arg("TLSv1.1")
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert!(e.to_string().contains("TLSv1.2 and TLSv1.3 only"), "{e}");
+}
+
+#[test]
+fn unusable_tls_settings_stop_the_server_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca");
+    let cert = ca.issue(dir.path(), "server");
+    let other = ca.issue(dir.path(), "other");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["--port", "0", "--tls-port", &free_port().to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let text = run(&[]);
+    assert!(
+        text.contains("set tls-cert-file and tls-key-file"),
+        "{text}"
+    );
+    let text = run(&[
+        "--tls-cert-file",
+        &arg(&cert.cert),
+        "--tls-key-file",
+        &arg(&cert.key),
+    ]);
+    assert!(text.contains("set tls-ca-cert-file"), "{text}");
+    // A key that belongs to another certificate.
+    let text = run(&[
+        "--tls-cert-file",
+        &arg(&cert.cert),
+        "--tls-key-file",
+        &arg(&other.key),
+        "--tls-auth-clients",
+        "no",
+    ]);
+    assert!(text.contains("do not make a usable pair"), "{text}");
+    let text = run(&["--tls-protocols", "TLSv1"]);
+    assert!(text.contains("TLSv1.2 and TLSv1.3 only"), "{text}");
+    let text = run(&["--tls-cluster", "yes"]);
+    assert!(text.contains("not a cluster node"), "{text}");
+}
