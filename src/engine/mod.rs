@@ -967,6 +967,8 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], stamp: Stam
     )
 }
 
+// The batch's parts, passed apart because the replicated apply has no `Batch`.
+#[allow(clippy::too_many_arguments)]
 fn apply_ops_with(
     state: &mut State,
     db: usize,
