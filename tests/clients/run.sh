@@ -98,19 +98,7 @@ kill "$TPID"
 
 # ioredis over TLS (`tls` option, client certificates) against both servers with TLS only;
 # certificates made here with the openssl CLI.
-mkdir "$WORK/tls"
-(
-  cd "$WORK/tls"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-    -subj /CN=clients-ca -keyout ca.key -out ca.crt 2>/dev/null
-  for who in server client; do
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$who" \
-      -keyout "$who.key" -out "$who.csr" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >"$who.ext"
-    openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
-      -extfile "$who.ext" -out "$who.crt" 2>/dev/null
-  done
-)
+bash "$HERE/../tls_support/make_certs.sh" "$WORK/tls" clients-ca
 T=$WORK/tls
 TLS_FILES=(--tls-cert-file "$T/server.crt" --tls-key-file "$T/server.key" --tls-ca-cert-file "$T/ca.crt")
 redis-server --port 0 --tls-port "$RTLS" "${TLS_FILES[@]}" --save "" --appendonly no >"$WORK/redis-tls.log" 2>&1 &
