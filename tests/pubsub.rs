@@ -512,6 +512,24 @@ fn blocked_clients_are_served_first_come_first_served() {
     }
     let list: String = q(&mut c, &["CLIENT", "LIST"]);
     assert_eq!(list.matches("flags=b ").count(), 3, "{list}");
+    // Only a client blocked with a timeout is in Redis's timeout table.
+    let info: String = q(&mut c, &["INFO", "clients"]);
+    assert!(info.contains("clients_in_timeout_table:0\r"), "{info}");
+    let timed = blocked(&s, &["BLPOP", "t", "30"]);
+    wait_blocked(&mut c, 4);
+    let info: String = q(&mut c, &["INFO", "clients"]);
+    assert!(info.contains("clients_in_timeout_table:1\r"), "{info}");
+    let _: i64 = q(&mut c, &["RPUSH", "t", "v"]);
+    assert_eq!(
+        timed.join().unwrap(),
+        Value::Array(vec![
+            Value::BulkString(b"t".to_vec()),
+            Value::BulkString(b"v".to_vec())
+        ])
+    );
+    wait_blocked(&mut c, 3);
+    let info: String = q(&mut c, &["INFO", "clients"]);
+    assert!(info.contains("clients_in_timeout_table:0\r"), "{info}");
     // One push of three elements, in a MULTI with another key: served after EXEC, in order.
     let _: () = redis::pipe()
         .atomic()

@@ -141,6 +141,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             in_multi: false,
             subs: (0, 0, 0),
             blocked: false,
+            blocked_with_timeout: false,
             qbuf: 0,
             qbuf_capacity: 0,
             obuf: 0,
@@ -200,7 +201,11 @@ impl Client {
                 let released = self
                     .wait_blocked(*b, socket, &mut input, &mut shutdown)
                     .await;
-                self.handle.info.lock().blocked = false;
+                {
+                    let mut info = self.handle.info.lock();
+                    info.blocked = false;
+                    info.blocked_with_timeout = false;
+                }
                 let Some(reply) = released else {
                     return;
                 };
@@ -668,7 +673,10 @@ impl Client {
                 }
                 Answer::Engine => self.pending.push(Op::Command(args, Some(spec))),
                 Answer::Block(b) => {
-                    self.handle.info.lock().blocked = true;
+                    let mut info = self.handle.info.lock();
+                    info.blocked = true;
+                    info.blocked_with_timeout = b.timeout.is_some();
+                    drop(info);
                     self.blocked = Some(b);
                 }
             }

@@ -178,17 +178,18 @@ fn os_name() -> String {
 
 fn clients_section(shared: &Shared, out: &mut String) {
     let clients = shared.clients.lock();
-    let (mut max_in, mut max_out) = (0, 0);
+    let (mut max_in, mut max_out, mut timed) = (0, 0, 0);
     for c in clients.values() {
         let info = c.info.lock();
         max_in = max_in.max(info.qbuf_capacity);
         max_out = max_out.max(info.obuf_capacity);
+        timed += usize::from(info.blocked_with_timeout);
     }
     let _ = write!(
         out,
         "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\n\
          client_recent_max_input_buffer:{max_in}\r\nclient_recent_max_output_buffer:{max_out}\r\n\
-         blocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+         blocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:{timed}\r\n",
         clients.len(),
         shared.config.read().maxclients,
         shared.engine.pubsub().blocking.blocked(),

@@ -132,6 +132,8 @@ pub struct ClientInfo {
     pub subs: (usize, usize, usize),
     /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).
     pub blocked: bool,
+    /// Blocked with a timeout (INFO `clients_in_timeout_table`).
+    pub blocked_with_timeout: bool,
     /// Bytes of the query buffer after the last read (CLIENT LIST `qbuf`).
     pub qbuf: usize,
     /// Capacity of the query buffer (its `qbuf` plus `qbuf-free`).
