@@ -3,7 +3,11 @@ a cluster: each pod gets the manifest's environment (expanded as the kubelet doe
 from a made-up Secret) and runs the manifest's command with HOSTNAME=tollgate-<ordinal>; the
 headless Service's DNS names resolve through an /etc/hosts of our own to one loopback address
 per pod. Then a pod restarts on its data (a rolling update) and a pod moves to a new address
-under its name (rescheduled to another machine); both rejoin and catch up.
+under its name (rescheduled to another machine); both rejoin and catch up. Last, the
+manifest's probes as the kubelet sends them (path and named port from the manifest): every
+probe answers 200 on each pod of the running cluster, and a pod left alone (the two others
+stopped: no quorum) fails its readiness probe while its liveness probe still passes. A binary
+without the HTTP listener (`--http-port`) fails that step, saying so.
 
 What differs from a real cluster: the pods share one network namespace, so each listens on
 its own address (TOLLGATE_BIND and TOLLGATE_HTTP_BIND set to it instead of 0.0.0.0), and
@@ -21,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 import redis
 
@@ -41,7 +47,8 @@ def main():
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     with tempfile.TemporaryDirectory() as work:
         Cluster(binary, work).run()
-    print("ok: the StatefulSet's pods formed a cluster, survived a restart and a move")
+    print("ok: the StatefulSet's pods formed a cluster, survived a restart and a move, and "
+          "answered their probes")
 
 
 class Cluster:
@@ -143,6 +150,52 @@ class Cluster:
             time.sleep(0.2)
         self.fail(f"{key} is not {want} on every pod: {got}")
 
+    def probe(self, i, name):
+        """The HTTP status the kubelet would get from pod i's probe `name` (None: no answer)."""
+        get = self.container[name]["httpGet"]
+        port = get["port"]
+        port = km.port_named(self.container, port) if isinstance(port, str) else port
+        url = f"http://{self.addr[i]}:{port}{get['path']}"
+        try:
+            with urllib.request.urlopen(url, timeout=get.get("timeoutSeconds", 1) + 4) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return None
+
+    def wait_probe(self, i, name, want, within=30):
+        deadline = time.time() + within
+        while True:
+            got = self.probe(i, name)
+            if got == want:
+                return
+            if time.time() > deadline:
+                path = self.container[name]["httpGet"]["path"]
+                self.fail(f"{self.name(i)}'s {name} ({path}) answers {got}, expected {want}")
+            time.sleep(0.2)
+
+    def check_probes(self):
+        help_text = subprocess.run([os.path.join(self.bindir, "tollgate"), "--help"],
+                                   capture_output=True, text=True, timeout=30).stdout
+        if "--http-port" not in help_text:
+            self.fail("the probes cannot be checked: this tollgate has no --http-port option, "
+                      "so nothing answers /readyz and /healthz (the metrics endpoint of "
+                      "issue 16 is not in this build)")
+        probes = ("readinessProbe", "livenessProbe", "startupProbe")
+        for i in self.procs:
+            for name in probes:
+                self.wait_probe(i, name, 200)
+        print(f"ok: every pod passes its {', '.join(probes)}")
+        alone = 0
+        for i in [i for i in self.procs if i != alone]:
+            self.stop(i)
+        self.wait_probe(alone, "readinessProbe", 503)
+        for name in ("livenessProbe", "startupProbe"):
+            self.wait_probe(alone, name, 200, within=5)
+        print(f"ok: {self.name(alone)} alone (no quorum) fails its readinessProbe, "
+              "passes its livenessProbe")
+
     def fail(self, why):
         for i in list(self.procs):
             self.procs[i].kill()
@@ -187,6 +240,7 @@ class Cluster:
             self.client(0).incr("hits")
             self.wait_value("hits", 6)
             print("ok: a pod back at a new address under its name is found and catches up")
+            self.check_probes()
         finally:
             for i in list(self.procs):
                 self.procs[i].kill()
