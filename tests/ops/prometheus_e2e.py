@@ -9,7 +9,11 @@ through Prometheus's HTTP API:
 - every expression of the Grafana dashboard and of the alert rules evaluates without error,
   and every rule is loaded and healthy;
 and on each node's own scrape: `promtool check metrics` passes, and every metric the dashboard
-and the rules use is in the scrapes (metric_names.py).
+and the rules use is in the scrapes (metric_names.py). Last, the alert rules on the real
+series: TollgateDenyRateJump is pending for the load's LIMIT.TOKEN prefixes (denials with no
+history), and once a follower is killed, TollgateNodeDown (for its instance) and
+TollgateFollowerDown (for its node id, as the leader labels it) are pending, and
+TollgateNoLeader is not.
 
 The binary must serve /metrics (`--http-port`, README "Operations"): one without it fails here at
 once, saying so, never passes.
@@ -57,6 +61,7 @@ class Run:
         self.binary = binary
         self.work = work
         self.procs = []
+        self.killed = []
 
     def spawn(self, argv, log):
         p = subprocess.Popen(argv, stdout=open(os.path.join(self.work, log), "ab"),
@@ -93,7 +98,7 @@ class Run:
 
     def check_running(self):
         for p in self.procs:
-            if p.poll() is not None:
+            if p not in self.killed and p.poll() is not None:
                 self.fail(f"{' '.join(p.args[:1] + p.args[1:6])} ... exited with status "
                           f"{p.returncode}")
 
@@ -305,6 +310,50 @@ class Run:
             print(f"ok: promtool check metrics passes on node {i + 1}'s scrape")
         if metric_names.main(scrapes) != 0:
             self.fail("the dashboard or the rules use metrics the nodes do not export")
+
+        self.check_alerts()
+
+    def wait_alerts(self, want, what, within=30):
+        """Wait until, for each (alertname, labels) in `want`, an alert with those labels is
+        pending or firing (a rule's `for:` is minutes: pending is what a short test sees)."""
+        deadline = time.time() + within
+        while True:
+            self.check_running()
+            with urllib.request.urlopen(f"http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/alerts",
+                                        timeout=10) as r:
+                alerts = json.load(r)["data"]["alerts"]
+            missing = [(name, labels) for name, labels in want
+                       if not any(a["labels"].get("alertname") == name
+                                  and all(a["labels"].get(k) == v for k, v in labels.items())
+                                  and a["state"] in ("pending", "firing") for a in alerts)]
+            if not missing:
+                return alerts
+            if time.time() > deadline:
+                self.fail(f"{what}: no pending or firing alert {missing}; alerts: " + ", ".join(
+                    f"{a['labels']} {a['state']}" for a in alerts))
+            time.sleep(1)
+
+    def check_alerts(self):
+        """The rules on the cluster's real series: the load's denials with no history before
+        them are a jump; a follower killed is a node down and a follower the leader misses."""
+        self.wait_alerts([("TollgateDenyRateJump", {"command": "limit.token", "prefix": p})
+                          for p in PREFIXES], "the load's denials")
+        print("ok: TollgateDenyRateJump is pending for the load's prefixes "
+              + ", ".join(PREFIXES))
+        leader = int(self.status(0, "leader_id"))
+        victim = next(i for i in range(3) if i + 1 != leader)
+        self.killed.append(self.procs[victim])
+        self.procs[victim].kill()
+        self.procs[victim].wait()
+        instance = f"127.0.0.1:{HTTP_PORTS[victim]}"
+        self.wait_alerts([("TollgateNodeDown", {"instance": instance}),
+                          ("TollgateFollowerDown", {"follower": str(victim + 1)})],
+                         f"node {victim + 1} killed")
+        print(f"ok: node {victim + 1} killed (a follower of node {leader}): TollgateNodeDown "
+              f"for {instance} and TollgateFollowerDown for follower {victim + 1} are pending")
+        alerts = self.wait_alerts([], "")
+        if any(a["labels"]["alertname"] == "TollgateNoLeader" for a in alerts):
+            self.fail("TollgateNoLeader with a leader and a quorum up")
 
 
 def main():
