@@ -23,9 +23,9 @@ GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range", "__interval_ms",
 # (what the README promises, a regular expression one expression of the dashboard matches)
 PROMISED = [
     ("allowed decisions by command and prefix",
-     r'sum by \(command, prefix\) \(rate\(tollgate_limiter_decisions_total\{[^}]*outcome="allowed"'),
+     r'max by \(command, prefix\) \(rate\(tollgate_limiter_decisions_total\{[^}]*outcome="allowed"'),
     ("denied decisions by command and prefix",
-     r'sum by \(command, prefix\) \(rate\(tollgate_limiter_decisions_total\{[^}]*outcome="denied"'),
+     r'max by \(command, prefix\) \(rate\(tollgate_limiter_decisions_total\{[^}]*outcome="denied"'),
     ("ops/s", r"rate\(tollgate_commands_total"),
     ("p50 latency", r"histogram_quantile\(0\.5, .*tollgate_command_duration_seconds_bucket"),
     ("p99 latency", r"histogram_quantile\(0\.99, .*tollgate_command_duration_seconds_bucket"),
