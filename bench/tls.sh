@@ -36,17 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 # Certificates: a CA, a server certificate for 127.0.0.1, a client certificate.
-cd "$WORK"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-  -subj /CN=bench-ca -keyout ca.key -out ca.crt 2>/dev/null
-for who in server client; do
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$who" \
-    -keyout "$who.key" -out "$who.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >"$who.ext"
-  openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
-    -extfile "$who.ext" -out "$who.crt" 2>/dev/null
-done
-cd - >/dev/null
+bash tests/tls_support/make_certs.sh "$WORK" bench-ca
 TLS_FILES=(--tls-cert-file "$WORK/server.crt" --tls-key-file "$WORK/server.key" --tls-ca-cert-file "$WORK/ca.crt")
 
 redis-server --port 0 --tls-port "$RPORT" "${TLS_FILES[@]}" --save "" --appendonly no \

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod numbers;
 pub mod persistence;
 pub mod protocol;
+pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod store;

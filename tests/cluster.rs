@@ -262,10 +262,7 @@ fn partitioned_or_paused_leader(tls: bool) {
     let _: i64 = c.nodes[l].q(&["INCR", "p"]).unwrap();
 
     // Cut the leader off: it answers CLUSTERDOWN within the client timeout.
-    let ids: Vec<String> = others.iter().map(|&i| c.nodes[i].id.to_string()).collect();
-    let mut args = vec!["RAFT.PARTITION"];
-    args.extend(ids.iter().map(String::as_str));
-    let _: () = c.nodes[l].q(&args).unwrap();
+    c.isolate(l);
     let started = Instant::now();
     let err = c.nodes[l].q::<i64>(&["INCR", "p"]).unwrap_err();
     assert!(is_cluster_down(&err), "{err}");

@@ -137,7 +137,11 @@ fn settings_that_would_weaken_a_guarantee_are_refused() {
             "writes no snapshot to delay",
         ),
         (&["min-replicas-to-write", "1"][..], "no Redis replicas"),
-        (&["notify-keyspace-events", "KEA"][..], "not implemented"),
+        (&["notify-keyspace-events", "KEm"][..], "key-miss events"),
+        (
+            &["client-output-buffer-limit", "normal 1mb 0 0"][..],
+            "pubsub clients only",
+        ),
         (
             &["maxmemory-clients", "10%"][..],
             "client eviction is not implemented",

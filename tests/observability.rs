@@ -319,13 +319,7 @@ fn cluster_metrics_and_readiness() {
 
     // Cut one follower off: it loses the leader and is not ready; the others stay ready.
     let cut = (l + 2) % 3;
-    let others: Vec<String> = (0..3)
-        .filter(|&i| i != cut)
-        .map(|i| c.nodes[i].id.to_string())
-        .collect();
-    let mut args = vec!["RAFT.PARTITION"];
-    args.extend(others.iter().map(String::as_str));
-    let _: () = c.nodes[cut].q(&args).unwrap();
+    c.isolate(cut);
     let body = eventually(
         "503 on the cut-off follower",
         Duration::from_secs(10),
@@ -343,13 +337,7 @@ fn cluster_metrics_and_readiness() {
 
     // Cut the leader off: it has no quorum, so it is not ready.
     let l = c.wait_leader(Duration::from_secs(15));
-    let others: Vec<String> = (0..3)
-        .filter(|&i| i != l)
-        .map(|i| c.nodes[i].id.to_string())
-        .collect();
-    let mut args = vec!["RAFT.PARTITION"];
-    args.extend(others.iter().map(String::as_str));
-    let _: () = c.nodes[l].q(&args).unwrap();
+    c.isolate(l);
     eventually("503 on the cut-off leader", Duration::from_secs(10), || {
         (http_get(http[l], "/readyz").0 == 503).then_some(())
     });
@@ -366,13 +354,7 @@ fn cluster_metrics_and_readiness() {
     // A write to a follower cut off from the majority answers -CLUSTERDOWN: counted.
     let l = c.wait_leader(Duration::from_secs(15));
     let cut = (l + 1) % 3;
-    let others: Vec<String> = (0..3)
-        .filter(|&i| i != cut)
-        .map(|i| c.nodes[i].id.to_string())
-        .collect();
-    let mut args = vec!["RAFT.PARTITION"];
-    args.extend(others.iter().map(String::as_str));
-    let _: () = c.nodes[cut].q(&args).unwrap();
+    c.isolate(cut);
     let err = c.nodes[cut].q::<i64>(&["INCR", "down"]).unwrap_err();
     assert!(cluster_support::is_cluster_down(&err), "{err}");
     let text = http_get(http[cut], "/metrics").1;

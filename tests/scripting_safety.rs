@@ -8,8 +8,7 @@
 //! (it crashes on deep enough patterns), and Tollgate cuts reply nesting at 1,000 levels
 //! where Redis reaches Lua's stack limit at about 8,000.
 
-#[path = "common/cluster.rs"]
-mod cluster;
+mod cluster_support;
 mod common;
 
 use std::process::{Child, Command, Stdio};
@@ -406,7 +405,7 @@ fn a_panicking_command_answers_an_error_and_the_server_keeps_serving() {
 #[test]
 fn cluster_survives_the_unpack_script_and_a_panicking_entry() {
     let _serial = serial();
-    let mut cluster = cluster::Cluster::start();
+    let mut cluster = cluster_support::Cluster::start(3);
     cluster.nodes[0].q::<()>(&["SET", "k", "1"]).unwrap();
     // The script is replicated: every node applies it and answers the same error.
     for node in &cluster.nodes {
@@ -429,7 +428,7 @@ fn cluster_survives_the_unpack_script_and_a_panicking_entry() {
     }
     let before = cluster.converged_digest(Duration::from_secs(10));
     for node in &mut cluster.nodes {
-        assert!(node.running(), "node {} exited", node.id);
+        assert!(node.alive(), "node {} exited", node.id);
     }
     // A restart replays the log, entries that panic included: the node comes back.
     let leader = cluster.wait_leader(Duration::from_secs(10));
@@ -447,6 +446,6 @@ fn cluster_survives_the_unpack_script_and_a_panicking_entry() {
     assert_eq!(cluster.nodes[restart].q::<i64>(&["INCR", "k"]).unwrap(), 5);
     cluster.converged_digest(Duration::from_secs(10));
     for node in &mut cluster.nodes {
-        assert!(node.running(), "node {} exited", node.id);
+        assert!(node.alive(), "node {} exited", node.id);
     }
 }

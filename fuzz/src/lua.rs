@@ -11,7 +11,7 @@
 //! conversion is exercised too.
 
 use bytes::Bytes;
-use tollgate::engine::{apply_ops, Op, State};
+use tollgate::engine::{apply_ops, Op, Stamp, State};
 use tollgate::protocol::Reply;
 use tollgate::scripting::{ScriptEngine, ScriptLimits};
 
@@ -337,12 +337,11 @@ fn value(c: &mut Choices, kind: Arg, vars: usize) -> String {
 /// A fresh state whose Lua VMs have a 32 MiB cap (the server's is 256 MiB; a smaller cap
 /// reaches "not enough memory" sooner, so runs stay fast).
 fn state() -> State {
-    State {
-        scripts: ScriptEngine::new(ScriptLimits {
-            memory_bytes: 32 << 20,
-        }),
-        ..State::default()
-    }
+    let mut state = State::default();
+    state.scripts = ScriptEngine::new(ScriptLimits {
+        memory_bytes: 32 << 20,
+    });
+    state
 }
 
 /// Whether a reply (or anything nested in it) reports an internal error: a panic the
@@ -388,7 +387,11 @@ pub fn check(data: &[u8]) {
             None,
         ),
     ];
-    let result = apply_ops(&mut state, 0, resp, &ops, 1_000_000);
+    let stamp = Stamp {
+        now_us: 1_000_000_000,
+        seed: 1,
+    };
+    let result = apply_ops(&mut state, 0, resp, &ops, stamp);
     let replies = result.replies.expect("no WATCH, so replies");
     if let Some(e) = replies.iter().find_map(internal_error) {
         panic!("internal error for script:\n{script}\n--\n{e}");

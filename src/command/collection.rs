@@ -16,20 +16,42 @@ use super::keys::ScanOptions;
 use super::Ctx;
 use crate::glob::glob_match;
 use crate::protocol::Reply;
+use crate::pubsub::notify;
 
 /// Run `f` on the collection at `key` (created empty first if `create`), then delete
-/// the key if the collection ended up empty. Ok(None) when the key is absent and not
-/// created. `f` must validate before it mutates: an error leaves the value as it was.
+/// the key if the collection ended up empty (keyspace event `del`). Ok(None) when the key
+/// is absent and not created. `f` must validate before it mutates: an error leaves the
+/// value as it was.
 pub fn update<T: Kind, R>(
     ctx: &mut Ctx,
     key: &Bytes,
     create: bool,
     f: impl FnOnce(&mut T) -> CmdResult<R>,
 ) -> CmdResult<Option<R>> {
+    update_notify(ctx, key, create, 0, |_| None, f)
+}
+
+/// [`update`], firing keyspace event `event(&result)` of class `class` on `key` when `f`
+/// succeeded (None: no event), before the `del` of a collection it emptied, as Redis
+/// orders them.
+pub fn update_notify<T: Kind, R>(
+    ctx: &mut Ctx,
+    key: &Bytes,
+    create: bool,
+    class: u32,
+    event: impl FnOnce(&R) -> Option<&'static str>,
+    f: impl FnOnce(&mut T) -> CmdResult<R>,
+) -> CmdResult<Option<R>> {
     let now = ctx.now_ms;
-    let db = ctx.db();
-    let out = args::write::<T>(db, key, now, create)?.map(f);
-    db.remove_if_empty(key);
+    let out = args::write::<T>(ctx.db(), key, now, create)?.map(f);
+    if let Some(Ok(r)) = &out {
+        if let Some(name) = event(r) {
+            ctx.notify(class, name, key);
+        }
+    }
+    if ctx.db().remove_if_empty(key) {
+        ctx.notify(notify::GENERIC, "del", key);
+    }
     out.transpose()
 }
 

@@ -108,6 +108,7 @@ fn restore_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let at = deadline.map(|t| t as u64);
     db.modify(key, now, |_| (Some((value, at)), ()));
     db.hint_access(key, idle.map(|v| v as u64), freq.map(|v| v as u8));
+    ctx.notify(crate::pubsub::notify::GENERIC, "restore", key);
     Ok(Reply::ok())
 }
 

@@ -5,11 +5,12 @@
 use bytes::Bytes;
 
 use super::args::{self, int, is, read, syntax_error, CmdResult, NOT_FLOAT};
-use super::collection::{exists_where, random_picks, scan_step, symmetric_int, update, Rng};
+use super::collection::{exists_where, random_picks, scan_step, symmetric_int, update_notify, Rng};
 use super::keys::parse_scan;
 use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
+use crate::pubsub::notify::HASH;
 use crate::store::value::{hash_remove, HashValue};
 
 fn read_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashValue>> {
@@ -22,15 +23,23 @@ fn set_pairs(ctx: &mut Ctx, a: &[Bytes], name: &str) -> CmdResult<i64> {
     if !a.len().is_multiple_of(2) {
         return Err(super::arity_error(name));
     }
-    let added = update::<HashValue, _>(ctx, &a[1], true, |h| {
-        let mut added = 0;
-        for pair in a[2..].chunks_exact(2) {
-            if h.insert(pair[0].clone(), pair[1].clone()).is_none() {
-                added += 1;
+    // HSET and HMSET both fire `hset`.
+    let added = update_notify::<HashValue, _>(
+        ctx,
+        &a[1],
+        true,
+        HASH,
+        |_| Some("hset"),
+        |h| {
+            let mut added = 0;
+            for pair in a[2..].chunks_exact(2) {
+                if h.insert(pair[0].clone(), pair[1].clone()).is_none() {
+                    added += 1;
+                }
             }
-        }
-        Ok(added)
-    })?;
+            Ok(added)
+        },
+    )?;
     Ok(added.unwrap_or(0))
 }
 
@@ -50,10 +59,17 @@ pub fn hsetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if read_hash(ctx, &a[1])?.is_some_and(|h| h.contains_key(&a[2])) {
             return Ok(Reply::Integer(0));
         }
-        update::<HashValue, _>(ctx, &a[1], true, |h| {
-            h.insert(a[2].clone(), a[3].clone());
-            Ok(())
-        })?;
+        update_notify::<HashValue, _>(
+            ctx,
+            &a[1],
+            true,
+            HASH,
+            |_| Some("hset"),
+            |h| {
+                h.insert(a[2].clone(), a[3].clone());
+                Ok(())
+            },
+        )?;
         Ok(Reply::Integer(1))
     })())
 }
@@ -144,7 +160,8 @@ pub fn hdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if !exists_where::<HashValue>(ctx, &a[1], |h| fields.iter().any(|f| h.contains_key(f)))? {
             return Ok(Reply::Integer(0));
         }
-        let removed = update::<HashValue, _>(ctx, &a[1], false, |h| {
+        let event = |n: &i64| (*n > 0).then_some("hdel");
+        let removed = update_notify::<HashValue, _>(ctx, &a[1], false, HASH, event, |h| {
             Ok(fields
                 .iter()
                 .filter(|f| hash_remove(h, f).is_some())
@@ -160,13 +177,21 @@ fn rewrite_field(
     key: &Bytes,
     field: &Bytes,
     step: impl FnOnce(Option<&Bytes>) -> CmdResult<Bytes>,
+    event: &'static str,
 ) -> CmdResult<Bytes> {
     // Compute on a read first, so that an error creates nothing and fires no WATCH.
     let next = step(read_hash(ctx, key)?.and_then(|h| h.get(field)))?;
-    update::<HashValue, _>(ctx, key, true, |h| {
-        h.insert(field.clone(), next.clone());
-        Ok(())
-    })?;
+    update_notify::<HashValue, _>(
+        ctx,
+        key,
+        true,
+        HASH,
+        |_| Some(event),
+        |h| {
+            h.insert(field.clone(), next.clone());
+            Ok(())
+        },
+    )?;
     Ok(next)
 }
 
@@ -174,17 +199,23 @@ fn rewrite_field(
 pub fn hincrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
         let by = int(&a[3])?;
-        let next = rewrite_field(ctx, &a[1], &a[2], |cur| {
-            let cur = match cur {
-                None => 0,
-                Some(v) => args::parse_i64(v)
-                    .ok_or_else(|| Reply::err("ERR hash value is not an integer"))?,
-            };
-            let next = cur
-                .checked_add(by)
-                .ok_or_else(|| Reply::err("ERR increment or decrement would overflow"))?;
-            Ok(Bytes::from(next.to_string()))
-        })?;
+        let next = rewrite_field(
+            ctx,
+            &a[1],
+            &a[2],
+            |cur| {
+                let cur = match cur {
+                    None => 0,
+                    Some(v) => args::parse_i64(v)
+                        .ok_or_else(|| Reply::err("ERR hash value is not an integer"))?,
+                };
+                let next = cur
+                    .checked_add(by)
+                    .ok_or_else(|| Reply::err("ERR increment or decrement would overflow"))?;
+                Ok(Bytes::from(next.to_string()))
+            },
+            "hincrby",
+        )?;
         Ok(Reply::Integer(args::parse_i64(&next).unwrap_or_default()))
     })())
 }
@@ -198,16 +229,20 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             Check::NotFloat => return Err(Reply::err(NOT_FLOAT)),
             Check::NotFinite => return Err(Reply::err("ERR value is NaN or Infinity")),
         }
-        let next = rewrite_field(ctx, &a[1], &a[2], |cur| {
-            match incr(cur.map(|c| &c[..]), &a[3]) {
+        let next = rewrite_field(
+            ctx,
+            &a[1],
+            &a[2],
+            |cur| match incr(cur.map(|c| &c[..]), &a[3]) {
                 Ok(text) => Ok(Bytes::from(text)),
                 Err(IncrError::Current) => Err(Reply::err("ERR hash value is not a float")),
                 Err(IncrError::NotFinite) => {
                     Err(Reply::err("ERR increment would produce NaN or Infinity"))
                 }
                 Err(IncrError::Increment) => Err(Reply::err(NOT_FLOAT)),
-            }
-        })?;
+            },
+            "hincrbyfloat",
+        )?;
         Ok(Reply::Bulk(next))
     })())
 }

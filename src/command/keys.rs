@@ -2,6 +2,7 @@
 //! RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, MOVE, COPY; plus SCAN cursors.
 
 use crate::glob::glob_match;
+use crate::pubsub::notify::{self, GENERIC};
 use bytes::Bytes;
 
 use super::args::{db_index, int, is, syntax_error, CmdResult};
@@ -24,13 +25,14 @@ pub fn relative_deadline(ms: i64, now: u64) -> Option<u64> {
 /// DEL key [key ...] and UNLINK key [key ...]
 pub fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
-    let db = ctx.db();
-    Reply::Integer(
-        a[1..]
-            .iter()
-            .filter(|k| db.remove(k, now).is_some())
-            .count() as i64,
-    )
+    let mut n = 0;
+    for k in &a[1..] {
+        if ctx.db().remove(k, now).is_some() {
+            ctx.notify(GENERIC, "del", k);
+            n += 1;
+        }
+    }
+    Reply::Integer(n)
 }
 
 /// EXISTS key [key ...]
@@ -113,8 +115,10 @@ fn expire_inner(ctx: &mut Ctx, a: &[&[u8]], spec: ExpireSpec) -> CmdResult<Reply
     }
     if when <= now as i64 {
         db.remove(a[1], now);
+        ctx.notify(GENERIC, "del", a[1]);
     } else {
         db.set_expiry(a[1], Some(when as u64));
+        ctx.notify(GENERIC, "expire", a[1]);
     }
     Ok(Reply::Integer(1))
 }
@@ -224,6 +228,7 @@ pub fn persist(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     match db.get(&a[1], now).and_then(|e| e.expires_at()) {
         Some(_) => {
             db.set_expiry(&a[1], None);
+            ctx.notify(GENERIC, "persist", &a[1]);
             Reply::Integer(1)
         }
         None => Reply::Integer(0),
@@ -245,6 +250,8 @@ fn rename_generic(ctx: &mut Ctx, a: &[Bytes], nx: bool) -> Reply {
     if let Some(entry) = db.remove(&a[1], now) {
         db.remove(&a[2], now);
         db.insert(&a[2], entry);
+        ctx.notify(GENERIC, "rename_from", &a[1]);
+        ctx.notify(GENERIC, "rename_to", &a[2]);
     }
     if nx {
         Reply::Integer(1)
@@ -422,6 +429,8 @@ pub fn move_(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     match ctx.ks.dbs[src].remove(&a[1], now) {
         Some(entry) => {
             ctx.ks.dbs[dst].insert(&a[1], entry);
+            notify::notify(&ctx.ks.pubsub, GENERIC, "move_from", &a[1], src);
+            notify::notify(&ctx.ks.pubsub, GENERIC, "move_to", &a[1], dst);
             Reply::Integer(1)
         }
         None => Reply::Integer(0),
@@ -462,6 +471,7 @@ pub fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         dst.remove(&a[2], now);
     }
     dst.insert(&a[2], entry);
+    notify::notify(&ctx.ks.pubsub, GENERIC, "copy_to", &a[2], dst_db);
     Reply::Integer(1)
 }
 

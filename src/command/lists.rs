@@ -11,10 +11,11 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::args::{self, int, is, syntax_error, CmdResult};
-use super::collection::{exists_where, symmetric_int, update};
+use super::collection::{exists_where, symmetric_int, update, update_notify};
 use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
+use crate::pubsub::notify::{GENERIC, LIST};
 
 type List = VecDeque<Bytes>;
 
@@ -49,6 +50,22 @@ fn push(list: &mut List, end: End, v: Bytes) {
     }
 }
 
+/// The keyspace event of a push at `end`.
+fn push_event(end: End) -> &'static str {
+    match end {
+        End::Head => "lpush",
+        End::Tail => "rpush",
+    }
+}
+
+/// The keyspace event of a pop at `end`.
+fn pop_event(end: End) -> &'static str {
+    match end {
+        End::Head => "lpop",
+        End::Tail => "rpop",
+    }
+}
+
 fn pop(list: &mut List, end: End) -> Option<Bytes> {
     match end {
         End::Head => list.pop_front(),
@@ -76,7 +93,8 @@ fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 }
 
 fn push_generic(ctx: &mut Ctx, a: &[Bytes], end: End, create: bool) -> Reply {
-    let len = update::<List, _>(ctx, &a[1], create, |l| {
+    let event = |_: &i64| Some(push_event(end));
+    let len = update_notify::<List, _>(ctx, &a[1], create, LIST, event, |l| {
         for v in &a[2..] {
             push(l, end, v.clone());
         }
@@ -128,7 +146,8 @@ fn pop_generic(ctx: &mut Ctx, a: &[Bytes], end: End) -> Reply {
         if count == Some(0) {
             return Ok(Reply::Array(Vec::new()));
         }
-        let popped = update::<List, _>(ctx, &a[1], false, |l| {
+        let event = |p: &Vec<Bytes>| (!p.is_empty()).then_some(pop_event(end));
+        let popped = update_notify::<List, _>(ctx, &a[1], false, LIST, event, |l| {
             let n = usize::try_from(count.unwrap_or(1))
                 .unwrap_or(usize::MAX)
                 .min(l.len());
@@ -196,12 +215,19 @@ pub fn lset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         };
         let i =
             resolve(int(&a[2])?, l.len()).ok_or_else(|| Reply::err("ERR index out of range"))?;
-        update::<List, _>(ctx, &a[1], false, |l| {
-            if let Some(slot) = l.get_mut(i) {
-                *slot = a[3].clone();
-            }
-            Ok(())
-        })?;
+        update_notify::<List, _>(
+            ctx,
+            &a[1],
+            false,
+            LIST,
+            |_| Some("lset"),
+            |l| {
+                if let Some(slot) = l.get_mut(i) {
+                    *slot = a[3].clone();
+                }
+                Ok(())
+            },
+        )?;
         Ok(Reply::ok())
     })())
 }
@@ -211,16 +237,23 @@ pub fn ltrim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
         let (start, end) = (int(&a[2])?, int(&a[3])?);
         // Redis signals WATCH on every LTRIM of an existing list, even one that keeps all.
-        update::<List, _>(ctx, &a[1], false, |l| {
-            match clamp_range(start, end, l.len()) {
-                None => l.clear(),
-                Some((s, e)) => {
-                    l.truncate(e + 1);
-                    l.drain(..s);
+        update_notify::<List, _>(
+            ctx,
+            &a[1],
+            false,
+            LIST,
+            |_| Some("ltrim"),
+            |l| {
+                match clamp_range(start, end, l.len()) {
+                    None => l.clear(),
+                    Some((s, e)) => {
+                        l.truncate(e + 1);
+                        l.drain(..s);
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         Ok(Reply::ok())
     })())
 }
@@ -233,7 +266,8 @@ pub fn lrem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if !exists_where::<List>(ctx, &a[1], |l| l.contains(target))? {
             return Ok(Reply::Integer(0));
         }
-        let removed = update::<List, _>(ctx, &a[1], false, |l| {
+        let event = |n: &i64| (*n > 0).then_some("lrem");
+        let removed = update_notify::<List, _>(ctx, &a[1], false, LIST, event, |l| {
             let matches = l.iter().filter(|v| *v == target).count();
             let limit = match count {
                 0 => matches,
@@ -277,10 +311,17 @@ pub fn linsert(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let Some(at) = l.iter().position(|v| *v == a[3]) else {
             return Ok(Reply::Integer(-1));
         };
-        let len = update::<List, _>(ctx, &a[1], false, |l| {
-            l.insert(at + after as usize, a[4].clone());
-            Ok(l.len() as i64)
-        })?;
+        let len = update_notify::<List, _>(
+            ctx,
+            &a[1],
+            false,
+            LIST,
+            |_| Some("linsert"),
+            |l| {
+                l.insert(at + after as usize, a[4].clone());
+                Ok(l.len() as i64)
+            },
+        )?;
         Ok(Reply::Integer(len.unwrap_or(0)))
     })())
 }
@@ -381,15 +422,34 @@ fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> 
             }
             Ok(v)
         })?;
-        return Ok(moved.flatten().map_or(Reply::Nil, Reply::Bulk));
+        let moved = moved.flatten();
+        if moved.is_some() {
+            ctx.notify(LIST, push_event(to), src);
+            ctx.notify(LIST, pop_event(from), src);
+        }
+        return Ok(moved.map_or(Reply::Nil, Reply::Bulk));
     }
-    let Some(v) = update::<List, _>(ctx, src, false, |l| Ok(pop(l, from)))?.flatten() else {
+    // Redis's order of events: the push on `dst`, the pop on `src`, then `del` if that
+    // emptied it.
+    let now = ctx.now_ms;
+    let Some(v) = args::write::<List>(ctx.db(), src, now, false)?.and_then(|l| pop(l, from)) else {
         return Ok(Reply::Nil);
     };
-    update::<List, _>(ctx, dst, true, |l| {
-        push(l, to, v.clone());
-        Ok(())
-    })?;
+    update_notify::<List, _>(
+        ctx,
+        dst,
+        true,
+        LIST,
+        |_| Some(push_event(to)),
+        |l| {
+            push(l, to, v.clone());
+            Ok(())
+        },
+    )?;
+    ctx.notify(LIST, pop_event(from), src);
+    if ctx.db().remove_if_empty(src) {
+        ctx.notify(GENERIC, "del", src);
+    }
     Ok(Reply::Bulk(v))
 }
 

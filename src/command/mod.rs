@@ -19,9 +19,12 @@
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
 //! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
 //! | `scripting.rs` | EVAL, FCALL, SCRIPT, FUNCTION: the bridge to `crate::scripting` |
+//! | `blocking.rs` | BLPOP & co.: the pops they run (blocking is the connection's) |
+//! | `pubsub.rs` | PUBLISH, SPUBLISH, and the rows of the subscription commands |
 //! | `server.rs` | PING, ECHO, TIME, SELECT, and the rows of the connection commands |
 
 pub mod args;
+pub mod blocking;
 pub mod collection;
 pub mod docs;
 pub mod dump;
@@ -29,6 +32,7 @@ pub mod hashes;
 pub mod keys;
 pub mod limiter;
 pub mod lists;
+pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
@@ -188,6 +192,12 @@ impl Ctx<'_> {
     /// The selected database.
     pub fn db(&mut self) -> &mut Db {
         &mut self.ks.dbs[self.db]
+    }
+
+    /// Fire keyspace event `event` of class `class` (`crate::pubsub::notify::*`) on `key`
+    /// of the selected database, where Redis calls `notifyKeyspaceEvent`.
+    pub fn notify(&self, class: u32, event: &str, key: &[u8]) {
+        crate::pubsub::notify::notify(&self.ks.pubsub, class, event, key, self.db);
     }
 }
 

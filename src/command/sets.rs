@@ -8,11 +8,12 @@ use bytes::Bytes;
 
 use super::args::{self, is, syntax_error, CmdResult};
 use super::collection::{exists_where, pop_count, random_picks, scan_step, symmetric_int};
-use super::collection::{update, Rng};
+use super::collection::{update_notify, Rng};
 use super::keys::{parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
+use crate::pubsub::notify::{GENERIC, SET};
 use crate::store::value::{set_remove, SetValue};
 use crate::store::Value;
 
@@ -38,7 +39,8 @@ pub fn sadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if exists_where::<SetValue>(ctx, &a[1], |s| members.iter().all(|m| s.contains(m)))? {
             return Ok(Reply::Integer(0));
         }
-        let added = update::<SetValue, _>(ctx, &a[1], true, |s| {
+        let event = |n: &i64| (*n > 0).then_some("sadd");
+        let added = update_notify::<SetValue, _>(ctx, &a[1], true, SET, event, |s| {
             Ok(members.iter().filter(|m| s.insert((*m).clone())).count() as i64)
         })?;
         Ok(Reply::Integer(added.unwrap_or(0)))
@@ -52,7 +54,8 @@ pub fn srem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if !exists_where::<SetValue>(ctx, &a[1], |s| members.iter().any(|m| s.contains(m)))? {
             return Ok(Reply::Integer(0));
         }
-        let removed = update::<SetValue, _>(ctx, &a[1], false, |s| {
+        let event = |n: &i64| (*n > 0).then_some("srem");
+        let removed = update_notify::<SetValue, _>(ctx, &a[1], false, SET, event, |s| {
             Ok(members.iter().filter(|m| set_remove(s, m)).count() as i64)
         })?;
         Ok(Reply::Integer(removed.unwrap_or(0)))
@@ -110,7 +113,8 @@ pub fn spop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Ok(Reply::Set(Vec::new()));
         }
         let want = count.map_or(1, |c| usize::try_from(c).unwrap_or(usize::MAX));
-        let popped = update::<SetValue, _>(ctx, key, false, |s| {
+        let event = |p: &Vec<Bytes>| (!p.is_empty()).then_some("spop");
+        let popped = update_notify::<SetValue, _>(ctx, key, false, SET, event, |s| {
             if want >= size {
                 // Popping everything answers the whole set in order, as Redis does.
                 return Ok(std::mem::take(s).into_iter().collect());
@@ -227,16 +231,19 @@ fn algebra_reply(ctx: &mut Ctx, a: &[Bytes], op: Algebra) -> Reply {
     algebra(ctx, &a[1..], op).map_or_else(|e| e, |m| set_reply(&m))
 }
 
-fn algebra_store(ctx: &mut Ctx, a: &[Bytes], op: Algebra) -> Reply {
+fn algebra_store(ctx: &mut Ctx, a: &[Bytes], op: Algebra, event: &'static str) -> Reply {
     run((|| {
         let members = algebra(ctx, &a[2..], op)?;
         let n = members.len() as i64;
         let now = ctx.now_ms;
         let db = ctx.db();
         if members.is_empty() {
-            db.remove(&a[1], now);
+            if db.remove(&a[1], now).is_some() {
+                ctx.notify(GENERIC, "del", &a[1]);
+            }
         } else {
             db.set(&a[1], Value::Set(Box::new(members.into_iter().collect())));
+            ctx.notify(SET, event, &a[1]);
         }
         Ok(Reply::Integer(n))
     })())
@@ -259,17 +266,17 @@ pub fn sdiff(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// SINTERSTORE destination key [key ...]
 pub fn sinterstore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    algebra_store(ctx, a, Algebra::Inter)
+    algebra_store(ctx, a, Algebra::Inter, "sinterstore")
 }
 
 /// SUNIONSTORE destination key [key ...]
 pub fn sunionstore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    algebra_store(ctx, a, Algebra::Union)
+    algebra_store(ctx, a, Algebra::Union, "sunionstore")
 }
 
 /// SDIFFSTORE destination key [key ...]
 pub fn sdiffstore(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    algebra_store(ctx, a, Algebra::Diff)
+    algebra_store(ctx, a, Algebra::Diff, "sdiffstore")
 }
 
 /// Parse `numkeys key [key ...]` at `a[1..]` plus trailing `LIMIT n`, as SINTERCARD and
@@ -328,8 +335,22 @@ pub fn smove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if src == dst || !in_src {
             return Ok(Reply::Integer(in_src as i64));
         }
-        update::<SetValue, _>(ctx, src, false, |s| Ok(set_remove(s, member)))?;
-        update::<SetValue, _>(ctx, dst, true, |s| Ok(s.insert(member.clone())))?;
+        update_notify::<SetValue, _>(
+            ctx,
+            src,
+            false,
+            SET,
+            |_| Some("srem"),
+            |s| Ok(set_remove(s, member)),
+        )?;
+        update_notify::<SetValue, _>(
+            ctx,
+            dst,
+            true,
+            SET,
+            |_| Some("sadd"),
+            |s| Ok(s.insert(member.clone())),
+        )?;
         Ok(Reply::Integer(1))
     })())
 }

@@ -1,5 +1,6 @@
 //! String and counter commands: GET, SET and its options, INCR family, APPEND, ranges.
 
+use crate::pubsub::notify::{GENERIC, STRING};
 use bytes::Bytes;
 
 use super::args::{
@@ -71,6 +72,7 @@ fn set_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     if a.len() == 3 {
         // Plain SET: no option can refuse it, so skip the lookups the options need.
         ctx.db().set(a[1], Value::string(a[2]));
+        ctx.notify(STRING, "set", a[1]);
         return Ok(Reply::ok());
     }
     let (mut nx, mut xx, mut get) = (false, false, false);
@@ -131,6 +133,10 @@ fn set_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         }
         _ => {}
     }
+    ctx.notify(STRING, "set", key);
+    if matches!(ttl, Ttl::At(_)) {
+        ctx.notify(GENERIC, "expire", key);
+    }
     Ok(if get {
         old_value.map_or(Reply::Nil, Reply::Bulk)
     } else {
@@ -151,6 +157,7 @@ pub fn setnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return Reply::Integer(0);
     }
     db.set(&a[1], Value::string(&a[2]));
+    ctx.notify(STRING, "set", &a[1]);
     Reply::Integer(1)
 }
 
@@ -165,6 +172,8 @@ fn setex_generic(ctx: &mut Ctx, a: &[Bytes], unit_seconds: bool, name: &str) -> 
     let db = ctx.db();
     db.set(&a[1], Value::string(&a[3]));
     db.set_expiry(&a[1], Some(deadline));
+    ctx.notify(STRING, "set", &a[1]);
+    ctx.notify(GENERIC, "expire", &a[1]);
     Reply::ok()
 }
 
@@ -187,6 +196,7 @@ pub fn getset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     db.set(&a[1], Value::string(&a[2]));
+    ctx.notify(STRING, "set", &a[1]);
     old
 }
 
@@ -198,7 +208,9 @@ pub fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Ok(v) => str_reply(v),
         Err(e) => return e,
     };
-    db.remove(&a[1], now);
+    if db.remove(&a[1], now).is_some() {
+        ctx.notify(GENERIC, "del", &a[1]);
+    }
     old
 }
 
@@ -238,17 +250,24 @@ pub fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             Err(e) => return e,
         }
     }
-    match ttl {
+    let event = match ttl {
         Ttl::At(t) if t <= now => {
             db.remove(&a[1], now);
+            Some("del")
         }
         Ttl::At(t) => {
             db.set_expiry(&a[1], Some(t));
+            Some("expire")
         }
         Ttl::Persist => {
+            let had = db.get(&a[1], now).and_then(Entry::expires_at).is_some();
             db.set_expiry(&a[1], None);
+            had.then_some("persist")
         }
-        _ => {}
+        _ => None,
+    };
+    if let Some(event) = event {
+        ctx.notify(GENERIC, event, &a[1]);
     }
     reply
 }
@@ -270,9 +289,9 @@ pub fn mset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if a.len().is_multiple_of(2) {
         return super::arity_error("mset");
     }
-    let db = ctx.db();
     for pair in a[1..].chunks(2) {
-        db.set(&pair[0], Value::string(&pair[1]));
+        ctx.db().set(&pair[0], Value::string(&pair[1]));
+        ctx.notify(STRING, "set", &pair[0]);
     }
     Reply::ok()
 }
@@ -288,7 +307,8 @@ pub fn msetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return Reply::Integer(0);
     }
     for pair in a[1..].chunks(2) {
-        db.set(&pair[0], Value::string(&pair[1]));
+        ctx.db().set(&pair[0], Value::string(&pair[1]));
+        ctx.notify(STRING, "set", &pair[0]);
     }
     Reply::Integer(1)
 }
@@ -323,7 +343,13 @@ pub fn incr_by(db: &mut Db, key: &[u8], by: i64, now: u64) -> CmdResult<i64> {
 
 fn incr_reply(ctx: &mut Ctx, key: &[u8], by: i64) -> Reply {
     let now = ctx.now_ms;
-    incr_by(ctx.db(), key, by, now).map_or_else(|e| e, Reply::Integer)
+    match incr_by(ctx.db(), key, by, now) {
+        Ok(n) => {
+            ctx.notify(STRING, "incrby", key);
+            Reply::Integer(n)
+        }
+        Err(e) => e,
+    }
 }
 
 /// INCR key
@@ -373,6 +399,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(e) => e.value = Value::string(&text),
         None => db.set(&a[1], Value::string(&text)),
     }
+    ctx.notify(STRING, "incrbyfloat", &a[1]);
     Reply::Bulk(text)
 }
 
@@ -394,6 +421,7 @@ pub fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(e) => e.value = Value::string(buf),
         None => db.set(&a[1], Value::string(buf)),
     }
+    ctx.notify(STRING, "append", &a[1]);
     Reply::Integer(len)
 }
 
@@ -471,6 +499,7 @@ pub fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Some(e) => e.value = Value::string(buf),
         None => db.set(&a[1], Value::string(buf)),
     }
+    ctx.notify(STRING, "setrange", &a[1]);
     Reply::Integer(len)
 }
 

@@ -260,6 +260,8 @@ static FAMILIES: &[&[CommandSpec]] = &[
     super::zsets::COMMANDS,
     super::limiter::COMMANDS,
     super::scripting::COMMANDS,
+    super::pubsub::COMMANDS,
+    super::blocking::COMMANDS,
     super::server::COMMANDS,
 ];
 

@@ -11,13 +11,14 @@
 use bytes::Bytes;
 
 use super::args::{self, int, is, syntax_error, CmdResult};
-use super::collection::{exists_where, pop_count, random_picks, symmetric_int, update, Rng};
+use super::collection::{exists_where, pop_count, random_picks, symmetric_int, update_notify, Rng};
 use super::keys::{parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
 use crate::glob::glob_match;
 use crate::numbers::format_double;
 use crate::protocol::Reply;
+use crate::pubsub::notify::{GENERIC, ZSET};
 use crate::store::zset::{
     normalize_range, parse_lex_bound, parse_score, parse_score_bound, AddFlags, AddOutcome,
     LexBound, ScoreBound, SortedSet, ERR_NAN_RESULT,
@@ -178,7 +179,10 @@ fn apply_add(
             });
         }
     }
-    let outcome = update::<SortedSet, _>(ctx, key, !flags.xx, |z| {
+    let event = |(added, updated, _): &(i64, i64, Option<f64>)| {
+        (added + updated > 0).then_some(if flags.incr { "zincr" } else { "zadd" })
+    };
+    let outcome = update_notify::<SortedSet, _>(ctx, key, !flags.xx, ZSET, event, |z| {
         let (mut added, mut updated, mut last) = (0, 0, None);
         for &(score, member) in pairs {
             match z.add(member, score, flags) {
@@ -235,7 +239,8 @@ pub fn zrem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if !exists_where::<SortedSet>(ctx, &a[1], |z| members.iter().any(|m| z.contains(m)))? {
             return Ok(Reply::Integer(0));
         }
-        let removed = update::<SortedSet, _>(ctx, &a[1], false, |z| {
+        let event = |n: &i64| (*n > 0).then_some("zrem");
+        let removed = update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET, event, |z| {
             Ok(members.iter().filter(|m| z.remove(m).is_some()).count() as i64)
         })?;
         Ok(Reply::Integer(removed.unwrap_or(0)))
@@ -477,7 +482,11 @@ fn range_generic(ctx: &mut Ctx, a: &[Bytes], cmd: RangeCommand) -> Reply {
                     .map(|(m, s)| (m.clone(), s))
                     .collect(),
             };
-            return Ok(Reply::Integer(store_zset(ctx, &a[1], picked)));
+            let n = store_zset(ctx, &a[1], picked);
+            if n > 0 {
+                ctx.notify(ZSET, "zrangestore", &a[1]);
+            }
+            return Ok(Reply::Integer(n));
         }
         let Some(z) = read_zset(ctx, &a[src])? else {
             return Ok(Reply::Array(Vec::new()));
@@ -491,12 +500,15 @@ fn range_generic(ctx: &mut Ctx, a: &[Bytes], cmd: RangeCommand) -> Reply {
     })())
 }
 
-/// Replace `key` with a sorted set of `items` (deleting it when empty); returns its size.
+/// Replace `key` with a sorted set of `items` (deleting it when empty, keyspace event
+/// `del`); returns its size. The caller fires its own event when the size is not 0.
 fn store_zset(ctx: &mut Ctx, key: &Bytes, items: Vec<(Bytes, f64)>) -> i64 {
     let now = ctx.now_ms;
     let db = ctx.db();
     if items.is_empty() {
-        db.remove(key, now);
+        if db.remove(key, now).is_some() {
+            ctx.notify(GENERIC, "del", key);
+        }
         return 0;
     }
     let mut z = SortedSet::new();
@@ -560,6 +572,11 @@ pub fn zrevrangebylex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 fn remrange_generic(ctx: &mut Ctx, a: &[Bytes], by: By) -> Reply {
+    let name = match by {
+        By::Rank => "zremrangebyrank",
+        By::Score => "zremrangebyscore",
+        By::Lex => "zremrangebylex",
+    };
     run((|| {
         let req = RangeRequest {
             by,
@@ -577,7 +594,8 @@ fn remrange_generic(ctx: &mut Ctx, a: &[Bytes], by: By) -> Reply {
         if !exists_where::<SortedSet>(ctx, &a[1], hits)? {
             return Ok(Reply::Integer(0));
         }
-        let removed = update::<SortedSet, _>(ctx, &a[1], false, |z| {
+        let event = |n: &usize| (*n > 0).then_some(name);
+        let removed = update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET, event, |z| {
             Ok(match &bounds {
                 Bounds::Rank(s, e) => match normalize_range(*s, *e, z.len()) {
                     Some((s, e)) => z.remove_range_by_rank(s, e),
@@ -613,7 +631,10 @@ fn pop_generic(ctx: &mut Ctx, a: &[Bytes], max: bool) -> Reply {
             return Ok(Reply::Array(Vec::new()));
         }
         let n = count.map_or(1, |c| usize::try_from(c).unwrap_or(usize::MAX));
-        let popped = update::<SortedSet, _>(ctx, &a[1], false, |z| {
+        let event = |p: &Vec<(Bytes, f64)>| {
+            (!p.is_empty()).then_some(if max { "zpopmax" } else { "zpopmin" })
+        };
+        let popped = update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET, event, |z| {
             Ok(if max { z.pop_max(n) } else { z.pop_min(n) })
         })?
         .unwrap_or_default();

@@ -564,6 +564,11 @@ pub struct Config {
     pub cluster: Option<ClusterConfig>,
     /// The TOML file the configuration was read from, if any.
     pub file: Option<PathBuf>,
+    /// `notify-keyspace-events` as `pubsub::notify` bits.
+    pub notify_keyspace_events: u32,
+    /// `client-output-buffer-limit` of the normal, replica and pubsub classes (only pubsub
+    /// is enforced; see `params::set_output_buffer_limits`).
+    pub output_buffer_limits: [crate::pubsub::OutputLimit; 3],
 }
 
 impl Default for Config {
@@ -593,6 +598,20 @@ impl Default for Config {
             threads: DEFAULT_THREADS,
             cluster: None,
             file: None,
+            notify_keyspace_events: 0,
+            output_buffer_limits: [
+                crate::pubsub::OutputLimit {
+                    hard: 0,
+                    soft: 0,
+                    soft_secs: 0,
+                },
+                crate::pubsub::OutputLimit {
+                    hard: 268_435_456,
+                    soft: 67_108_864,
+                    soft_secs: 60,
+                },
+                crate::pubsub::OutputLimit::default(),
+            ],
         }
     }
 }

@@ -61,6 +61,8 @@ pub enum Apply {
     Fsync,
     /// `rdb-key-save-delay` (the per-key wait of snapshot writes).
     KeySaveDelay,
+    /// `notify-keyspace-events`, `client-output-buffer-limit` (the pub/sub hub's).
+    PubSub,
     /// The TLS files and options: certificates are read again for new handshakes.
     Tls,
     /// `slowlog-log-slower-than`, `slowlog-max-len` (the engine's slow log).
@@ -344,12 +346,24 @@ pub static PARAMS: &[Param] = &[
         Ok(())
     }, Apply::Nothing)
     .alias("min-slaves-to-write"),
-    Param::live("notify-keyspace-events", Kind::Special(keyspace_events), "", |_| String::new(), |_, v| {
-        if !v.is_empty() {
-            return Err("keyspace notifications are not implemented by Tollgate yet; only \"\" (none) is accepted".into());
-        }
-        Ok(())
-    }, Apply::Nothing),
+    Param::live("notify-keyspace-events", Kind::Special(keyspace_events), "",
+        |c| crate::pubsub::notify::to_text(c.notify_keyspace_events),
+        |c, v| {
+            let flags = crate::pubsub::notify::parse(v).unwrap_or(0);
+            if flags & crate::pubsub::notify::KEY_MISS != 0 {
+                return Err("Tollgate does not fire key-miss events ('m'); the other classes are supported".into());
+            }
+            c.notify_keyspace_events = flags;
+            Ok(())
+        }, Apply::PubSub),
+    Param::live("client-output-buffer-limit", Kind::Special(output_buffer_limits),
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        |c| {
+            let [n, r, p] = &c.output_buffer_limits;
+            format!("normal {} {} {} slave {} {} {} pubsub {} {} {}",
+                n.hard, n.soft, n.soft_secs, r.hard, r.soft, r.soft_secs, p.hard, p.soft, p.soft_secs)
+        },
+        set_output_buffer_limits, Apply::PubSub),
     // Encodings of collections.
     Param::stored("hash-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING).alias("hash-max-ziplist-entries"),
     Param::stored("hash-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", ENCODING).alias("hash-max-ziplist-value"),
@@ -472,11 +486,69 @@ fn save_points(v: &str) -> Result<String, String> {
 
 /// `notify-keyspace-events`: Redis's class characters.
 fn keyspace_events(v: &str) -> Result<String, String> {
-    if v.chars().all(|c| "Ag$lshzxeKEtmdn".contains(c)) {
-        Ok(v.to_string())
-    } else {
-        Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
+    match crate::pubsub::notify::parse(v) {
+        Some(_) => Ok(v.to_string()),
+        None => Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
     }
+}
+
+/// `client-output-buffer-limit`: `<class> <hard> <soft> <soft seconds>` groups, as Redis
+/// checks them; the class index (normal, replica, pubsub) and limit of each group.
+fn parse_output_limits(v: &str) -> Result<Vec<(usize, crate::pubsub::OutputLimit)>, String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    words
+        .chunks(4)
+        .map(|g| {
+            let class = match g[0].to_ascii_lowercase().as_str() {
+                "normal" => 0,
+                "slave" | "replica" => 1,
+                "pubsub" => 2,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".to_string(),
+                    )
+                }
+            };
+            let bad = || {
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                    .to_string()
+            };
+            let hard = memtoull(g[1]).ok_or_else(bad)?;
+            let soft = memtoull(g[2]).ok_or_else(bad)?;
+            let soft_secs = string2ll(g[3]).filter(|s| *s >= 0).ok_or_else(bad)? as u64;
+            Ok((
+                class,
+                crate::pubsub::OutputLimit {
+                    hard,
+                    soft,
+                    soft_secs,
+                },
+            ))
+        })
+        .collect()
+}
+
+fn output_buffer_limits(v: &str) -> Result<String, String> {
+    parse_output_limits(v).map(|_| v.to_string())
+}
+
+/// Tollgate enforces the pubsub class; the normal class only unlimited (Tollgate writes a
+/// normal client's replies as it reads its requests, so they cannot pile up unread); the
+/// replica class is kept for CONFIG GET (Tollgate has no Redis replicas).
+fn set_output_buffer_limits(c: &mut Config, v: &str) -> Result<(), String> {
+    let groups = parse_output_limits(v)?;
+    for (class, limit) in &groups {
+        if *class == 0 && (limit.hard, limit.soft) != (0, 0) {
+            return Err("Tollgate applies output buffer limits to pubsub clients only; the normal class must be 0 0 0".into());
+        }
+    }
+    for (class, limit) in groups {
+        c.output_buffer_limits[class] = limit;
+    }
+    Ok(())
 }
 
 /// C `strtoll(s, &end, 10)` requiring the whole string to be consumed (leading spaces and
@@ -916,7 +988,18 @@ mod tests {
         assert!(e(&["save", "3600 1"]).contains("nothing to snapshot"));
         assert!(set(&c, &["save", ""]).is_ok());
         assert!(e(&["min-replicas-to-write", "1"]).contains("no Redis replicas"));
-        assert!(e(&["notify-keyspace-events", "KEA"]).contains("not implemented"));
+        assert!(set(&c, &["notify-keyspace-events", "KEA"]).is_ok());
+        assert!(e(&["notify-keyspace-events", "KEm"]).contains("key-miss"));
+        assert!(set(&c, &["client-output-buffer-limit", "pubsub 1mb 512kb 10"]).is_ok());
+        assert!(e(&["client-output-buffer-limit", "normal 1 2 3"]).contains("pubsub clients only"));
+        assert_eq!(
+            e(&["client-output-buffer-limit", "pubsub 1 2"]),
+            "ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - Wrong number of arguments in buffer limit configuration."
+        );
+        assert_eq!(
+            e(&["client-output-buffer-limit", "foo 1 2 3"]),
+            "ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - Invalid client class specified in buffer limit configuration."
+        );
         assert_eq!(e(&["notify-keyspace-events", "Q"]), "ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
         assert!(e(&["activedefrag", "yes"]).contains("Active defragmentation cannot be enabled"));
         assert!(e(&["maxmemory-clients", "10%"]).contains("client eviction"));

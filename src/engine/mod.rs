@@ -14,6 +14,7 @@
 //!
 //! `maxmemory` (eviction and `-OOM` refusals) is enforced here too; see [`memory`].
 
+pub mod blocking;
 pub mod clock;
 pub mod memory;
 pub mod poison;
@@ -278,6 +279,9 @@ pub struct Engine {
     single: std::sync::atomic::AtomicBool,
     /// Total DEBUG ADVANCE-TIME, mirrored into the Raft node's clock skew in cluster mode.
     advanced_ms: AtomicU64,
+    /// This node's pub/sub subscribers (also reachable from the keyspace, where PUBLISH and
+    /// keyspace events run).
+    pubsub: Arc<crate::pubsub::Hub>,
 }
 
 /// BUSY text for a running script.
@@ -289,6 +293,7 @@ impl Engine {
     pub fn new(clock: Clock) -> Arc<Engine> {
         let state = State::default();
         Arc::new(Engine {
+            pubsub: state.ks.pubsub.clone(),
             control: state.control.clone(),
             memory: state.memory.clone(),
             metrics: state.metrics.clone(),
@@ -313,9 +318,15 @@ impl Engine {
     /// other members.
     pub fn attach_cluster(&self, node: ClusterNode, single: bool) {
         self.single.store(single, Ordering::Release);
+        self.pubsub.set_replicated();
         let log = node.log_memory();
         self.memory.set_not_counted(move || log.bytes() as usize);
         let _ = self.cluster.set(node);
+    }
+
+    /// This node's pub/sub subscribers.
+    pub fn pubsub(&self) -> &Arc<crate::pubsub::Hub> {
+        &self.pubsub
     }
 
     /// The `maxmemory` limit, policy and eviction counter.
@@ -451,6 +462,43 @@ impl Engine {
             return self.execute_replicated(node, batch).await;
         }
         self.execute_local(batch, None).await
+    }
+
+    /// Run a blocking command's one-command `batch`; when it finds nothing to pop, `waiter`
+    /// is left blocked on its keys. Standalone this is atomic with the engine's serving of
+    /// blocked clients (one lock); in a cluster the waiter is registered before the pop is
+    /// proposed, so an entry applied meanwhile still wakes it.
+    pub async fn execute_blocking(
+        &self,
+        batch: Batch,
+        waiter: &Arc<crate::pubsub::blocking::Waiter>,
+    ) -> BatchResult {
+        let first_nothing = |r: &BatchResult| {
+            r.replies
+                .as_ref()
+                .and_then(|r| r.first())
+                .is_some_and(blocking::nothing)
+        };
+        if self.cluster.get().is_some() {
+            self.pubsub.blocking.block(waiter);
+            let result = self.execute(batch).await;
+            if !first_nothing(&result) {
+                self.pubsub.blocking.unblock(waiter);
+            }
+            return result;
+        }
+        let mut guard = match self.acquire(true).await {
+            Ok(g) => g,
+            Err(text) => return BatchResult::ran(Some(vec![Reply::err(text)]), batch.db),
+        };
+        let now_us = self.clock.reserve_us(batch.ops.len() as u64);
+        let stamp = guard.local_stamp(now_us);
+        let result = apply_batch(&mut guard, &batch, stamp, true);
+        if first_nothing(&result) {
+            self.pubsub.blocking.block(waiter);
+        }
+        blocking::serve_ready(&mut guard, stamp);
+        result
     }
 
     /// Raft: reads after a read barrier (none needed while this node is the only voter and
@@ -592,7 +640,11 @@ impl Engine {
         // Scripts too run right here: one that runs long hands this runtime worker to
         // another thread from its count hook (see `command::scripting`), so short ones
         // never pay for a thread switch.
-        apply_batch(&mut guard, &batch, stamp, standalone)
+        let result = apply_batch(&mut guard, &batch, stamp, standalone);
+        if standalone {
+            blocking::serve_ready(&mut guard, stamp);
+        }
+        result
     }
 
     /// Evict while used memory is over `maxmemory`: the background half of eviction (a
@@ -786,9 +838,12 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
             return BatchResult::ran(None, batch.db);
         }
     }
+    // Standalone, clients blocked on keys a command made ready are served before the next
+    // command of a pipeline (after the whole of a transaction), as in Redis.
     let origin = batch.client.as_deref();
+    let serve = evict && !batch.transaction;
     apply_ops_with(
-        state, batch.db, batch.resp, &batch.ops, stamp, admission, origin,
+        state, batch.db, batch.resp, &batch.ops, stamp, admission, serve, origin,
     )
 }
 
@@ -900,9 +955,20 @@ fn slow(
 /// replicated state machine's apply (whatever `maxmemory` refuses was refused before the
 /// entry was proposed).
 pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], stamp: Stamp) -> BatchResult {
-    apply_ops_with(state, db, resp, ops, stamp, Admission::Decided(false), None)
+    apply_ops_with(
+        state,
+        db,
+        resp,
+        ops,
+        stamp,
+        Admission::Decided(false),
+        false,
+        None,
+    )
 }
 
+// The batch's parts, passed apart because the replicated apply has no `Batch`.
+#[allow(clippy::too_many_arguments)]
 fn apply_ops_with(
     state: &mut State,
     db: usize,
@@ -910,6 +976,7 @@ fn apply_ops_with(
     ops: &[Op],
     stamp: Stamp,
     mut admission: Admission,
+    serve_blocked: bool,
     origin: Option<&crate::server::ClientHandle>,
 ) -> BatchResult {
     let now_ms = stamp.now_ms();
@@ -923,6 +990,9 @@ fn apply_ops_with(
     // One clock read per command: each one's time runs from the end of the previous one.
     let mut started = crate::metrics::now_ns();
     for (position, op) in ops.iter().enumerate() {
+        if serve_blocked && !replies.is_empty() {
+            blocking::serve_ready(state, stamp);
+        }
         match op {
             Op::Select(d) => db = *d,
             Op::PurgeExpired { db: d, keys } => {

@@ -101,6 +101,8 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         // count hook (`command::scripting`), as on a standalone server.
         let mut state = self.state.lock();
         let result = apply_proposal(&mut state, cmd, stamp);
+        // Clients blocked here on keys this entry made ready propose their pops now.
+        super::blocking::wake_ready(&state);
         // The leader evicts when a write left memory over `maxmemory` (a follower's task
         // finds it is not the leader and does nothing).
         state.memory.wake_if_over();
@@ -133,6 +135,7 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         let mut state = self.state.lock();
         state.scripts.import(&data.scripts.clone())?;
         ks.share_clock(state.memory.clock());
+        ks.share_pubsub(&state.ks.pubsub.clone());
         state.ks = ks;
         state.evictor.clear();
         Ok(())

@@ -39,6 +39,9 @@ pub enum Reply {
     /// (`CL.THROTTLE`, `LIMIT.*`), made and encoded without allocating. Clients see exactly
     /// what `Array` of five `Integer` would give them.
     Ints5([i64; 5]),
+    /// RESP3 push (`>n`: pub/sub messages and subscription confirmations); an array in
+    /// RESP2. Last, so that replies serialized before it was added still decode.
+    Push(Vec<Reply>),
 }
 
 /// The 3-letter format of a verbatim string. An alias on purpose: serde's derive would
@@ -101,6 +104,10 @@ impl Reply {
             }
             Reply::Set(items) => {
                 int_line(out, if resp >= 3 { b'~' } else { b'*' }, items.len() as i64);
+                items.iter().for_each(|r| r.encode(resp, out));
+            }
+            Reply::Push(items) => {
+                int_line(out, if resp >= 3 { b'>' } else { b'*' }, items.len() as i64);
                 items.iter().for_each(|r| r.encode(resp, out));
             }
             Reply::Map(pairs) => {

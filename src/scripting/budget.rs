@@ -184,9 +184,11 @@ pub(crate) fn reply_lua_bytes(reply: &crate::protocol::Reply) -> usize {
         Reply::Integer(_) | Reply::Nil | Reply::NilArray | Reply::Bool(_) => SLOT,
         Reply::Double(_) => TABLE + SLOT,
         Reply::Ints5(_) => TABLE + 5 * SLOT,
-        Reply::Array(items) | Reply::Set(items) => items.iter().fold(2 * TABLE, |acc, r| {
-            acc.saturating_add(SLOT + reply_lua_bytes(r))
-        }),
+        Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => {
+            items.iter().fold(2 * TABLE, |acc, r| {
+                acc.saturating_add(SLOT + reply_lua_bytes(r))
+            })
+        }
         Reply::Map(pairs) => pairs.iter().fold(2 * TABLE, |acc, (k, v)| {
             acc.saturating_add(SLOT + reply_lua_bytes(k) + reply_lua_bytes(v))
         }),

@@ -45,7 +45,8 @@ unsafe fn push_reply_value(l: *mut lua_State, reply: &Reply, resp: u8) {
                 ffi::lua_pushboolean(l, 0)
             }
         }
-        Reply::Array(items) => push_array(l, items.iter(), resp),
+        // Commands never answer a push; a script would see it as an array.
+        Reply::Array(items) | Reply::Push(items) => push_array(l, items.iter(), resp),
         Reply::Ints5(items) => {
             ffi::lua_newtable(l);
             for (j, n) in items.iter().enumerate() {

@@ -51,7 +51,40 @@ pub async fn reset(c: &mut Client, _a: &[Bytes]) -> Answer {
 
 /// CLIENT subcommand ...
 pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
+    if is(&a[1], "reply") {
+        return c.client_reply(a).into();
+    }
+    if is(&a[1], "unblock") {
+        return client_unblock(c, a).into();
+    }
     c.client(a).into()
+}
+
+/// CLIENT UNBLOCK client-id [TIMEOUT|ERROR]: release a client blocked in BLPOP & co.
+/// with its timeout reply or an `-UNBLOCKED` error; 1 if it was blocked.
+fn client_unblock(c: &mut Client, a: &[Bytes]) -> Reply {
+    if !(3..=4).contains(&a.len()) {
+        return command::arity_error("client|unblock");
+    }
+    let Ok(id) = int(&a[2]) else {
+        return Reply::err("ERR value is not an integer or out of range");
+    };
+    let error = match a.get(3) {
+        None => false,
+        Some(w) if is(w, "timeout") => false,
+        Some(w) if is(w, "error") => true,
+        Some(_) => return Reply::err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let reply = if error {
+        Reply::err("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+    } else {
+        Reply::Nil
+    };
+    let Ok(id) = u64::try_from(id) else {
+        return Reply::Integer(0);
+    };
+    let done = c.shared.engine.pubsub().blocking.unblock_client(id, reply);
+    Reply::Integer(done as i64)
 }
 
 /// INFO [section ...]
@@ -294,6 +327,9 @@ impl Client {
     }
 
     async fn reset(&mut self) -> Reply {
+        let id = self.id();
+        self.subs.clear(self.shared.engine.pubsub(), id);
+        self.sync_subs();
         self.multi = None;
         self.multi_dirty = false;
         self.unwatch().await;
@@ -360,6 +396,8 @@ impl Client {
                     "INFO",
                     "KILL <ip:port>|ID <id>|ADDR <ip:port>",
                     "SETINFO LIB-NAME|LIB-VER <value>",
+                    "REPLY ON|OFF|SKIP",
+                    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 ]
                 .iter()
                 .map(|s| Reply::Status(s.to_string()))
@@ -374,6 +412,31 @@ impl Client {
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
                 command::arg_text(&a[1])
             )),
+        }
+    }
+
+    /// CLIENT REPLY ON|OFF|SKIP: whether this connection's replies are sent (pub/sub
+    /// messages always are).
+    fn client_reply(&mut self, a: &[Bytes]) -> Reply {
+        if a.len() != 3 {
+            return command::arity_error("client|reply");
+        }
+        if is(&a[2], "on") {
+            self.reply_off = false;
+            self.skip_next = false;
+            Reply::ok()
+        } else if is(&a[2], "off") {
+            self.reply_off = true;
+            Reply::ok()
+        } else if is(&a[2], "skip") {
+            if !self.reply_off {
+                self.skip_next = true;
+            }
+            // SKIP's own reply is not sent either.
+            self.skipping = true;
+            Reply::ok()
+        } else {
+            Reply::err("ERR syntax error")
         }
     }
 

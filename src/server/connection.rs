@@ -40,6 +40,8 @@ pub enum Answer {
     /// Not answered here: run the row's keyspace handler (SCRIPT and FUNCTION answer
     /// only KILL and STATS on the connection).
     Engine,
+    /// The client blocks (BLPOP & co.): no reply until it is released.
+    Block(Box<super::blocking::Blocked>),
 }
 
 impl From<Reply> for Answer {
@@ -68,6 +70,17 @@ pub struct Client {
     out: BytesMut,
     /// Name of the last known command received (CLIENT LIST `cmd`).
     last_cmd: &'static str,
+    /// Channels, patterns and shard channels subscribed to, and the mailbox messages
+    /// arrive in (`crate::pubsub`).
+    pub(super) subs: crate::pubsub::ClientSubs,
+    /// CLIENT REPLY OFF: no replies (pub/sub messages still go out).
+    pub(super) reply_off: bool,
+    /// CLIENT REPLY SKIP: the next command's replies are not sent.
+    pub(super) skip_next: bool,
+    /// The replies of the command being handled are not sent (SKIP).
+    pub(super) skipping: bool,
+    /// Blocked in BLPOP & co.: the commands after it wait in the input buffer.
+    blocked: Option<Box<super::blocking::Blocked>>,
 }
 
 /// Tell a client over the connection cap why it is refused, then close.
@@ -126,6 +139,9 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             lib_name: String::new(),
             lib_ver: String::new(),
             in_multi: false,
+            subs: (0, 0, 0),
+            blocked: false,
+            blocked_with_timeout: false,
             qbuf: 0,
             qbuf_capacity: 0,
             obuf: 0,
@@ -161,9 +177,15 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         pending: Vec::new(),
         out: BytesMut::with_capacity(16 * 1024),
         last_cmd: "NULL",
+        subs: Default::default(),
+        reply_off: false,
+        skip_next: false,
+        skipping: false,
+        blocked: None,
     };
     client.run(&mut socket).await;
     client.unwatch().await;
+    client.subs.clear(shared.engine.pubsub(), id);
     shared.clients.lock().remove(&id);
 }
 
@@ -175,34 +197,66 @@ impl Client {
             if self.handle.killed.load(Ordering::Relaxed) || *shutdown.borrow() {
                 return;
             }
+            if let Some(b) = self.blocked.take() {
+                let released = self
+                    .wait_blocked(*b, socket, &mut input, &mut shutdown)
+                    .await;
+                {
+                    let mut info = self.handle.info.lock();
+                    info.blocked = false;
+                    info.blocked_with_timeout = false;
+                }
+                let Some(reply) = released else {
+                    return;
+                };
+                self.push(reply);
+                if !self.write_out(socket).await {
+                    return;
+                }
+                // The commands that arrived while it was blocked.
+                let flow = self.process_input(&mut input).await;
+                if !self.write_out(socket).await || flow == Flow::Close {
+                    return;
+                }
+                continue;
+            }
+            let mailbox = self.subs.mailbox.clone();
+            if let Some(m) = &mailbox {
+                if m.dropped() {
+                    return;
+                }
+                // Messages that arrived while the last write was under way.
+                if m.pending() > 0 {
+                    m.drain_into(&mut self.out);
+                    if !self.write_out(socket).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
             let read = tokio::select! {
-                r = socket.read_buf(&mut input) => r,
+                r = socket.read_buf(&mut input) => Some(r),
+                _ = mailbox_ready(&mailbox) => None,
                 _ = self.handle.kill.notified() => return,
                 _ = shutdown.changed() => return,
             };
-            let n = match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
+            let flow = match read {
+                None => {
+                    // Let the publishers that are ready run first, so that one write carries
+                    // what they publish (Redis writes once per event-loop turn likewise).
+                    tokio::task::yield_now().await;
+                    Flow::Continue
+                }
+                Some(Ok(0) | Err(_)) => return,
+                Some(Ok(n)) => {
+                    let metrics = self.shared.engine.metrics();
+                    metrics.net_input.fetch_add(n as u64, Ordering::Relaxed);
+                    self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
+                    self.process_input(&mut input).await
+                }
             };
-            let metrics = self.shared.engine.metrics();
-            metrics.net_input.fetch_add(n as u64, Ordering::Relaxed);
-            self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
-            let flow = self.process_input(&mut input).await;
-            if !self.out.is_empty() {
-                // A TLS stream may keep the end of a reply in its session buffer when the
-                // socket is full: flush sends it (for TCP, flush does nothing).
-                if socket.write_all(&self.out).await.is_err() || socket.flush().await.is_err() {
-                    return;
-                }
-                let metrics = self.shared.engine.metrics();
-                metrics
-                    .net_output
-                    .fetch_add(self.out.len() as u64, Ordering::Relaxed);
-                self.shared.stats.writes.fetch_add(1, Ordering::Relaxed);
-                self.out.clear();
-                if self.out.capacity() > 1024 * 1024 {
-                    self.out = BytesMut::with_capacity(16 * 1024);
-                }
+            if !self.write_out(socket).await {
+                return;
             }
             self.publish_buffers(&input);
             if flow == Flow::Close {
@@ -220,6 +274,123 @@ impl Client {
                 input = BytesMut::with_capacity(16 * 1024);
             }
         }
+    }
+
+    /// Wait until a blocked client is served, times out, is unblocked (the reply to send),
+    /// or disconnects or is killed (None). Input that arrives meanwhile is buffered.
+    async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        b: super::blocking::Blocked,
+        socket: &mut S,
+        input: &mut BytesMut,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Reply> {
+        let super::blocking::Blocked {
+            waiter,
+            mut rx,
+            timeout,
+            spec,
+            nothing,
+        } = b;
+        let registry = self.shared.engine.pubsub().clone();
+        let cluster = self.shared.engine.cluster().is_some();
+        let sleep = async {
+            match timeout {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(sleep);
+        // A served or unblocked reply; `Nil` from CLIENT UNBLOCK stands for the timeout's.
+        let answer = |r: Reply| {
+            if crate::engine::blocking::nothing(&r) {
+                nothing.clone()
+            } else {
+                r
+            }
+        };
+        loop {
+            tokio::select! {
+                r = &mut rx => return Some(answer(r.unwrap_or(Reply::Nil))),
+                _ = waiter.wake.notified(), if cluster => {
+                    // A key changed on this node: propose the pop (it stays registered, so
+                    // a change while the proposal is in flight wakes it again).
+                    let result = self
+                        .run_batch(vec![Op::Command(waiter.args.clone(), Some(spec))], None, false)
+                        .await;
+                    let reply = result.replies.and_then(|r| r.into_iter().next()).unwrap_or(Reply::Nil);
+                    if !crate::engine::blocking::nothing(&reply) {
+                        // Even if CLIENT UNBLOCK raced with it, the pop happened: send it.
+                        registry.blocking.unblock(&waiter);
+                        return Some(reply);
+                    }
+                }
+                _ = &mut sleep => {
+                    if registry.blocking.unblock(&waiter) {
+                        return Some(nothing);
+                    }
+                    // Served (or unblocked) just now: that reply wins.
+                    return Some(answer(rx.await.unwrap_or(Reply::Nil)));
+                }
+                r = socket.read_buf(input) => {
+                    let limit = self.shared.config.read().client_query_buffer_limit;
+                    if matches!(r, Ok(0) | Err(_)) || input.len() > limit {
+                        registry.blocking.unblock(&waiter);
+                        return None;
+                    }
+                }
+                _ = self.handle.kill.notified() => {
+                    registry.blocking.unblock(&waiter);
+                    return None;
+                }
+                _ = shutdown.changed() => {
+                    registry.blocking.unblock(&waiter);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Write the output buffer, unless the client is killed or drops off its pub/sub
+    /// output limit meanwhile (a subscriber that does not read must not hold the task
+    /// forever). False: close the connection.
+    async fn write_out<S: AsyncRead + AsyncWrite + Unpin>(&mut self, socket: &mut S) -> bool {
+        if self.out.is_empty() {
+            return true;
+        }
+        let mailbox = self.subs.mailbox.clone();
+        let dropped = async {
+            match &mailbox {
+                Some(m) => loop {
+                    if m.dropped() {
+                        return;
+                    }
+                    m.ready.notified().await;
+                },
+                None => std::future::pending().await,
+            }
+        };
+        // A TLS stream may keep the end of a reply in its session buffer when the socket is
+        // full: flush sends it (for TCP, flush does nothing).
+        let write =
+            async { socket.write_all(&self.out).await.is_ok() && socket.flush().await.is_ok() };
+        let written = tokio::select! {
+            ok = write => ok,
+            _ = self.handle.kill.notified() => false,
+            _ = dropped => false,
+        };
+        if written {
+            let metrics = self.shared.engine.metrics();
+            metrics
+                .net_output
+                .fetch_add(self.out.len() as u64, Ordering::Relaxed);
+            self.shared.stats.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.out.clear();
+        if self.out.capacity() > 1024 * 1024 {
+            self.out = BytesMut::with_capacity(16 * 1024);
+        }
+        written
     }
 
     fn limits(&self) -> Limits {
@@ -261,6 +432,10 @@ impl Client {
                     if flow == Flow::Close {
                         break Flow::Close;
                     }
+                    if self.blocked.is_some() {
+                        // The rest of the input runs once the client is released.
+                        break Flow::Continue;
+                    }
                 }
                 Ok(None) => break Flow::Continue,
                 Err(e) => {
@@ -296,7 +471,13 @@ impl Client {
         info.multi_mem = multi_mem;
     }
 
-    fn push(&mut self, r: Reply) {
+    pub(super) fn push(&mut self, r: Reply) {
+        // CLIENT REPLY OFF/SKIP silence replies, not pub/sub confirmations (Redis 7.0 sends
+        // those as pushes in both protocols).
+        let push = matches!(r, Reply::Push(_));
+        if (self.reply_off || self.skipping) && !push {
+            return;
+        }
         r.encode(self.resp, &mut self.out);
     }
 
@@ -309,10 +490,41 @@ impl Client {
         // about a hundred bytes, so growing by doubling copied more than it allocated).
         let capacity = self.pending.len();
         let ops = std::mem::replace(&mut self.pending, Vec::with_capacity(capacity));
+        let publishes = self.cluster_publishes(&ops);
         let result = self.run_batch(ops, None, false).await;
-        for r in result.replies.unwrap_or_default() {
+        let mut replies = result.replies.unwrap_or_default();
+        for (i, channel, shard) in publishes {
+            if let Some(r @ Reply::Integer(_)) = replies.get_mut(i) {
+                *r = Reply::Integer(self.shared.engine.pubsub().receivers(&channel, shard));
+            }
+        }
+        // Messages this batch delivered to the client itself come before its replies.
+        if let Some(m) = &self.subs.mailbox {
+            m.drain_into(&mut self.out);
+        }
+        for r in replies {
             self.push(r);
         }
+    }
+
+    /// In a cluster, the PUBLISH and SPUBLISH calls among `ops` (reply index, channel,
+    /// shard): their reply is the number of receivers on this node, as Redis Cluster
+    /// answers (the state machine answers 0 on every node; see `pubsub::Hub::publish`).
+    fn cluster_publishes(&self, ops: &[Op]) -> Vec<(usize, Bytes, bool)> {
+        if !self.shared.engine.pubsub().replicated() {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            if let Op::Command(args, Some(spec)) = op {
+                // The publishing rows: PUBSUB with a keyspace handler (SPUBLISH names its
+                // channel as a key).
+                if spec.has(flags::PUBSUB) && spec.handler.is_some() && args.len() == 3 {
+                    found.push((i, args[1].clone(), spec.has_keys()));
+                }
+            }
+        }
+        found
     }
 
     /// Run `ops` in the engine as one atomic batch from this client's database; a
@@ -350,6 +562,11 @@ impl Client {
             // HTTP sent to the Redis port: close before this or anything after it runs.
             return Flow::Close;
         }
+        if self.reply_off || self.skip_next || self.skipping {
+            // CLIENT REPLY OFF/SKIP decide per command: run each one on its own.
+            self.flush_pending().await;
+            self.skipping = std::mem::take(&mut self.skip_next);
+        }
         if !self.authenticated && !spec.is_some_and(|s| s.has(flags::NO_AUTH)) {
             self.reject(Reply::err("NOAUTH Authentication required."))
                 .await;
@@ -372,6 +589,27 @@ impl Client {
             }
             self.reject(command::arity_error(spec.name)).await;
             return Flow::Continue;
+        }
+        // RESP2 subscribe mode: only the subscription commands, PING, QUIT and RESET.
+        if self.resp == 2 && self.subs.active() && self.multi.is_none() {
+            if !spec.has(flags::SUBSCRIBED) {
+                self.reject(Reply::err(format!(
+                    "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                    spec.name
+                )))
+                .await;
+                return Flow::Continue;
+            }
+            if spec.client.is_none() {
+                // PING, the one keyspace row allowed here, answers as a message would.
+                self.flush_pending().await;
+                let args = request.into_args();
+                self.push(Reply::Array(vec![
+                    Reply::bulk("pong"),
+                    Reply::Bulk(args.get(1).cloned().unwrap_or_default()),
+                ]));
+                return Flow::Continue;
+            }
         }
         // A command that only borrows its arguments runs on the frame as parsed (outside
         // MULTI, which keeps its commands until EXEC).
@@ -434,6 +672,13 @@ impl Client {
                     return Flow::Close;
                 }
                 Answer::Engine => self.pending.push(Op::Command(args, Some(spec))),
+                Answer::Block(b) => {
+                    let mut info = self.handle.info.lock();
+                    info.blocked = true;
+                    info.blocked_with_timeout = b.timeout.is_some();
+                    drop(info);
+                    self.blocked = Some(b);
+                }
             }
             return Flow::Continue;
         }
@@ -455,14 +700,32 @@ impl Client {
 
     /// Publish the database, protocol and MULTI state to CLIENT LIST.
     pub(super) fn sync_info(&self) {
+        if let Some(m) = &self.subs.mailbox {
+            m.set_resp(self.resp);
+        }
         let mut info = self.handle.info.lock();
         info.db = self.db;
         info.resp = self.resp;
         info.in_multi = self.multi.is_some();
     }
 
+    /// Publish the subscription counts to CLIENT LIST.
+    pub(super) fn sync_subs(&self) {
+        let (sub, psub, ssub) = self.subs.sizes();
+        let mut info = self.handle.info.lock();
+        info.subs = (sub, psub, ssub);
+    }
+
     /// This client's id.
     pub(super) fn id(&self) -> u64 {
         self.handle.info.lock().id
+    }
+}
+
+/// Wait until messages arrive in `mailbox` (forever without one).
+async fn mailbox_ready(mailbox: &Option<Arc<crate::pubsub::Subscriber>>) {
+    match mailbox {
+        Some(m) => m.ready.notified().await,
+        None => std::future::pending().await,
     }
 }

@@ -178,19 +178,21 @@ fn os_name() -> String {
 
 fn clients_section(shared: &Shared, out: &mut String) {
     let clients = shared.clients.lock();
-    let (mut max_in, mut max_out) = (0, 0);
+    let (mut max_in, mut max_out, mut timed) = (0, 0, 0);
     for c in clients.values() {
         let info = c.info.lock();
         max_in = max_in.max(info.qbuf_capacity);
         max_out = max_out.max(info.obuf_capacity);
+        timed += usize::from(info.blocked_with_timeout);
     }
     let _ = write!(
         out,
         "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\n\
          client_recent_max_input_buffer:{max_in}\r\nclient_recent_max_output_buffer:{max_out}\r\n\
-         blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+         blocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:{timed}\r\n",
         clients.len(),
-        shared.config.read().maxclients
+        shared.config.read().maxclients,
+        shared.engine.pubsub().blocking.blocked(),
     );
 }
 
@@ -374,20 +376,37 @@ fn human_bytes(n: usize) -> String {
 /// `obl`/`omem` the output buffer's pending bytes and size, `multi-mem` the queued MULTI
 /// commands, `tot-mem` their sum plus the connection's own state.
 pub fn client_line(c: &ClientInfo) -> String {
+    // Redis's order of the flag letters: P (pub/sub), x (MULTI), b (blocked); N: none.
+    let mut flags = String::new();
+    if c.subs.0 + c.subs.1 + c.subs.2 > 0 {
+        flags.push('P');
+    }
+    if c.in_multi {
+        flags.push('x');
+    }
+    if c.blocked {
+        flags.push('b');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
     let tot = c.qbuf_capacity
         + c.obuf_capacity
         + c.multi_mem
         + std::mem::size_of::<ClientInfo>()
         + std::mem::size_of::<super::connection::Client>();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
         c.name,
         c.created.elapsed().as_secs(),
-        if c.in_multi { "x" } else { "N" },
+        flags,
         c.db,
+        c.subs.0,
+        c.subs.1,
+        c.subs.2,
         if c.in_multi { c.multi_len as i64 } else { -1 },
         c.qbuf,
         c.qbuf_capacity.saturating_sub(c.qbuf),

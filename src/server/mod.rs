@@ -13,6 +13,7 @@
 //! | `logging.rs` | log filter, format (text/json) and colour |
 //! | `http.rs` | the HTTP listener: /metrics, /healthz, /readyz |
 
+pub mod blocking;
 pub mod client_commands;
 pub mod cluster;
 pub mod connection;
@@ -21,6 +22,7 @@ pub mod http;
 pub mod info;
 pub mod logging;
 pub mod persistence;
+pub mod pubsub;
 pub mod security;
 pub mod tls;
 pub mod transaction;
@@ -125,6 +127,13 @@ pub struct ClientInfo {
     pub lib_ver: String,
     /// Inside MULTI.
     pub in_multi: bool,
+    /// Channels, patterns and shard channels subscribed to (CLIENT LIST `sub`, `psub`,
+    /// `ssub`, flag `P`).
+    pub subs: (usize, usize, usize),
+    /// Blocked in BLPOP & co. (CLIENT LIST flag `b`).
+    pub blocked: bool,
+    /// Blocked with a timeout (INFO `clients_in_timeout_table`).
+    pub blocked_with_timeout: bool,
     /// Bytes of the query buffer after the last read (CLIENT LIST `qbuf`).
     pub qbuf: usize,
     /// Capacity of the query buffer (its `qbuf` plus `qbuf-free`).
@@ -266,6 +275,8 @@ impl Server {
             .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
+        engine.pubsub().set_events(config.notify_keyspace_events);
+        engine.pubsub().set_limit(config.output_buffer_limits[2]);
         let key_save_delay = Duration::from_micros(config.rdb_key_save_delay);
         match &mut config.cluster {
             None => tracing::info!(
@@ -594,6 +605,17 @@ pub fn apply_config(
 ) -> Result<(), String> {
     match what {
         Apply::Nothing => Ok(()),
+        Apply::PubSub => {
+            shared
+                .engine
+                .pubsub()
+                .set_events(new.notify_keyspace_events);
+            shared
+                .engine
+                .pubsub()
+                .set_limit(new.output_buffer_limits[2]);
+            Ok(())
+        }
         Apply::Memory => {
             let used = crate::alloc::allocated() as u64;
             if new.memory.maxmemory != old.memory.maxmemory

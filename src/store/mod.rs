@@ -28,6 +28,7 @@ use bytes::Bytes;
 pub use small::{Key, SmallBytes};
 pub use value::{StrValue, Value};
 
+use crate::pubsub::notify;
 use eviction::AccessClock;
 use expiry::ExpiryIndex;
 
@@ -160,6 +161,10 @@ pub struct Db {
     watched: HashMap<Bytes, Vec<WatchFlag>, KeyHasher>,
     /// Shared with the other databases of the keyspace.
     clock: Arc<AccessClock>,
+    /// Where the `new`, `expired` and `evicted` keyspace events go (the keyspace's hub).
+    pubsub: Arc<crate::pubsub::Hub>,
+    /// This database's number, for those events' channels.
+    index: usize,
 }
 
 impl Default for Db {
@@ -177,7 +182,14 @@ impl Db {
             len: 0,
             watched: HashMap::default(),
             clock,
+            pubsub: Arc::default(),
+            index: 0,
         }
+    }
+
+    /// Fire keyspace event `event` of class `class` on `key` (when enabled).
+    fn event(&self, class: u32, event: &str, key: &[u8]) {
+        key_event(&self.pubsub, self.index, class, event, key);
     }
 
     /// The live entry for `key`, or None if absent or expired. Counts as a use of the key
@@ -233,6 +245,7 @@ impl Db {
                 // Watchers were marked above.
                 let (k, entry) = o.remove_entry();
                 uncount(&mut self.len, &mut self.expires, &k, &entry);
+                key_event(&self.pubsub, self.index, notify::EXPIRED, "expired", &k);
                 None
             }
             RawEntryMut::Occupied(o) => {
@@ -255,6 +268,8 @@ impl Db {
         f: impl FnOnce(Option<&Entry>) -> (Option<(Value, Option<u64>)>, T),
     ) -> T {
         let (h, entry) = slot(&mut self.shards, key);
+        let mut created = false;
+        let mut expired = false;
         let (wrote, out) = match entry {
             RawEntryMut::Occupied(mut o) => {
                 let live = !o.get().is_expired(now_ms);
@@ -270,6 +285,8 @@ impl Db {
                     } else {
                         // An expired key's slot reused: a new key.
                         *entry.access.get_mut() = self.clock.initial();
+                        expired = true;
+                        created = true;
                     }
                 } else if live {
                     self.clock.touch(o.get());
@@ -288,12 +305,19 @@ impl Db {
                     let (k, _) = v.insert_hashed_nocheck(h, Key::new(key), entry);
                     self.len += 1;
                     self.expires.moved(k, None, deadline);
+                    created = true;
                 }
                 (wrote, out)
             }
         };
         if wrote {
             self.touch(key);
+        }
+        if expired {
+            self.event(notify::EXPIRED, "expired", key);
+        }
+        if created {
+            self.event(notify::NEW, "new", key);
         }
         out
     }
@@ -314,17 +338,23 @@ impl Db {
     /// Remove `key`; returns the entry if it was live.
     pub fn remove(&mut self, key: &[u8], now_ms: u64) -> Option<Entry> {
         let entry = self.remove_raw(key)?;
-        (!entry.is_expired(now_ms)).then_some(entry)
+        if entry.is_expired(now_ms) {
+            self.event(notify::EXPIRED, "expired", key);
+            return None;
+        }
+        Some(entry)
     }
 
-    /// Remove `key` if it holds an empty collection (Redis never keeps those).
-    pub fn remove_if_empty(&mut self, key: &[u8]) {
+    /// Remove `key` if it holds an empty collection (Redis never keeps those); returns
+    /// whether it did.
+    pub fn remove_if_empty(&mut self, key: &[u8]) -> bool {
         let empty = self
             .get_raw(key)
             .is_some_and(|e| e.value.is_empty_collection());
         if empty {
             self.remove_raw(key);
         }
+        empty
     }
 
     /// Set or clear the deadline of an existing key. Returns false if the key is absent.
@@ -367,6 +397,7 @@ impl Db {
         let due: Vec<Key> = self.due(now_ms, limit).cloned().collect();
         for k in &due {
             self.remove_raw(k);
+            self.event(notify::EXPIRED, "expired", k);
         }
         due.len()
     }
@@ -479,6 +510,7 @@ impl Db {
     pub fn purge_if_expired(&mut self, key: &[u8], now_ms: u64) {
         if self.get_raw(key).is_some_and(|e| e.is_expired(now_ms)) {
             self.remove_raw(key);
+            self.event(notify::EXPIRED, "expired", key);
         }
     }
 
@@ -521,11 +553,19 @@ fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &[u8], entry: &Entry
     }
 }
 
+/// [`Db::event`] on the fields alone (for callers that still hold a shard borrow).
+fn key_event(hub: &crate::pubsub::Hub, db: usize, class: u32, event: &str, key: &[u8]) {
+    notify::notify(hub, class, event, key, db);
+}
+
 /// All databases.
 #[derive(Debug)]
 pub struct Keyspace {
     /// The 16 databases.
     pub dbs: Vec<Db>,
+    /// This node's pub/sub subscribers: PUBLISH and keyspace events, which run while the
+    /// keyspace is applied to, deliver through it (delivery changes no keyspace state).
+    pub pubsub: Arc<crate::pubsub::Hub>,
 }
 
 impl Default for Keyspace {
@@ -537,10 +577,24 @@ impl Default for Keyspace {
 impl Keyspace {
     /// Empty databases writing access information with `clock`.
     pub fn with_clock(clock: Arc<AccessClock>) -> Keyspace {
-        Keyspace {
+        let mut ks = Keyspace {
             dbs: (0..DATABASES)
                 .map(|_| Db::with_clock(clock.clone()))
                 .collect(),
+            pubsub: Arc::default(),
+        };
+        let hub = ks.pubsub.clone();
+        ks.share_pubsub(&hub);
+        ks
+    }
+
+    /// Deliver messages and keyspace events through `hub` from now on (a keyspace restored
+    /// from a snapshot takes over the engine's).
+    pub fn share_pubsub(&mut self, hub: &Arc<crate::pubsub::Hub>) {
+        self.pubsub = hub.clone();
+        for (i, db) in self.dbs.iter_mut().enumerate() {
+            db.pubsub = hub.clone();
+            db.index = i;
         }
     }
 
@@ -560,9 +614,14 @@ impl Keyspace {
     /// Delete `key` of database `db` to free memory (wherever its deadline is); returns
     /// whether it was there. Watchers of the key see it change.
     pub fn evict(&mut self, db: usize, key: &[u8]) -> bool {
-        self.dbs
-            .get_mut(db)
-            .is_some_and(|d| d.remove_raw(key).is_some())
+        let Some(d) = self.dbs.get_mut(db) else {
+            return false;
+        };
+        let evicted = d.remove_raw(key).is_some();
+        if evicted {
+            d.event(notify::EVICTED, "evicted", key);
+        }
+        evicted
     }
 
     /// Total number of keys in all databases.

@@ -10,7 +10,10 @@
 #     (ioredis_tls.js);
 #   - on a cluster: ioredis's Cluster client seeded with each node, rate-limiter-flexible and
 #     `limits` (redis+cluster://) through it, redis-py's RedisCluster seeded with each node,
-#     and an INCR loop through ioredis while the leader is killed.
+#     and an INCR loop through ioredis while the leader is killed;
+#   - bottleneck's Redis datastore (Lua scripts that PUBLISH, SUBSCRIBEd clients): two shared
+#     limiters, reservoir 6, then incrementReservoir(2) (bottleneck_check.js), standalone and
+#     through a cluster follower.
 #
 # Standalone, every line the libraries print must be the same on Tollgate as on redis-server.
 # Needs node/npm (the packages in package-lock.json, installed here with `npm ci`), Python's
@@ -84,6 +87,10 @@ for protocol in 2 3; do
   same "node-redis RESP$protocol + rate-limiter-flexible" \
     "$WORK/node-redis-redis-$protocol.txt" "$WORK/node-redis-tollgate-$protocol.txt"
 done
+node "$HERE/bottleneck_check.js" "$RPORT" >"$WORK/bottleneck-redis.txt"
+node "$HERE/bottleneck_check.js" "$TPORT" >"$WORK/bottleneck-tollgate.txt"
+same "bottleneck (ioredis datastore, two shared limiters)" \
+  "$WORK/bottleneck-redis.txt" "$WORK/bottleneck-tollgate.txt"
 python3 "$HERE/limits_check.py" "redis://127.0.0.1:$RPORT" >"$WORK/limits-redis.txt"
 python3 "$HERE/limits_check.py" "redis://127.0.0.1:$TPORT" >"$WORK/limits-tollgate.txt"
 same "python limits" "$WORK/limits-redis.txt" "$WORK/limits-tollgate.txt"
@@ -91,19 +98,7 @@ kill "$TPID"
 
 # ioredis over TLS (`tls` option, client certificates) against both servers with TLS only;
 # certificates made here with the openssl CLI.
-mkdir "$WORK/tls"
-(
-  cd "$WORK/tls"
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-    -subj /CN=clients-ca -keyout ca.key -out ca.crt 2>/dev/null
-  for who in server client; do
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$who" \
-      -keyout "$who.key" -out "$who.csr" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >"$who.ext"
-    openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
-      -extfile "$who.ext" -out "$who.crt" 2>/dev/null
-  done
-)
+bash "$HERE/../tls_support/make_certs.sh" "$WORK/tls" clients-ca
 T=$WORK/tls
 TLS_FILES=(--tls-cert-file "$T/server.crt" --tls-key-file "$T/server.key" --tls-ca-cert-file "$T/ca.crt")
 redis-server --port 0 --tls-port "$RTLS" "${TLS_FILES[@]}" --save "" --appendonly no >"$WORK/redis-tls.log" 2>&1 &
@@ -149,6 +144,12 @@ python3 "$HERE/redis_py_cluster.py" "$LEADER_PORT" "${CPORTS[@]}"
 echo "ok   redis-py RedisCluster: each node sends it to the leader; commands, pipeline, CL.THROTTLE"
 python3 "$HERE/limits_check.py" "redis+cluster://127.0.0.1:${CPORTS[1]}" >"$WORK/limits-cluster.txt"
 same "python limits through redis+cluster://" "$WORK/limits-redis.txt" "$WORK/limits-cluster.txt"
+# bottleneck's two limiters on two followers: their Lua scripts go through the log, and each
+# follower wakes its own SUBSCRIBEd client when it applies a publishing entry.
+node "$HERE/bottleneck_check.js" "${CPORTS[$((leader % 3))]}" "${CPORTS[$(((leader + 1) % 3))]}" \
+  >"$WORK/bottleneck-cluster.txt"
+same "bottleneck, two limiters on two cluster followers" \
+  "$WORK/bottleneck-redis.txt" "$WORK/bottleneck-cluster.txt"
 
 # Kill the leader under an INCR loop: every acknowledged increment must survive.
 result=$(node "$HERE/ioredis_cluster.js" failover "$LEADER_PID" "${CPORTS[@]}")

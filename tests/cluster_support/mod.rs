@@ -405,6 +405,18 @@ impl Cluster {
         self.nodes.len() - 1
     }
 
+    /// Cut node `i` off from every other node (RAFT.PARTITION with their ids; RAFT.HEAL
+    /// on node `i` ends it).
+    pub fn isolate(&self, i: usize) {
+        let ids: Vec<String> = (0..self.nodes.len())
+            .filter(|&j| j != i)
+            .map(|j| self.nodes[j].id.to_string())
+            .collect();
+        let mut args = vec!["RAFT.PARTITION"];
+        args.extend(ids.iter().map(String::as_str));
+        let _: () = self.nodes[i].q(&args).unwrap();
+    }
+
     /// Index of the node every live node agrees is the leader, waiting up to `within`.
     pub fn wait_leader(&self, within: Duration) -> usize {
         let deadline = Instant::now() + within;

@@ -12,7 +12,8 @@
 # counts as not passed.
 #
 # Environment: SUITE (the suite's folder), RPORT / TPORT (ports, default 16460 / 16461),
-# THRESHOLD, BIN (the tollgate binary; default target/debug/tollgate after `cargo build`),
+# THRESHOLD, BASEPORT (the harness's own ports are the 32 below it; default 21111, so
+# that two runs on one machine can be kept apart), BIN (the tollgate binary; default target/debug/tollgate after `cargo build`),
 # UNIT_TIMEOUT (seconds per unit and server, default 300), KEEP=1 keeps the logs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,6 +23,7 @@ RPORT=${RPORT:-16460}
 TPORT=${TPORT:-16461}
 THRESHOLD=${THRESHOLD:-95}
 UNIT_TIMEOUT=${UNIT_TIMEOUT:-300}
+BASEPORT=${BASEPORT:-21111}
 UNITS=(
   unit/type/incr unit/type/string unit/type/hash unit/type/list unit/type/list-2
   unit/type/list-3 unit/type/set unit/type/zset unit/expire unit/keyspace unit/multi
@@ -83,7 +85,7 @@ run_unit() {
   wait_ready "$port" || { stop_server; echo "0 0"; return; }
   (cd "$WORK/suite" && timeout "$UNIT_TIMEOUT" ./runtest --host 127.0.0.1 --port "$port" \
     --single "$unit" --tags -needs:debug --clients 1 --ignore-encoding --ignore-digest \
-    "${skip[@]}" --timeout "$UNIT_TIMEOUT") >"$log.out" 2>&1
+    "${skip[@]}" --timeout "$UNIT_TIMEOUT" --baseport "$BASEPORT") >"$log.out" 2>&1
   stop_server
   local ok err
   ok=$(grep -c '\[.*ok.*\]:' "$log.out")

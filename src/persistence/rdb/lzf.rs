@@ -16,6 +16,19 @@
 //! both outputs decompress to the same string, and they are equal unless such a stale
 //! slot happens to hold a usable position (we have not seen one in the tests).
 
+/// Append one literal byte to the open run, closing the run (its length byte, then room for
+/// the next one's) once it holds `MAX_LIT` bytes, as liblzf's two literal loops do.
+fn push_literal(out: &mut [u8], op: &mut usize, lit: &mut usize, byte: u8) {
+    *lit += 1;
+    out[*op] = byte;
+    *op += 1;
+    if *lit == MAX_LIT {
+        out[*op - *lit - 1] = (*lit - 1) as u8;
+        *lit = 0;
+        *op += 1;
+    }
+}
+
 /// log2 of the hash table size.
 const HLOG: u32 = 16;
 /// Longest back-reference distance (bytes).
@@ -71,9 +84,9 @@ pub fn compress(input: &[u8], out_max: usize) -> Option<Vec<u8>> {
                 }
                 out[op - lit - 1] = (lit as u8).wrapping_sub(1); // stop the run
                 op -= usize::from(lit == 0); // undo an empty run
-                                             // liblzf first compares 16 bytes unrolled without looking at `maxlen`
-                                             // (when it is over 16), so a match can run up to two bytes past it (never
-                                             // past the input): the lengths it picks differ from a plain loop's there.
+                                             // liblzf first compares 16 bytes unrolled without looking at `maxlen` (when
+                                             // it is over 16), so a match can run up to two bytes past it (never past the
+                                             // input): the lengths it picks differ from a plain loop's there.
                 let mut len = 2usize;
                 let mut mismatch = false;
                 if maxlen > 16 {
@@ -122,15 +135,8 @@ pub fn compress(input: &[u8], out_max: usize) -> Option<Vec<u8>> {
                 if op >= out_max {
                     return None;
                 }
-                lit += 1;
-                out[op] = input[ip];
-                op += 1;
+                push_literal(&mut out, &mut op, &mut lit, input[ip]);
                 ip += 1;
-                if lit == MAX_LIT {
-                    out[op - lit - 1] = (lit - 1) as u8;
-                    lit = 0;
-                    op += 1;
-                }
             }
         }
     }
@@ -138,15 +144,8 @@ pub fn compress(input: &[u8], out_max: usize) -> Option<Vec<u8>> {
         return None;
     }
     while ip < in_len {
-        lit += 1;
-        out[op] = input[ip];
-        op += 1;
+        push_literal(&mut out, &mut op, &mut lit, input[ip]);
         ip += 1;
-        if lit == MAX_LIT {
-            out[op - lit - 1] = (lit - 1) as u8;
-            lit = 0;
-            op += 1;
-        }
     }
     out[op - lit - 1] = (lit as u8).wrapping_sub(1);
     op -= usize::from(lit == 0);

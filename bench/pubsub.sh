@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Side-by-side Pub/Sub and blocking-pop throughput: redis-server and Tollgate (release
+# build) on this machine, the same load on both, Tollgate's rate printed as a ratio of
+# Redis's. Two rows:
+#
+#   publish-50subs  redis-benchmark PUBLISH (50 clients, 64-byte payload) to one channel
+#                   that 50 subscribers read (bench/pubsub_drain.py drains them and checks
+#                   that every message reached every subscriber);
+#   rpush-blpop     25 redis-benchmark clients RPUSH one list while 25 others BLPOP it
+#                   (timeout 0): every pop is a blocked client woken by a push; rate =
+#                   pops per second of the two runs side by side.
+#
+#   bench/pubsub.sh [requests]       (default 100000 per row and round)
+#   ROUNDS=n (default 3): medians of n alternating runs. RPORT/TPORT (default 16491/16492).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-100000}
+ROUNDS=${ROUNDS:-3}
+RPORT=${RPORT:-16491}
+TPORT=${TPORT:-16492}
+for tool in redis-server redis-cli redis-benchmark python3; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "missing $tool" >&2; exit 1; }
+done
+cargo build --release -q
+BIN=${CARGO_TARGET_DIR:-target}/release/tollgate
+WORK=$(mktemp -d)
+redis-server --port "$RPORT" --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
+RPID=$!
+"$BIN" --port "$TPORT" --log warn >"$WORK/tollgate.log" 2>&1 &
+TPID=$!
+trap 'kill $RPID $TPID 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for port in $RPORT $TPORT; do
+  for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+
+# publish_rps <port>: PUBLISH requests/s with 50 draining subscribers.
+publish_rps() {
+  python3 bench/pubsub_drain.py "$1" 50 "$N" >"$WORK/drain.txt" &
+  local drain=$!
+  # Wait until the 50 subscriptions are in place.
+  for _ in $(seq 1 100); do
+    [ "$(redis-cli -p "$1" pubsub numsub bench | tail -1)" = 50 ] && break
+    sleep 0.05
+  done
+  redis-benchmark -p "$1" -n "$N" -c 50 --csv PUBLISH bench \
+    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" 2>/dev/null \
+    | tail -n +2 | tr -d '"' | cut -d, -f2
+  wait "$drain" || { echo "subscribers missed messages: $(cat "$WORK/drain.txt")" >&2; exit 1; }
+}
+
+# blpop_rps <port>: pops/s of 25 BLPOP clients fed by 25 RPUSH clients.
+blpop_rps() {
+  redis-cli -p "$1" del q >/dev/null
+  local start end
+  start=$(date +%s.%N)
+  redis-benchmark -p "$1" -n "$N" -c 25 BLPOP q 0 >/dev/null 2>&1 &
+  local pops=$!
+  redis-benchmark -p "$1" -n "$N" -c 25 RPUSH q x >/dev/null 2>&1
+  wait "$pops"
+  end=$(date +%s.%N)
+  python3 -c "print(f'{$N / ($end - $start):.0f}')"
+}
+
+median() { tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+printf '%-16s %14s %14s %8s\n' row redis tollgate ratio
+for row in publish_rps blpop_rps; do
+  r=(); t=()
+  for _ in $(seq 1 "$ROUNDS"); do
+    r+=("$($row "$RPORT")")
+    t+=("$($row "$TPORT")")
+  done
+  rm=$(echo "${r[*]}" | median)
+  tm=$(echo "${t[*]}" | median)
+  name=$([ "$row" = publish_rps ] && echo publish-50subs || echo rpush-blpop)
+  printf '%-16s %14s %14s %8s\n' "$name" "$rm" "$tm" "$(python3 -c "print(f'{$tm/$rm:.2f}x')")"
+done

@@ -1,0 +1,222 @@
+//! The clients blocked in BLPOP & co.: which keys each waits on, in arrival order (first
+//! blocked, first served), and which of those keys a command made ready.
+//!
+//! A key becomes ready when a keyspace event fires on it (`notify::notify` signals the
+//! registry before it looks at `notify-keyspace-events`): every write that can give a
+//! blocked client something to pop (pushes, LMOVE's destination, ZADD, stores, RENAME,
+//! MOVE, COPY, RESTORE, ...) fires one. Waking on any event is deliberately broad: a
+//! waiter whose retry finds nothing stays blocked.
+//!
+//! Standalone, the engine serves the ready keys' waiters right after the batch that made
+//! them ready, under the same lock, in order (Redis's `handleClientsBlockedOnKeys`); in a
+//! cluster each node wakes its own waiters when it applies an entry, and each waiter
+//! proposes its pop through the log (see `server::blocking`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::{oneshot, Notify};
+
+use crate::protocol::Reply;
+
+/// What a blocked client waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// A non-empty list (BLPOP, BRPOP, BRPOPLPUSH, BLMOVE, BLMPOP).
+    List,
+    /// A non-empty sorted set (BZPOPMIN, BZPOPMAX, BZMPOP).
+    ZSet,
+}
+
+/// One blocked client.
+#[derive(Debug)]
+pub struct Waiter {
+    /// The client id (CLIENT UNBLOCK).
+    pub client: u64,
+    /// Its database.
+    pub db: usize,
+    /// Its protocol.
+    pub resp: u8,
+    /// The blocking command, as sent.
+    pub args: Vec<Bytes>,
+    /// The keys it waits on.
+    pub keys: Vec<Bytes>,
+    /// The value type that serves it.
+    pub want: Want,
+    /// Where its reply goes once served (standalone) or unblocked (CLIENT UNBLOCK).
+    reply: Mutex<Option<oneshot::Sender<Reply>>>,
+    /// Woken when one of its keys is ready (cluster: the client then proposes its pop).
+    pub wake: Notify,
+}
+
+impl Waiter {
+    /// A waiter and the receiver of its reply.
+    pub fn new(
+        client: u64,
+        db: usize,
+        resp: u8,
+        args: Vec<Bytes>,
+        keys: Vec<Bytes>,
+        want: Want,
+    ) -> (Arc<Waiter>, oneshot::Receiver<Reply>) {
+        let (tx, rx) = oneshot::channel();
+        let w = Waiter {
+            client,
+            db,
+            resp,
+            args,
+            keys,
+            want,
+            reply: Mutex::new(Some(tx)),
+            wake: Notify::new(),
+        };
+        (Arc::new(w), rx)
+    }
+
+    /// Hand the client its reply (once).
+    pub fn answer(&self, reply: Reply) {
+        if let Some(tx) = self.reply.lock().take() {
+            let _ = tx.send(reply);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    keys: HashMap<(usize, Bytes), VecDeque<Arc<Waiter>>>,
+    ready: Vec<(usize, Bytes)>,
+    clients: HashMap<u64, Arc<Waiter>>,
+}
+
+/// The blocked clients of one node.
+#[derive(Default)]
+pub struct Registry {
+    /// Number of blocked clients: 0 lets every keyspace event skip the lock.
+    active: AtomicUsize,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("blocked", &self.blocked())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// Block `w` on its keys, behind those already waiting.
+    pub fn block(&self, w: &Arc<Waiter>) {
+        let mut inner = self.inner.lock();
+        for k in &w.keys {
+            let queue = inner.keys.entry((w.db, k.clone())).or_default();
+            if !queue.iter().any(|x| Arc::ptr_eq(x, w)) {
+                queue.push_back(w.clone());
+            }
+        }
+        if inner.clients.insert(w.client, w.clone()).is_none() {
+            self.active.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Remove `w` from every queue; false if it was not blocked any more.
+    pub fn unblock(&self, w: &Arc<Waiter>) -> bool {
+        let mut inner = self.inner.lock();
+        Self::remove(&mut inner, w, &self.active)
+    }
+
+    fn remove(inner: &mut Inner, w: &Arc<Waiter>, active: &AtomicUsize) -> bool {
+        let present = inner
+            .clients
+            .get(&w.client)
+            .is_some_and(|x| Arc::ptr_eq(x, w));
+        if !present {
+            return false;
+        }
+        inner.clients.remove(&w.client);
+        active.fetch_sub(1, Ordering::Relaxed);
+        for k in &w.keys {
+            let slot = (w.db, k.clone());
+            if let Some(q) = inner.keys.get_mut(&slot) {
+                q.retain(|x| !Arc::ptr_eq(x, w));
+                if q.is_empty() {
+                    inner.keys.remove(&slot);
+                }
+            }
+        }
+        true
+    }
+
+    /// A keyspace event fired on `key` of `db`: if a client waits on it, it is ready.
+    pub fn signal(&self, db: usize, key: &[u8]) {
+        if self.active.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        let slot = (db, Bytes::copy_from_slice(key));
+        if inner.keys.contains_key(&slot) && !inner.ready.contains(&slot) {
+            inner.ready.push(slot);
+        }
+    }
+
+    /// The keys made ready since the last call, in the order they became ready.
+    pub fn take_ready(&self) -> Vec<(usize, Bytes)> {
+        if self.active.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.inner.lock().ready)
+    }
+
+    /// The first client waiting on `key` of `db`.
+    pub fn first(&self, db: usize, key: &Bytes) -> Option<Arc<Waiter>> {
+        let inner = self.inner.lock();
+        inner.keys.get(&(db, key.clone()))?.front().cloned()
+    }
+
+    /// The clients waiting on `key` of `db`, first blocked first.
+    pub fn waiting(&self, db: usize, key: &Bytes) -> Vec<Arc<Waiter>> {
+        let inner = self.inner.lock();
+        inner
+            .keys
+            .get(&(db, key.clone()))
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Serve `w` with `reply`: remove it and hand it the reply.
+    pub fn serve(&self, w: &Arc<Waiter>, reply: Reply) {
+        if self.unblock(w) {
+            w.answer(reply);
+        }
+    }
+
+    /// CLIENT UNBLOCK: answer client `id` with `reply` (`Reply::Nil` stands for the
+    /// command's own timeout reply) if it is blocked.
+    pub fn unblock_client(&self, id: u64, reply: Reply) -> bool {
+        let w = {
+            let mut inner = self.inner.lock();
+            let Some(w) = inner.clients.get(&id).cloned() else {
+                return false;
+            };
+            Self::remove(&mut inner, &w, &self.active);
+            w
+        };
+        w.answer(reply);
+        w.wake.notify_one();
+        true
+    }
+
+    /// Number of blocked clients (INFO `blocked_clients`).
+    pub fn blocked(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Number of distinct keys clients are blocked on (INFO `blocked_keys`... Redis 7.2;
+    /// kept for tests).
+    pub fn keys(&self) -> usize {
+        self.inner.lock().keys.len()
+    }
+}

@@ -1,0 +1,149 @@
+//! Keyspace notifications: the `notify-keyspace-events` classes (Redis's flag letters and
+//! their canonical text) and [`notify`], which commands call where Redis calls
+//! `notifyKeyspaceEvent`. An event goes out as a message on `__keyspace@<db>__:<key>`
+//! (payload: the event name) and/or `__keyevent@<db>__:<event>` (payload: the key),
+//! delivered like any PUBLISH to this node's subscribers. Every event also tells the
+//! blocked clients' registry (`blocking`) that the key changed.
+
+use bytes::Bytes;
+
+use super::Hub;
+
+/// `K`: `__keyspace@<db>__:<key>` messages.
+pub const KEYSPACE: u32 = 1;
+/// `E`: `__keyevent@<db>__:<event>` messages.
+pub const KEYEVENT: u32 = 1 << 1;
+/// `g`: generic commands (DEL, EXPIRE, RENAME, ...).
+pub const GENERIC: u32 = 1 << 2;
+/// `$`: string commands.
+pub const STRING: u32 = 1 << 3;
+/// `l`: list commands.
+pub const LIST: u32 = 1 << 4;
+/// `s`: set commands.
+pub const SET: u32 = 1 << 5;
+/// `h`: hash commands.
+pub const HASH: u32 = 1 << 6;
+/// `z`: sorted-set commands.
+pub const ZSET: u32 = 1 << 7;
+/// `x`: a key expired.
+pub const EXPIRED: u32 = 1 << 8;
+/// `e`: a key was evicted under `maxmemory`.
+pub const EVICTED: u32 = 1 << 9;
+/// `t`: stream commands (Tollgate has no streams: never fired).
+pub const STREAM: u32 = 1 << 10;
+/// `m`: a key was missed.
+pub const KEY_MISS: u32 = 1 << 11;
+/// `d`: module events (Tollgate has no modules: never fired).
+pub const MODULE: u32 = 1 << 13;
+/// `n`: a new key was created.
+pub const NEW: u32 = 1 << 14;
+/// `A`: `g$lshzxetd`.
+pub const ALL: u32 =
+    GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+
+/// Redis's `keyspaceEventsStringToFlags`: None for a character that is not a class.
+pub fn parse(s: &str) -> Option<u32> {
+    let mut flags = 0;
+    for c in s.chars() {
+        flags |= match c {
+            'A' => ALL,
+            'g' => GENERIC,
+            '$' => STRING,
+            'l' => LIST,
+            's' => SET,
+            'h' => HASH,
+            'z' => ZSET,
+            'x' => EXPIRED,
+            'e' => EVICTED,
+            'K' => KEYSPACE,
+            'E' => KEYEVENT,
+            't' => STREAM,
+            'm' => KEY_MISS,
+            'd' => MODULE,
+            'n' => NEW,
+            _ => return None,
+        };
+    }
+    Some(flags)
+}
+
+/// Redis's `keyspaceEventsFlagsToString`: the text CONFIG GET shows.
+pub fn to_text(flags: u32) -> String {
+    let mut s = String::new();
+    if flags & ALL == ALL {
+        s.push('A');
+    } else {
+        for (bit, c) in [
+            (GENERIC, 'g'),
+            (STRING, '$'),
+            (LIST, 'l'),
+            (SET, 's'),
+            (HASH, 'h'),
+            (ZSET, 'z'),
+            (EXPIRED, 'x'),
+            (EVICTED, 'e'),
+            (STREAM, 't'),
+            (MODULE, 'd'),
+            (NEW, 'n'),
+        ] {
+            if flags & bit != 0 {
+                s.push(c);
+            }
+        }
+    }
+    for (bit, c) in [(KEYSPACE, 'K'), (KEYEVENT, 'E'), (KEY_MISS, 'm')] {
+        if flags & bit != 0 {
+            s.push(c);
+        }
+    }
+    s
+}
+
+/// Redis's `notifyKeyspaceEvent`: publish event `event` of class `class` on `key` of
+/// database `db`, if `notify-keyspace-events` enables the class.
+pub fn notify(hub: &Hub, class: u32, event: &str, key: &[u8], db: usize) {
+    // A client blocked on the key may now be served (whatever the setting says).
+    hub.blocking.signal(db, key);
+    let flags = hub.events();
+    if flags & class == 0 {
+        return;
+    }
+    if flags & KEYSPACE != 0 {
+        let mut channel = format!("__keyspace@{db}__:").into_bytes();
+        channel.extend_from_slice(key);
+        hub.publish(
+            &Bytes::from(channel),
+            &Bytes::copy_from_slice(event.as_bytes()),
+            false,
+        );
+    }
+    if flags & KEYEVENT != 0 {
+        let channel = format!("__keyevent@{db}__:{event}");
+        hub.publish(&Bytes::from(channel), &Bytes::copy_from_slice(key), false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_round_trip_as_redis_prints_them() {
+        // What redis-server 7.0.15 answers CONFIG GET with after CONFIG SET of the left.
+        for (set, get) in [
+            ("KEA", "AKE"),
+            ("Kg", "gK"),
+            ("Elx", "lxE"),
+            ("", ""),
+            ("A", "A"),
+            ("Ag$lshzxeKEtmdn", "AKEm"),
+            ("gx", "gx"),
+            ("n", "n"),
+            ("m", "m"),
+            ("KEAn", "AKE"),
+        ] {
+            assert_eq!(to_text(parse(set).unwrap()), get, "{set}");
+        }
+        assert_eq!(parse("Q"), None);
+    }
+}

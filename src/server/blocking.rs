@@ -1,0 +1,116 @@
+//! The connection side of BLPOP & co.: run the pop once; when there is nothing to pop,
+//! block the client on its keys until it is served, its timeout passes (local wall clock,
+//! not replicated), CLIENT UNBLOCK releases it, or it disconnects.
+//!
+//! Standalone, the engine runs the first attempt and registers the waiter under one lock,
+//! and serves it later from the batch that makes a key ready (`engine::blocking`). In a
+//! cluster, a waiter is woken when its node applies an entry that touched one of its keys
+//! and then proposes its pop through the log, like any write, so two clients on two nodes
+//! never pop the same element; if the key is empty again when the pop applies, it stays
+//! blocked. While blocked the connection keeps reading (and buffering) the socket so a
+//! disconnect is seen; the buffered commands run once the client is released.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::connection::{Answer, Client};
+use crate::command::blocking::parse_timeout;
+use crate::command::{self, CommandSpec};
+use crate::engine::blocking::nothing;
+use crate::engine::{Batch, Op};
+use crate::protocol::Reply;
+use crate::pubsub::blocking::{Waiter, Want};
+
+/// A client waiting in a blocking command (held by the connection until released).
+pub struct Blocked {
+    /// The registered waiter.
+    pub waiter: Arc<Waiter>,
+    /// Its reply, once served (standalone) or unblocked.
+    pub rx: oneshot::Receiver<Reply>,
+    /// How long to wait; None: forever.
+    pub timeout: Option<Duration>,
+    /// The command's row.
+    pub spec: &'static CommandSpec,
+    /// What it answers on timeout (nil, or a nil array).
+    pub nothing: Reply,
+}
+
+/// Where a blocking command's keys and timeout are.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// `key [key ...] timeout` (BLPOP, BRPOP, BZPOPMIN, BZPOPMAX).
+    KeysThenTimeout,
+    /// `source destination ... timeout`: blocks on the source only (BRPOPLPUSH, BLMOVE).
+    Source,
+    /// `timeout numkeys key [key ...] ...` (BLMPOP, BZMPOP).
+    NumKeys,
+}
+
+/// BLPOP, BRPOP.
+pub async fn list_keys_then_timeout(c: &mut Client, a: &[Bytes]) -> Answer {
+    block(c, a, Want::List, Shape::KeysThenTimeout).await
+}
+
+/// BRPOPLPUSH, BLMOVE.
+pub async fn list_source(c: &mut Client, a: &[Bytes]) -> Answer {
+    block(c, a, Want::List, Shape::Source).await
+}
+
+/// BLMPOP.
+pub async fn list_numkeys(c: &mut Client, a: &[Bytes]) -> Answer {
+    block(c, a, Want::List, Shape::NumKeys).await
+}
+
+/// BZPOPMIN, BZPOPMAX.
+pub async fn zset_keys_then_timeout(c: &mut Client, a: &[Bytes]) -> Answer {
+    block(c, a, Want::ZSet, Shape::KeysThenTimeout).await
+}
+
+/// BZMPOP.
+pub async fn zset_numkeys(c: &mut Client, a: &[Bytes]) -> Answer {
+    block(c, a, Want::ZSet, Shape::NumKeys).await
+}
+
+async fn block(c: &mut Client, a: &[Bytes], want: Want, shape: Shape) -> Answer {
+    let Some(spec) = command::lookup(&a[0]) else {
+        return Answer::Engine;
+    };
+    let (timeout_arg, keys) = match shape {
+        Shape::KeysThenTimeout => (&a[a.len() - 1], a[1..a.len() - 1].to_vec()),
+        Shape::Source => (&a[a.len() - 1], vec![a[1].clone()]),
+        Shape::NumKeys => {
+            let n = command::args::int(&a[2]).unwrap_or(0).max(0) as usize;
+            let end = (3usize.saturating_add(n)).min(a.len());
+            (&a[1], a[3..end].to_vec())
+        }
+    };
+    // A bad timeout (or other argument) is answered by the handler's own checks.
+    let timeout_ms = parse_timeout(timeout_arg).ok();
+    let (waiter, rx) = Waiter::new(c.id(), c.db, c.resp, a.to_vec(), keys, want);
+    let batch = Batch {
+        db: c.db,
+        resp: c.resp,
+        ops: vec![Op::Command(a.to_vec(), Some(spec))],
+        watch: None,
+        transaction: false,
+        client: Some(c.handle.clone()),
+    };
+    let result = c.shared.engine.execute_blocking(batch, &waiter).await;
+    let reply = result
+        .replies
+        .and_then(|r| r.into_iter().next())
+        .unwrap_or(Reply::Nil);
+    if !nothing(&reply) || timeout_ms.is_none() {
+        return reply.into();
+    }
+    Answer::Block(Box::new(Blocked {
+        waiter,
+        rx,
+        timeout: timeout_ms.filter(|ms| *ms > 0).map(Duration::from_millis),
+        spec,
+        nothing: reply,
+    }))
+}
