@@ -162,3 +162,37 @@ fn random_reads_are_uniform() {
     let keys: Vec<String> = (0..1000).map(|_| q(&mut c, &["RANDOMKEY"])).collect();
     assert!(chi_square(&keys) < 40.0, "RANDOMKEY: {}", chi_square(&keys));
 }
+
+/// DEBUG FREEZE-TIME stops the wall clock's part of TIME: a frozen in-memory node's time moves
+/// by a microsecond per command and by what DEBUG ADVANCE-TIME adds, nothing else; a bad
+/// argument gets an error.
+#[test]
+fn debug_freeze_time_stops_the_clock_until_unfrozen() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let micros = |c: &mut redis::Connection| {
+        let t: Vec<String> = q(c, &["TIME"]);
+        t[0].parse::<u64>().unwrap() * 1_000_000 + t[1].parse::<u64>().unwrap()
+    };
+    s.freeze_time();
+    let a = micros(&mut c);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let b = micros(&mut c);
+    assert!(b > a && b - a < 1000, "frozen: {a} then {b}");
+    s.advance(2000);
+    let after = micros(&mut c) - b;
+    assert!(
+        (1_999_000..2_001_000).contains(&after),
+        "advanced by {after} µs"
+    );
+    let err = redis::cmd("DEBUG")
+        .arg("FREEZE-TIME")
+        .arg("maybe")
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert!(err.to_string().contains("takes yes or no"), "{err}");
+    let _: () = q(&mut c, &["DEBUG", "FREEZE-TIME", "no"]);
+    let before = micros(&mut c);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(micros(&mut c) - before >= 50_000);
+}

@@ -385,6 +385,16 @@ impl Engine {
         }
     }
 
+    /// DEBUG FREEZE-TIME: stop or restart the wall clock's part of this node's time. A
+    /// cluster's time comes from the leader's Raft clock, which this does not stop.
+    pub fn freeze_time(&self, on: bool) -> Result<(), &'static str> {
+        if self.cluster.get().is_some() {
+            return Err("ERR DEBUG FREEZE-TIME works on an in-memory node only (a cluster's time is its leader's clock)");
+        }
+        self.clock.freeze(on);
+        Ok(())
+    }
+
     /// What this server counts about its commands.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics

@@ -102,7 +102,7 @@ pub async fn command(_c: &mut Client, a: &[Bytes]) -> Answer {
     info::command(a).into()
 }
 
-/// DEBUG ADVANCE-TIME|DIGEST|SLEEP ...
+/// DEBUG ADVANCE-TIME|FREEZE-TIME|DIGEST|SLEEP ...
 pub async fn debug(c: &mut Client, a: &[Bytes]) -> Answer {
     c.debug(a).await.into()
 }
@@ -504,6 +504,17 @@ impl Client {
                 }
                 Ok(_) => Reply::err("ERR time can only move forward"),
                 Err(e) => e,
+            };
+        }
+        if is(&a[1], "freeze-time") && a.len() == 3 {
+            let on = match a[2].to_ascii_lowercase().as_slice() {
+                b"yes" => true,
+                b"no" => false,
+                _ => return Reply::err("ERR DEBUG FREEZE-TIME takes yes or no"),
+            };
+            return match self.shared.engine.freeze_time(on) {
+                Ok(()) => Reply::ok(),
+                Err(e) => Reply::err(e),
             };
         }
         if is(&a[1], "digest") && a.len() == 2 {

@@ -64,6 +64,17 @@ impl TestServer {
             .unwrap()
     }
 
+    /// Stop the wall clock's part of the server's time: from now on it moves only by what
+    /// [`TestServer::advance`] moves it (timings then hold however loaded the machine is).
+    pub fn freeze_time(&self) {
+        let mut c = self.conn();
+        let _: () = redis::cmd("DEBUG")
+            .arg("FREEZE-TIME")
+            .arg("yes")
+            .query(&mut c)
+            .unwrap();
+    }
+
     /// Move the server clock forward.
     pub fn advance(&self, ms: u64) {
         let mut c = self.conn();
