@@ -449,3 +449,87 @@ fn unusable_tls_settings_stop_the_server_with_a_reason() {
     let text = run(&["--tls-cluster", "yes"]);
     assert!(text.contains("not a cluster node"), "{text}");
 }
+
+/// `tls-ciphers` (TLS 1.2, OpenSSL's names) and `tls-ciphersuites` (TLS 1.3) limit what a
+/// handshake can agree on, change live with CONFIG SET, and a name rustls does not implement
+/// (or an OpenSSL keyword) is refused with the names that work.
+#[test]
+fn tls_ciphers_and_ciphersuites_limit_the_handshake() {
+    let s = setup(&[
+        "--tls-auth-clients",
+        "no",
+        "--tls-ciphers",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "--tls-ciphersuites",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ]);
+    // Python's ssl module: `max` pins the version, `ciphers` (TLS 1.2 only) what it offers.
+    let handshake = |max: &str, ciphers: &str| {
+        let script = format!(
+            "import socket, ssl\nctx = ssl.create_default_context(cafile='{}')\nctx.maximum_version = ssl.TLSVersion.{max}\n{}\ntry:\n  s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {}), 5), server_hostname='127.0.0.1')\n  s.sendall(b'PING\\r\\n'); print(s.recv(100).decode().strip(), s.cipher()[0])\nexcept ssl.SSLError as e:\n  print('refused')",
+            arg(&s.ca.pem),
+            if ciphers.is_empty() { String::new() } else { format!("ctx.set_ciphers('{ciphers}')") },
+            s.tls_port
+        );
+        let py = Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(py.status.success(), "{py:?}");
+        String::from_utf8_lossy(&py.stdout).trim().to_string()
+    };
+    assert_eq!(
+        handshake("TLSv1_2", ""),
+        "+PONG ECDHE-ECDSA-AES256-GCM-SHA384"
+    );
+    assert_eq!(
+        handshake("TLSv1_2", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+        "refused"
+    );
+    assert_eq!(
+        handshake("TLSv1_3", ""),
+        "+PONG TLS_CHACHA20_POLY1305_SHA256"
+    );
+
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("tls-ciphersuites")
+        .arg("TLS_AES_128_GCM_SHA256")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(handshake("TLSv1_3", ""), "+PONG TLS_AES_128_GCM_SHA256");
+    for (name, value, why) in [
+        ("tls-ciphers", "HIGH:!aNULL", "not a TLS 1.2 cipher suite"),
+        (
+            "tls-ciphersuites",
+            "TLS_AES_128_CCM_SHA256",
+            "not a TLS 1.3 cipher suite",
+        ),
+    ] {
+        let e = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query::<()>(&mut c)
+            .unwrap_err();
+        assert!(e.to_string().contains(why), "{name}: {e}");
+    }
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("tls-cipher*")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        got,
+        [
+            "tls-ciphers",
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+            "tls-ciphersuites",
+            "TLS_AES_128_GCM_SHA256"
+        ]
+    );
+}

@@ -22,7 +22,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
-    SignatureScheme, SupportedProtocolVersion,
+    SignatureScheme, SupportedCipherSuite, SupportedProtocolVersion,
 };
 
 /// The files a TLS endpoint needs.
@@ -34,6 +34,113 @@ pub struct TlsFiles {
     pub key: PathBuf,
     /// The CA certificates (PEM) that peers' certificates must chain to.
     pub ca: Option<PathBuf>,
+    /// The certificate chain and key this endpoint presents when it connects to a peer
+    /// (Redis's `tls-client-cert-file` / `tls-client-key-file`); `cert`/`key` when `None`.
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+/// The protocol choices of a TLS endpoint (`tls-protocols`, `tls-ciphers`,
+/// `tls-ciphersuites`, `tls-prefer-server-ciphers`).
+#[derive(Debug, Clone)]
+pub struct TlsOptions {
+    /// The protocol versions offered.
+    pub versions: Vec<&'static SupportedProtocolVersion>,
+    /// The cipher suites offered, in the server's order of preference.
+    pub suites: Vec<SupportedCipherSuite>,
+    /// Whether a server picks the suite by its own order rather than the client's.
+    pub prefer_server_order: bool,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        TlsOptions {
+            versions: all_versions(),
+            suites: rustls::crypto::ring::DEFAULT_CIPHER_SUITES.to_vec(),
+            prefer_server_order: false,
+        }
+    }
+}
+
+/// The TLS 1.2 suites rustls implements with the ring provider, by OpenSSL's name and by
+/// IANA's (either is accepted in `tls-ciphers`).
+const TLS12_NAMES: [(&str, &str); 6] = [
+    (
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+];
+
+/// The cipher suites named by `tls12` (`tls-ciphers`: a `:`-separated list of TLS 1.2 suite
+/// names, OpenSSL's or IANA's) and `tls13` (`tls-ciphersuites`: IANA names of TLS 1.3
+/// suites), in the order given; an empty list keeps every suite of its version. OpenSSL's
+/// cipher-list keywords (`HIGH`, `!aNULL`, ...) are refused rather than half understood.
+pub fn cipher_suites(tls12: &str, tls13: &str) -> Result<Vec<SupportedCipherSuite>, String> {
+    let all = rustls::crypto::ring::ALL_CIPHER_SUITES;
+    // rustls spells TLS 1.3 suites `TLS13_...`; IANA (and OpenSSL, and Redis) `TLS_...`.
+    let iana = |s: &SupportedCipherSuite| format!("{:?}", s.suite()).replacen("TLS13_", "TLS_", 1);
+    let pick = |list: &str, tls13_list: bool| -> Result<Vec<SupportedCipherSuite>, String> {
+        let of_version =
+            |s: &SupportedCipherSuite| matches!(s, SupportedCipherSuite::Tls13(_)) == tls13_list;
+        if list.trim().is_empty() {
+            return Ok(all.iter().copied().filter(of_version).collect());
+        }
+        let mut out = Vec::new();
+        for name in list.split(':').map(str::trim).filter(|n| !n.is_empty()) {
+            let wanted = TLS12_NAMES
+                .iter()
+                .find(|(openssl, _)| openssl.eq_ignore_ascii_case(name))
+                .map_or(name, |(_, iana)| iana);
+            let found = all
+                .iter()
+                .copied()
+                .filter(of_version)
+                .find(|s| iana(s).eq_ignore_ascii_case(wanted));
+            match found {
+                Some(s)
+                    if !out
+                        .iter()
+                        .any(|o: &SupportedCipherSuite| o.suite() == s.suite()) =>
+                {
+                    out.push(s)
+                }
+                Some(_) => {}
+                None => {
+                    let known: Vec<String> =
+                        all.iter().filter(|s| of_version(s)).map(iana).collect();
+                    return Err(format!(
+                        "{} names {name:?}, which is not a {} cipher suite Tollgate's TLS (rustls) implements; use names from: {}",
+                        if tls13_list { "tls-ciphersuites" } else { "tls-ciphers" },
+                        if tls13_list { "TLS 1.3" } else { "TLS 1.2" },
+                        known.join(":")
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    };
+    let mut suites = pick(tls13, true)?;
+    suites.extend(pick(tls12, false)?);
+    Ok(suites)
 }
 
 /// Whether a server asks its clients for a certificate.
@@ -52,9 +159,12 @@ pub fn all_versions() -> Vec<&'static SupportedProtocolVersion> {
     vec![&rustls::version::TLS12, &rustls::version::TLS13]
 }
 
-/// The crypto provider every configuration uses.
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+/// The crypto provider every configuration uses, offering `suites`.
+pub fn provider(suites: &[SupportedCipherSuite]) -> Arc<CryptoProvider> {
+    Arc::new(CryptoProvider {
+        cipher_suites: suites.to_vec(),
+        ..rustls::crypto::ring::default_provider()
+    })
 }
 
 /// The certificates in a PEM file (at least one).
@@ -90,12 +200,12 @@ pub fn load_roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
 pub fn server_config(
     files: &TlsFiles,
     auth: ClientAuth,
-    versions: &[&'static SupportedProtocolVersion],
+    opts: &TlsOptions,
 ) -> Result<ServerConfig, String> {
-    let provider = provider();
+    let provider = provider(&opts.suites);
     let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(versions)
-        .map_err(|e| format!("TLS protocols: {e}"))?;
+        .with_protocol_versions(&opts.versions)
+        .map_err(|e| format!("TLS protocols and cipher suites: {e}"))?;
     let verifier = match (auth, &files.ca) {
         (ClientAuth::None, _) => WebPkiClientVerifier::no_client_auth(),
         (_, None) => {
@@ -114,7 +224,7 @@ pub fn server_config(
     };
     let certs = load_certs(&files.cert)?;
     let key = load_key(&files.key)?;
-    builder
+    let mut config = builder
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
         .map_err(|e| {
@@ -123,7 +233,9 @@ pub fn server_config(
                 files.cert.display(),
                 files.key.display()
             )
-        })
+        })?;
+    config.ignore_client_order = opts.prefer_server_order;
+    Ok(config)
 }
 
 /// The mutual TLS of the cluster link: both directions' configurations, replaced whole by
@@ -135,15 +247,15 @@ pub struct ClusterTls {
 
 impl ClusterTls {
     /// Read `files` (the CA is required) into configurations for both directions.
-    pub fn load(files: &TlsFiles) -> Result<ClusterTls, String> {
+    pub fn load(files: &TlsFiles, opts: &TlsOptions) -> Result<ClusterTls, String> {
         Ok(ClusterTls {
-            configs: RwLock::new(cluster_configs(files)?),
+            configs: RwLock::new(cluster_configs(files, opts)?),
         })
     }
 
     /// Read the files again; on an error the configurations in use stay.
-    pub fn reload(&self, files: &TlsFiles) -> Result<(), String> {
-        let fresh = cluster_configs(files)?;
+    pub fn reload(&self, files: &TlsFiles, opts: &TlsOptions) -> Result<(), String> {
+        let fresh = cluster_configs(files, opts)?;
         *self.configs.write().unwrap_or_else(|e| e.into_inner()) = fresh;
         Ok(())
     }
@@ -167,26 +279,33 @@ impl ClusterTls {
     }
 }
 
-fn cluster_configs(files: &TlsFiles) -> Result<(Arc<ServerConfig>, Arc<ClientConfig>), String> {
+fn cluster_configs(
+    files: &TlsFiles,
+    opts: &TlsOptions,
+) -> Result<(Arc<ServerConfig>, Arc<ClientConfig>), String> {
     let Some(ca) = &files.ca else {
         return Err("TLS on the cluster link needs a CA certificate file (tls-ca-cert-file) to verify the other nodes".into());
     };
-    let server = server_config(files, ClientAuth::Required, &all_versions())?;
-    let provider = provider();
+    let server = server_config(files, ClientAuth::Required, opts)?;
+    let provider = provider(&opts.suites);
     let inner = WebPkiServerVerifier::builder_with_provider(load_roots(ca)?, provider.clone())
         .build()
         .map_err(|e| format!("server verifier: {e}"))?;
+    let (cert, key) = files
+        .client
+        .clone()
+        .unwrap_or_else(|| (files.cert.clone(), files.key.clone()));
     let client = ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&all_versions())
-        .map_err(|e| format!("TLS protocols: {e}"))?
+        .with_protocol_versions(&opts.versions)
+        .map_err(|e| format!("TLS protocols and cipher suites: {e}"))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(SignedByCa(inner)))
-        .with_client_auth_cert(load_certs(&files.cert)?, load_key(&files.key)?)
+        .with_client_auth_cert(load_certs(&cert)?, load_key(&key)?)
         .map_err(|e| {
             format!(
                 "certificate {} and key {} do not make a usable pair: {e}",
-                files.cert.display(),
-                files.key.display()
+                cert.display(),
+                key.display()
             )
         })?;
     Ok((Arc::new(server), Arc::new(client)))

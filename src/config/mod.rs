@@ -494,6 +494,17 @@ pub struct TlsConfig {
     pub protocols: String,
     /// `tls-cluster`: mutual TLS on the cluster link.
     pub cluster: bool,
+    /// `tls-client-cert-file`: the certificate this node presents when it connects to another
+    /// node (empty: `tls-cert-file`).
+    pub client_cert_file: String,
+    /// `tls-client-key-file`: its key.
+    pub client_key_file: String,
+    /// `tls-ciphers`: TLS 1.2 suites, `:`-separated ("" = all rustls implements).
+    pub ciphers: String,
+    /// `tls-ciphersuites`: TLS 1.3 suites, `:`-separated ("" = all).
+    pub ciphersuites: String,
+    /// `tls-prefer-server-ciphers`: choose the suite by the server's order.
+    pub prefer_server_ciphers: bool,
 }
 
 impl Default for TlsConfig {
@@ -506,6 +517,11 @@ impl Default for TlsConfig {
             auth_clients: tollgate_raft::tls::ClientAuth::Required,
             protocols: String::new(),
             cluster: false,
+            client_cert_file: String::new(),
+            client_key_file: String::new(),
+            ciphers: String::new(),
+            ciphersuites: String::new(),
+            prefer_server_ciphers: false,
         }
     }
 }

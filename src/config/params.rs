@@ -216,6 +216,26 @@ pub static PARAMS: &[Param] = &[
         c.tls.protocols = v.to_string();
         Ok(())
     }, Apply::Tls),
+    Param::live("tls-client-cert-file", Kind::Text, "", |c| c.tls.client_cert_file.clone(), |c, v| {
+        c.tls.client_cert_file = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-client-key-file", Kind::Text, "", |c| c.tls.client_key_file.clone(), |c, v| {
+        c.tls.client_key_file = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-ciphers", Kind::Special(crate::server::tls::check_ciphers), "", |c| c.tls.ciphers.clone(), |c, v| {
+        c.tls.ciphers = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-ciphersuites", Kind::Special(crate::server::tls::check_ciphersuites), "", |c| c.tls.ciphersuites.clone(), |c, v| {
+        c.tls.ciphersuites = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-prefer-server-ciphers", Kind::Bool, "no", |c| yes_no(c.tls.prefer_server_ciphers), |c, v| {
+        c.tls.prefer_server_ciphers = v == "yes";
+        Ok(())
+    }, Apply::Tls),
     Param::live("tls-cluster", Kind::Bool, "no", |c| yes_no(c.tls.cluster), |c, v| {
         if v == "yes" && c.cluster.is_none() {
             return Err("this node is not a cluster node (no --node-id): there is no cluster link to protect".into());

@@ -21,7 +21,7 @@ use parking_lot::RwLock;
 use rustls::SupportedProtocolVersion;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
-use tollgate_raft::tls::{ClientAuth, ClusterTls, TlsFiles};
+use tollgate_raft::tls::{ClientAuth, ClusterTls, TlsFiles, TlsOptions};
 
 use super::Shared;
 use crate::config::{Config, TlsConfig};
@@ -60,9 +60,27 @@ impl ClientTls {
 }
 
 fn acceptor(c: &TlsConfig) -> Result<TlsAcceptor, String> {
-    let config =
-        tollgate_raft::tls::server_config(&files(c)?, c.auth_clients, &versions(&c.protocols))?;
+    let config = tollgate_raft::tls::server_config(&files(c)?, c.auth_clients, &options(c)?)?;
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The protocol choices of `c`: versions, cipher suites and whose order picks the suite.
+pub fn options(c: &TlsConfig) -> Result<TlsOptions, String> {
+    Ok(TlsOptions {
+        versions: versions(&c.protocols),
+        suites: tollgate_raft::tls::cipher_suites(&c.ciphers, &c.ciphersuites)?,
+        prefer_server_order: c.prefer_server_ciphers,
+    })
+}
+
+/// `tls-ciphers` checked: TLS 1.2 suite names rustls implements (OpenSSL's or IANA's).
+pub fn check_ciphers(v: &str) -> Result<String, String> {
+    tollgate_raft::tls::cipher_suites(v, "").map(|_| v.to_string())
+}
+
+/// `tls-ciphersuites` checked: TLS 1.3 suite names rustls implements.
+pub fn check_ciphersuites(v: &str) -> Result<String, String> {
+    tollgate_raft::tls::cipher_suites("", v).map(|_| v.to_string())
 }
 
 /// The certificate, key and CA files of `c` (certificate and key are required).
@@ -76,10 +94,24 @@ pub fn files(c: &TlsConfig) -> Result<TlsFiles, String> {
     if ca.is_none() && c.auth_clients != ClientAuth::None && c.port != 0 {
         return Err("tls-auth-clients yes or optional checks client certificates against a CA: set tls-ca-cert-file (or tls-auth-clients no)".into());
     }
+    let client = match (c.client_cert_file.is_empty(), c.client_key_file.is_empty()) {
+        (true, true) => None,
+        (false, false) => Some((
+            PathBuf::from(&c.client_cert_file),
+            PathBuf::from(&c.client_key_file),
+        )),
+        _ => {
+            return Err(
+                "tls-client-cert-file and tls-client-key-file go together: set both or neither"
+                    .into(),
+            )
+        }
+    };
     Ok(TlsFiles {
         cert: PathBuf::from(&c.cert_file),
         key: PathBuf::from(&c.key_file),
         ca,
+        client,
     })
 }
 
@@ -143,7 +175,10 @@ pub fn cluster_tls(c: &TlsConfig) -> Result<Option<Arc<ClusterTls>>, String> {
     if !c.cluster {
         return Ok(None);
     }
-    Ok(Some(Arc::new(ClusterTls::load(&cluster_files(c)?)?)))
+    Ok(Some(Arc::new(ClusterTls::load(
+        &cluster_files(c)?,
+        &options(c)?,
+    )?)))
 }
 
 /// Read every TLS certificate in use again (CONFIG SET of a `tls-*` setting, SIGHUP).
@@ -152,7 +187,7 @@ pub fn reload(shared: &Shared, config: &Config) -> Result<(), String> {
         client.reload(&config.tls)?;
     }
     if let Some(cluster) = &shared.cluster_tls {
-        cluster.reload(&cluster_files(&config.tls)?)?;
+        cluster.reload(&cluster_files(&config.tls)?, &options(&config.tls)?)?;
     }
     Ok(())
 }
