@@ -404,6 +404,42 @@ fn persistence_commands_on_a_durable_node() {
     assert!(e.to_string().contains("syntax error"), "{e}");
     let e = node.q::<String>(&["SAVE", "x"]).unwrap_err();
     assert!(e.to_string().contains("wrong number of arguments"), "{e}");
+
+    // Inside MULTI, as Redis 7.0: BGSAVE and BGREWRITEAOF are scheduled and run after EXEC
+    // (the snapshot holds the transaction's write); SAVE is refused when queued.
+    let saves = info_field(&node, "persistence", "rdb_saves");
+    let mut con = node.conn();
+    let (set, bgsave): (String, String) = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("in-multi")
+        .arg("1")
+        .cmd("BGSAVE")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        (set.as_str(), bgsave.as_str()),
+        ("OK", "Background saving scheduled")
+    );
+    eventually("the scheduled BGSAVE", Duration::from_secs(30), || {
+        (info_field(&node, "persistence", "rdb_saves") != saves).then_some(())
+    });
+    until_persistence(&node, "rdb_bgsave_in_progress", "0");
+    let (rewrite,): (String,) = redis::pipe()
+        .atomic()
+        .cmd("BGREWRITEAOF")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(rewrite, "Background append only file rewriting scheduled");
+    until_persistence(&node, "aof_rewrite_in_progress", "0");
+    let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+    let e = redis::cmd("SAVE").query::<()>(&mut con).unwrap_err();
+    assert!(
+        e.to_string().contains("not allowed inside a transaction"),
+        "{e}"
+    );
+    let e = redis::cmd("EXEC").query::<()>(&mut con).unwrap_err();
+    assert!(e.to_string().contains("Transaction discarded"), "{e}");
 }
 
 /// The reply to `args` on `node`: its status text, or its error's text.

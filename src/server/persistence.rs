@@ -120,6 +120,30 @@ pub async fn save(shared: &Arc<Shared>, name: &str, a: &[Bytes]) -> Reply {
     }
 }
 
+/// BGSAVE or BGREWRITEAOF queued in a transaction, run once EXEC has applied it: Redis
+/// schedules both inside EXEC and answers "... scheduled" (an error only when one of the same
+/// kind is already running, or, here, when there is nothing to save to).
+pub async fn schedule_in_exec(shared: &Arc<Shared>, a: &[Bytes]) -> Reply {
+    let (reply, scheduled) = if is(&a[0], "bgsave") {
+        // SCHEDULE: behind a running rewrite the snapshot waits for it instead of failing.
+        let with_schedule = [a[0].clone(), Bytes::from_static(b"SCHEDULE")];
+        let args: &[Bytes] = if a.len() == 1 { &with_schedule } else { a };
+        (
+            save(shared, "bgsave", args).await,
+            "Background saving scheduled",
+        )
+    } else {
+        (
+            bgrewriteaof(shared),
+            "Background append only file rewriting scheduled",
+        )
+    };
+    match reply {
+        Reply::Status(_) => Reply::Status(scheduled.into()),
+        error => error,
+    }
+}
+
 /// Write a snapshot in the background, once the running rewrite is done when `after_rewrite`
 /// is given (a scheduled BGSAVE then holds what was applied by that time, as in Redis); a
 /// failure is logged (a failed snapshot write stops the node anyway, see `main`).

@@ -99,10 +99,16 @@ impl Client {
         // connection commands queued are answered around it.
         let mut ops = Vec::with_capacity(queued.len());
         let mut slots: Vec<Option<Reply>> = Vec::with_capacity(queued.len());
+        // BGSAVE and BGREWRITEAOF are scheduled, as Redis schedules them inside EXEC: they
+        // start once the transaction has run (so a snapshot holds its writes).
+        let mut scheduled: Vec<(usize, Vec<Bytes>)> = Vec::new();
         for (args, spec) in queued {
             if spec.runs_in_engine() {
                 ops.push(Op::Command(args, Some(spec)));
                 slots.push(None);
+            } else if spec.name == "bgsave" || spec.name == "bgrewriteaof" {
+                scheduled.push((slots.len(), args));
+                slots.push(Some(Reply::Nil));
             } else {
                 slots.push(Some(Reply::err(format!(
                     "ERR '{}' is not supported inside MULTI",
@@ -134,6 +140,9 @@ impl Client {
         }
         self.db = result.db;
         self.sync_info();
+        for (slot, args) in scheduled {
+            slots[slot] = Some(super::persistence::schedule_in_exec(&self.shared, &args).await);
+        }
         let mut replies = replies.into_iter();
         Reply::Array(
             slots
