@@ -20,6 +20,7 @@
 //! [`alloc`], and [`metrics`] (what INFO and `/metrics` report about the commands run). `ARCHITECTURE.md` follows a request from socket to reply and lists what to
 //! touch to add a command, an algorithm, a setting or a metric.
 
+pub mod acl;
 pub mod alloc;
 pub mod command;
 pub mod config;

@@ -62,6 +62,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("select", 2, FAST | STATELESS, 0, 0, 0, client: conn::select, select),
     crate::cmd!("auth", -2, CONN | NO_AUTH | FAST, 0, 0, 0, client: conn::auth),
     crate::cmd!("hello", -1, CONN | NO_AUTH | FAST, 0, 0, 0, client: conn::hello),
+    crate::cmd!("acl", -2, CONN, 0, 0, 0, client: crate::server::acl::acl),
     crate::cmd!(
         "quit",
         -1,

@@ -535,6 +535,9 @@ pub struct Config {
     pub port: u16,
     /// Password, if any.
     pub requirepass: Option<String>,
+    /// `aclfile`: where ACL SAVE writes the users and where they are read from at start
+    /// and by ACL LOAD.
+    pub aclfile: Option<std::path::PathBuf>,
     /// `protected-mode`: refuse non-loopback clients while the default user has no password.
     pub protected_mode: bool,
     /// TLS on the client port and the cluster link.
@@ -593,6 +596,7 @@ impl Default for Config {
             bind: "127.0.0.1".into(),
             port: 6379,
             requirepass: None,
+            aclfile: None,
             protected_mode: true,
             tls: TlsConfig::default(),
             maxclients: 10_000,

@@ -67,6 +67,8 @@ pub enum Apply {
     Tls,
     /// `slowlog-log-slower-than`, `slowlog-max-len` (the engine's slow log).
     Slowlog,
+    /// `requirepass`: the default user's password.
+    Requirepass,
 }
 
 /// What setting a parameter does.
@@ -180,7 +182,12 @@ pub static PARAMS: &[Param] = &[
     Param::live("requirepass", Kind::Text, "", |c| c.requirepass.clone().unwrap_or_default(), |c, v| {
         c.requirepass = (!v.is_empty()).then(|| v.to_string());
         Ok(())
-    }, Apply::Nothing),
+    }, Apply::Requirepass),
+    Param::live("aclfile", Kind::Text, "", |c| c.aclfile.as_ref().map(|p| p.display().to_string()).unwrap_or_default(), |c, v| {
+        c.aclfile = (!v.is_empty()).then(|| v.into());
+        Ok(())
+    }, Apply::Nothing)
+    .at_start_only(),
     Param::live("protected-mode", Kind::Bool, "yes", |c| yes_no(c.protected_mode), |c, v| {
         c.protected_mode = v == "yes";
         Ok(())

@@ -57,6 +57,9 @@ pub struct State {
     /// What this server counts about the commands it runs (not replicated, no effect on
     /// replies or state).
     pub metrics: Arc<Metrics>,
+    /// The ACL users (cluster-wide state, apart from the keyspace: in a cluster they change
+    /// through the log and travel in snapshots).
+    pub acl: Arc<crate::acl::Acl>,
     /// Batches run locally so far: the seed of a local batch's random choices (see
     /// [`Stamp`]; not replicated: a replicated entry is seeded from its place in the log).
     local_batches: u64,
@@ -115,6 +118,7 @@ impl Default for State {
             memory,
             evictor: Evictor::default(),
             metrics: Arc::default(),
+            acl: Arc::new(crate::acl::Acl::new(None)),
             local_batches: 0,
         }
     }
@@ -282,6 +286,8 @@ pub struct Engine {
     /// This node's pub/sub subscribers (also reachable from the keyspace, where PUBLISH and
     /// keyspace events run).
     pubsub: Arc<crate::pubsub::Hub>,
+    /// The ACL users (the same store as the state's).
+    acl: Arc<crate::acl::Acl>,
 }
 
 /// BUSY text for a running script.
@@ -294,6 +300,7 @@ impl Engine {
         let state = State::default();
         Arc::new(Engine {
             pubsub: state.ks.pubsub.clone(),
+            acl: state.acl.clone(),
             control: state.control.clone(),
             memory: state.memory.clone(),
             metrics: state.metrics.clone(),
@@ -322,6 +329,11 @@ impl Engine {
         let log = node.log_memory();
         self.memory.set_not_counted(move || log.bytes() as usize);
         let _ = self.cluster.set(node);
+    }
+
+    /// The ACL users.
+    pub fn acl(&self) -> &Arc<crate::acl::Acl> {
+        &self.acl
     }
 
     /// This node's pub/sub subscribers.

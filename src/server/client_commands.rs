@@ -229,26 +229,50 @@ fn kill_script(c: &Client, function: bool) -> Answer {
 }
 
 impl Client {
+    /// AUTH and HELLO's AUTH: log in as `user` when it is on and `pass` is one of its
+    /// passwords (any, with `nopass`); a failure is logged in ACL LOG.
     fn check_password(&mut self, user: &[u8], pass: &[u8]) -> Reply {
-        let expected = self.shared.config.read().requirepass.clone();
-        match expected {
-            None if user == b"default" => {
+        let acl = self.shared.engine.acl().clone();
+        let name = String::from_utf8_lossy(user).into_owned();
+        let epoch = acl.epoch();
+        match acl.get(&name) {
+            Some(u) if u.password_ok(pass) => {
                 self.authenticated = true;
+                self.user = u;
+                self.acl_epoch = epoch;
+                self.handle.info.lock().user = name;
                 Reply::ok()
             }
-            Some(p) if user == b"default" && constant_time_eq(p.as_bytes(), pass) => {
-                self.authenticated = true;
-                Reply::ok()
+            _ => {
+                let context = if self.multi.is_some() {
+                    crate::acl::log::Context::Multi
+                } else {
+                    crate::acl::log::Context::Toplevel
+                };
+                let info = info::client_line(&self.handle.info.lock());
+                acl.log
+                    .lock()
+                    .add("auth", context, "AUTH".into(), name, info);
+                Reply::err("WRONGPASS invalid username-password pair or user is disabled.")
             }
-            _ => Reply::err("WRONGPASS invalid username-password pair or user is disabled."),
         }
+    }
+
+    /// Back to the default user, logged in when it needs no password (a new connection's
+    /// state; RESET).
+    pub(super) fn set_default_user(&mut self) {
+        let acl = self.shared.engine.acl();
+        self.acl_epoch = acl.epoch();
+        self.user = acl.default_user();
+        self.authenticated = self.user.enabled && self.user.nopass;
+        self.handle.info.lock().user = crate::acl::DEFAULT_USER.into();
     }
 
     fn auth(&mut self, a: &[Bytes]) -> Reply {
         if a.len() > 3 {
             return Reply::err("ERR syntax error");
         }
-        if a.len() == 2 && self.shared.config.read().requirepass.is_none() {
+        if a.len() == 2 && self.shared.engine.acl().default_user().nopass {
             return Reply::err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
         }
         let (user, pass) = if a.len() == 3 {
@@ -336,7 +360,7 @@ impl Client {
         self.db = 0;
         self.resp = 2;
         self.handle.info.lock().name.clear();
-        self.authenticated = self.shared.config.read().requirepass.is_none();
+        self.set_default_user();
         self.sync_info();
         Reply::Status("RESET".into())
     }
@@ -589,11 +613,6 @@ fn shutdown_options(a: &[Bytes]) -> Result<Shutdown, Reply> {
     } else {
         Shutdown::Stop(None)
     })
-}
-
-/// Compare secrets without an early exit that leaks their common prefix length.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// SLOWLOG GET [count] | LEN | RESET | HELP, over `crate::metrics::slowlog`.

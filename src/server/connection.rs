@@ -60,6 +60,10 @@ pub struct Client {
     pub(super) db: usize,
     pub(super) resp: u8,
     pub(super) authenticated: bool,
+    /// The ACL user (the default user until AUTH names another).
+    pub(super) user: Arc<crate::acl::User>,
+    /// The ACL store's epoch when `user` was read: when it moves, `user` is read again.
+    pub(super) acl_epoch: u64,
     /// The commands queued since MULTI; `None` outside a transaction.
     pub(super) multi: Option<Queued>,
     /// A command was refused while queueing: EXEC must abort.
@@ -148,13 +152,14 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             obuf_capacity: 0,
             multi_mem: 0,
             multi_len: 0,
+            user: crate::acl::DEFAULT_USER.into(),
         }),
         kill: Default::default(),
         killed: Default::default(),
     });
     if shared
         .security
-        .protected_mode_denies(&shared.config.read(), peer.ip())
+        .protected_mode_denies(&shared.config.read(), shared.engine.acl(), peer.ip())
     {
         shared
             .stats
@@ -164,13 +169,20 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         return;
     }
     shared.clients.lock().insert(id, handle.clone());
-    let authenticated = shared.config.read().requirepass.is_none();
+    // As in Redis, a new connection is the default user's, and logged in when that user
+    // is on and needs no password.
+    let acl = shared.engine.acl();
+    let acl_epoch = acl.epoch();
+    let user = acl.default_user();
+    let authenticated = user.enabled && user.nopass;
     let mut client = Client {
         shared: shared.clone(),
         handle: handle.clone(),
         db: 0,
         resp: 2,
         authenticated,
+        user,
+        acl_epoch,
         multi: None,
         multi_dirty: false,
         watch: None,
@@ -590,6 +602,21 @@ impl Client {
             self.reject(command::arity_error(spec.name)).await;
             return Flow::Continue;
         }
+        // ACL: one epoch compare, and nothing more for a user with every permission.
+        if self.acl_epoch != self.shared.engine.acl().epoch() && !self.refresh_user() {
+            self.flush_pending().await;
+            return Flow::Close;
+        }
+        if !self.user.unrestricted() && !spec.has(flags::NO_AUTH) {
+            let checked = match &request {
+                Request::Frame(f) => f.with_args(|a| self.acl_check(spec, a)),
+                Request::Args(a) => command::with_slices(a, |a| self.acl_check(spec, a)),
+            };
+            if let Err(e) = checked {
+                self.reject(e).await;
+                return Flow::Continue;
+            }
+        }
         // RESP2 subscribe mode: only the subscription commands, PING, QUIT and RESET.
         if self.resp == 2 && self.subs.active() && self.multi.is_none() {
             if !spec.has(flags::SUBSCRIBED) {
@@ -684,6 +711,61 @@ impl Client {
         }
         self.pending.push(Op::Command(args, Some(spec)));
         Flow::Continue
+    }
+
+    /// Read this client's user again after an ACL change; false if it was deleted (the
+    /// connection closes, as Redis kills the clients of a deleted user).
+    pub(super) fn refresh_user(&mut self) -> bool {
+        let acl = self.shared.engine.acl();
+        self.acl_epoch = acl.epoch();
+        match acl.get(&self.user.name) {
+            Some(u) => {
+                self.user = u;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Check a call against the client's user; the refusal (Redis's NOPERM text) is
+    /// logged in ACL LOG.
+    pub(super) fn acl_check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Reply> {
+        let context = if self.multi.is_some() {
+            crate::acl::log::Context::Multi
+        } else {
+            crate::acl::log::Context::Toplevel
+        };
+        self.acl_check_in(spec, args, context)
+            .map_err(|(denied, name)| Reply::err(denied.message(name)))
+    }
+
+    /// Check a call; on refusal log it with `context` and give why and the command's
+    /// full name.
+    pub(super) fn acl_check_in(
+        &self,
+        spec: &CommandSpec,
+        args: &[&[u8]],
+        context: crate::acl::log::Context,
+    ) -> Result<(), (crate::acl::Denied, &'static str)> {
+        let Err(denied) = self.user.check(spec, args) else {
+            return Ok(());
+        };
+        let name = crate::acl::categories::call_name(spec, args);
+        let object = match denied {
+            crate::acl::Denied::Command => name.to_string(),
+            crate::acl::Denied::Key(at) | crate::acl::Denied::Channel(at) => {
+                String::from_utf8_lossy(args[at]).into_owned()
+            }
+        };
+        let info = super::info::client_line(&self.handle.info.lock());
+        self.shared.engine.acl().log.lock().add(
+            denied.reason(),
+            context,
+            object,
+            self.user.name.clone(),
+            info,
+        );
+        Err((denied, name))
     }
 
     /// Reply with an error; inside MULTI the error also dooms the transaction.

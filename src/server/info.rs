@@ -396,7 +396,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         + std::mem::size_of::<ClientInfo>()
         + std::mem::size_of::<super::connection::Client>();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -416,6 +416,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         c.obuf,
         c.obuf_capacity,
         c.last_cmd,
+        c.user,
         c.resp,
         c.lib_name,
         c.lib_ver
@@ -563,7 +564,13 @@ fn command_info(spec: &command::CommandSpec) -> Reply {
         Reply::Integer(first as i64),
         Reply::Integer(last as i64),
         Reply::Integer(step as i64),
-        Reply::Set(vec![]),
+        // ACL categories (`crate::acl::categories`: Redis's own, from its COMMAND INFO).
+        Reply::Set(
+            crate::acl::categories::info_categories(spec)
+                .into_iter()
+                .map(Reply::Status)
+                .collect(),
+        ),
         redis.map_or(Reply::Set(vec![]), |d| d.tips.clone()),
         redis.map_or(Reply::Set(vec![]), |d| d.key_specs.clone()),
         Reply::Array(vec![]),

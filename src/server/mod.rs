@@ -13,6 +13,8 @@
 //! | `logging.rs` | log filter, format (text/json) and colour |
 //! | `http.rs` | the HTTP listener: /metrics, /healthz, /readyz |
 
+pub mod acl;
+pub mod acl_file;
 pub mod blocking;
 pub mod client_commands;
 pub mod cluster;
@@ -146,6 +148,8 @@ pub struct ClientInfo {
     pub multi_mem: usize,
     /// Commands queued in MULTI.
     pub multi_len: usize,
+    /// The ACL user it is authenticated as (CLIENT LIST `user`).
+    pub user: String,
 }
 
 /// A registered connection: its info and a way to close it (CLIENT KILL).
@@ -318,6 +322,14 @@ impl Server {
                 }
                 engine.attach_cluster(node, c.standalone);
             }
+        }
+        engine.acl().set_requirepass(config.requirepass.as_deref());
+        if let Some(path) = &config.aclfile {
+            // As Redis: a server whose aclfile has errors does not start.
+            let users = acl_file::read(path).map_err(|e| {
+                std::io::Error::other(format!("Aborting Redis startup because of ACL errors: {e}"))
+            })?;
+            engine.acl().replace(users);
         }
         let (shutdown, _) = watch::channel(false);
         let durable = config.cluster.is_some();
@@ -658,6 +670,13 @@ pub fn apply_config(
             Ok(())
         }
         Apply::Tls => tls::apply(shared, new),
+        Apply::Requirepass => {
+            shared
+                .engine
+                .acl()
+                .set_requirepass(new.requirepass.as_deref());
+            Ok(())
+        }
         Apply::Slowlog => {
             shared
                 .engine

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::acl::Acl;
 use crate::config::Config;
 
 /// What a non-loopback client gets in protected mode (redis-server 7.0.15's exact text).
@@ -34,11 +35,10 @@ const LOG_EVERY: Duration = Duration::from_secs(60);
 /// Most addresses remembered for the refusal log (older ones are forgotten first).
 const MAX_REMEMBERED: usize = 4096;
 
-/// Whether the default user logs in without a password. Protected mode applies only then.
-/// Today the default user's password is `requirepass`; with ACL users this is the default
-/// user's `nopass` state (the one place to change).
-pub fn default_user_nopass(config: &Config) -> bool {
-    config.requirepass.is_none()
+/// Whether the default user logs in without a password (its `nopass` flag, which
+/// `requirepass` and ACL SETUSER default change). Protected mode applies only then.
+pub fn default_user_nopass(acl: &Acl) -> bool {
+    acl.default_nopass()
 }
 
 /// Whether `ip` is this machine's loopback interface.
@@ -66,8 +66,8 @@ pub struct Guard {
 impl Guard {
     /// Whether protected mode refuses a client from `peer` (and log it, at most once a
     /// minute per address).
-    pub fn protected_mode_denies(&self, config: &Config, peer: IpAddr) -> bool {
-        if !config.protected_mode || !default_user_nopass(config) || is_loopback(peer) {
+    pub fn protected_mode_denies(&self, config: &Config, acl: &Acl, peer: IpAddr) -> bool {
+        if !config.protected_mode || !default_user_nopass(acl) || is_loopback(peer) {
             return false;
         }
         let now = Instant::now();
@@ -141,12 +141,18 @@ mod tests {
         let guard = Guard::default();
         let remote: IpAddr = "10.1.2.3".parse().unwrap();
         let mut c = Config::default();
-        assert!(guard.protected_mode_denies(&c, remote));
-        assert!(!guard.protected_mode_denies(&c, "127.0.0.1".parse().unwrap()));
-        c.requirepass = Some("pw".into());
-        assert!(!guard.protected_mode_denies(&c, remote));
-        c.requirepass = None;
+        let acl = Acl::new(None);
+        assert!(guard.protected_mode_denies(&c, &acl, remote));
+        assert!(!guard.protected_mode_denies(&c, &acl, "127.0.0.1".parse().unwrap()));
+        acl.set_requirepass(Some("pw"));
+        assert!(!guard.protected_mode_denies(&c, &acl, remote));
+        acl.set_requirepass(None);
+        assert!(guard.protected_mode_denies(&c, &acl, remote));
+        // A password given to the default user with ACL SETUSER counts as well.
+        acl.set_user("default", &[">secret".to_string()]).unwrap();
+        assert!(!guard.protected_mode_denies(&c, &acl, remote));
+        acl.set_requirepass(None);
         c.protected_mode = false;
-        assert!(!guard.protected_mode_denies(&c, remote));
+        assert!(!guard.protected_mode_denies(&c, &acl, remote));
     }
 }

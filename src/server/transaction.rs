@@ -103,6 +103,20 @@ impl Client {
         // start once the transaction has run (so a snapshot holds its writes).
         let mut scheduled: Vec<(usize, Vec<Bytes>)> = Vec::new();
         for (args, spec) in queued {
+            // As Redis: permissions are checked again at EXEC, in case the user's rules
+            // changed after the command was queued.
+            if !self.user.unrestricted() {
+                let checked = crate::command::with_slices(&args, |a| {
+                    self.acl_check_in(spec, a, crate::acl::log::Context::Multi)
+                });
+                if let Err((denied, _)) = checked {
+                    slots.push(Some(Reply::err(format!(
+                        "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {}",
+                        denied.exec_reason()
+                    ))));
+                    continue;
+                }
+            }
             if spec.runs_in_engine() {
                 ops.push(Op::Command(args, Some(spec)));
                 slots.push(None);

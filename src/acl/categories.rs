@@ -1,0 +1,330 @@
+//! ACL command identities and categories: every row of the command table and every
+//! subcommand Redis has for it gets an id (a bit of a user's command set), its categories
+//! (`@read`, `@write`, ...) and the read/write permission its keys need.
+//!
+//! Redis's part is data: `categories.txt`, written by `tools/redis_acl_categories.py` from
+//! redis-server 7.0.15's COMMAND INFO, so a row for a command Redis has gets Redis's
+//! categories with nothing else to do. Tollgate's own commands state theirs in
+//! [`TOLLGATE`] (a unit test checks every row has categories one way or the other). The
+//! limiter commands form the category `@ratelimit`.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::command::{self, flags, CommandSpec};
+use crate::protocol::Reply;
+
+/// Redis 7.0's categories in its order (ACL CAT, the order rules are described in), then
+/// Tollgate's `ratelimit`.
+pub const CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+    "ratelimit",
+];
+
+const REDIS: &str = include_str!("categories.txt");
+
+/// The categories of Tollgate's own commands (Redis has none of these): the limiters are
+/// `@ratelimit` (with `@write` and `@fast` or `@slow` as Redis would class them), the
+/// Raft administration commands `@admin @slow @dangerous`.
+pub const TOLLGATE: &[(&str, &[&str])] = &[
+    ("cl.throttle", &["write", "fast", "ratelimit"]),
+    ("increx", &["write", "string", "fast", "ratelimit"]),
+    ("limit.acquire", &["write", "fast", "ratelimit"]),
+    ("limit.all", &["write", "slow", "ratelimit"]),
+    ("limit.fixed", &["write", "fast", "ratelimit"]),
+    ("limit.gcra", &["write", "fast", "ratelimit"]),
+    ("limit.info", &["read", "fast", "ratelimit"]),
+    ("limit.leaky", &["write", "fast", "ratelimit"]),
+    ("limit.log", &["write", "fast", "ratelimit"]),
+    ("limit.release", &["write", "fast", "ratelimit"]),
+    ("limit.reset", &["write", "keyspace", "slow", "ratelimit"]),
+    ("limit.sliding", &["write", "fast", "ratelimit"]),
+    ("limit.token", &["write", "fast", "ratelimit"]),
+    ("raft.addnode", &["admin", "slow", "dangerous"]),
+    ("raft.heal", &["admin", "slow", "dangerous"]),
+    ("raft.partition", &["admin", "slow", "dangerous"]),
+    ("raft.removenode", &["admin", "slow", "dangerous"]),
+    ("raft.snapshot", &["admin", "slow", "dangerous"]),
+    ("raft.status", &["admin", "slow"]),
+    ("raft.transfer", &["admin", "slow", "dangerous"]),
+];
+
+/// A category's bit, by name (without `@`).
+pub fn category_bit(name: &str) -> Option<u32> {
+    CATEGORIES
+        .iter()
+        .position(|c| c.eq_ignore_ascii_case(name))
+        .map(|i| 1 << i)
+}
+
+/// The names of the categories in `mask`, in [`CATEGORIES`] order.
+pub fn category_names(mask: u32) -> impl Iterator<Item = &'static str> {
+    CATEGORIES
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| mask & (1 << i) != 0)
+        .map(|(_, c)| *c)
+}
+
+/// One command or subcommand as ACL rules see it.
+#[derive(Debug)]
+pub struct Command {
+    /// `name` or `container|sub`, lower case.
+    pub name: String,
+    /// Its categories, in the order COMMAND INFO lists them.
+    pub categories: Vec<&'static str>,
+    /// The categories as bits.
+    pub mask: u32,
+    /// Its container's id, for a subcommand.
+    pub parent: Option<usize>,
+    /// The ids of its subcommands.
+    pub subs: Vec<usize>,
+    /// Whether its keys need read permission (`%R~`) and write permission (`%W~`).
+    pub key_read: bool,
+    /// See `key_read`.
+    pub key_write: bool,
+}
+
+/// Every command and subcommand: ids `0..rows` are the table's rows in table order (the id
+/// of a row is `command::table::index`), subcommands follow.
+#[derive(Debug)]
+pub struct Commands {
+    /// By id.
+    pub list: Vec<Command>,
+    /// `container|sub` to id.
+    subs: HashMap<String, usize>,
+}
+
+/// The command identities, built once.
+pub fn commands() -> &'static Commands {
+    static TABLE: OnceLock<Commands> = OnceLock::new();
+    TABLE.get_or_init(build)
+}
+
+impl Commands {
+    /// Number of ids.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are no commands (never).
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The id of a command or `container|sub` by name (any case).
+    pub fn find(&self, name: &str) -> Option<usize> {
+        let lower = name.to_ascii_lowercase();
+        if let Some((container, _)) = lower.split_once('|') {
+            command::lookup(container.as_bytes())?;
+            return self.subs.get(&lower).copied();
+        }
+        command::lookup(lower.as_bytes()).map(command::table::index)
+    }
+
+    /// The id a call of `spec` with `args` runs as: its subcommand's when it has
+    /// subcommands and `args[1]` names one, else the row's.
+    pub fn id_of_call(&self, spec: &CommandSpec, args: &[&[u8]]) -> usize {
+        let id = command::table::index(spec);
+        if self.list[id].subs.is_empty() {
+            return id;
+        }
+        let Some(sub) = args.get(1) else {
+            return id;
+        };
+        let full = format!(
+            "{}|{}",
+            spec.name,
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        );
+        self.subs.get(&full).copied().unwrap_or(id)
+    }
+}
+
+fn build() -> Commands {
+    let mut redis: HashMap<&str, Vec<&'static str>> = HashMap::new();
+    for line in REDIS
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let mut words = line.split(' ');
+        let name = words.next().unwrap_or_default();
+        let cats = words
+            .map(|w| {
+                let w = w.trim_start_matches('@');
+                CATEGORIES
+                    .iter()
+                    .copied()
+                    .find(|c| *c == w)
+                    .unwrap_or("slow")
+            })
+            .collect();
+        redis.insert(name, cats);
+    }
+    let mut list: Vec<Command> = command::all()
+        .map(|spec| {
+            let categories = redis
+                .get(spec.name)
+                .cloned()
+                .or_else(|| {
+                    TOLLGATE
+                        .iter()
+                        .find(|(n, _)| *n == spec.name)
+                        .map(|(_, c)| c.to_vec())
+                })
+                .unwrap_or_default();
+            let (key_read, key_write) = key_permissions(spec);
+            Command {
+                name: spec.name.to_string(),
+                mask: mask_of(&categories),
+                categories,
+                parent: None,
+                subs: Vec::new(),
+                key_read,
+                key_write,
+            }
+        })
+        .collect();
+    let mut subs = HashMap::new();
+    let mut names: Vec<&&str> = redis.keys().filter(|n| n.contains('|')).collect();
+    names.sort();
+    for name in names {
+        let (container, _) = name.split_once('|').unwrap_or_default();
+        let Some(spec) = command::lookup(container.as_bytes()) else {
+            continue;
+        };
+        let parent = command::table::index(spec);
+        let id = list.len();
+        let categories = redis[*name].clone();
+        list.push(Command {
+            name: name.to_string(),
+            mask: mask_of(&categories),
+            categories,
+            parent: Some(parent),
+            subs: Vec::new(),
+            key_read: list[parent].key_read,
+            key_write: list[parent].key_write,
+        });
+        list[parent].subs.push(id);
+        subs.insert(name.to_string(), id);
+    }
+    Commands { list, subs }
+}
+
+fn mask_of(categories: &[&str]) -> u32 {
+    categories
+        .iter()
+        .filter_map(|c| category_bit(c))
+        .fold(0, |m, b| m | b)
+}
+
+/// Which permissions a command's keys need, as Redis 7.0 decides from its key
+/// specifications: read for `access`, write for `insert`, `delete` or `update` (the union
+/// over the command's specifications). A command Redis does not have: read if it is
+/// read-only, read and write otherwise.
+fn key_permissions(spec: &CommandSpec) -> (bool, bool) {
+    let Some(doc) = command::docs::redis(spec.name) else {
+        let read_only = spec.has(flags::READONLY);
+        return (true, !read_only);
+    };
+    let mut words = Vec::new();
+    collect_flags(&doc.key_specs, &mut words);
+    let read = words.iter().any(|w| w == "access");
+    let write = words
+        .iter()
+        .any(|w| w == "insert" || w == "delete" || w == "update");
+    (read, write)
+}
+
+/// The values of every `flags` field in a key specification reply, lower-cased.
+fn collect_flags(r: &Reply, out: &mut Vec<String>) {
+    match r {
+        Reply::Array(items) | Reply::Set(items) => items.iter().for_each(|i| collect_flags(i, out)),
+        Reply::Map(pairs) => {
+            for (k, v) in pairs {
+                let is_flags = matches!(k, Reply::Bulk(b) if &b[..] == b"flags")
+                    || matches!(k, Reply::Status(s) if s == "flags");
+                if is_flags {
+                    if let Reply::Array(fs) | Reply::Set(fs) = v {
+                        for f in fs {
+                            match f {
+                                Reply::Status(s) => out.push(s.to_ascii_lowercase()),
+                                Reply::Bulk(b) => {
+                                    out.push(String::from_utf8_lossy(b).to_ascii_lowercase())
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                } else {
+                    collect_flags(v, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The full name a call runs as: `config|set` for a subcommand, else the row's name.
+pub fn call_name(spec: &CommandSpec, args: &[&[u8]]) -> &'static str {
+    let cmds = commands();
+    cmds.list[cmds.id_of_call(spec, args)].name.as_str()
+}
+
+/// COMMAND INFO's ACL categories of a row (`@read`, ...), as redis-server lists them.
+pub fn info_categories(spec: &CommandSpec) -> Vec<String> {
+    commands().list[command::table::index(spec)]
+        .categories
+        .iter()
+        .map(|c| format!("@{c}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_has_categories() {
+        let cmds = commands();
+        for spec in command::all() {
+            let c = &cmds.list[command::table::index(spec)];
+            assert!(
+                !c.categories.is_empty(),
+                "{} has no ACL categories",
+                spec.name
+            );
+        }
+        assert_eq!(
+            cmds.find("GET"),
+            Some(command::table::index(command::lookup(b"get").unwrap()))
+        );
+        assert!(cmds.find("config|get").is_some());
+        assert!(cmds.find("config|nosuch").is_none());
+        let get = &cmds.list[cmds.find("get").unwrap()];
+        assert_eq!(get.categories, ["read", "string", "fast"]);
+        assert!(get.key_read && !get.key_write);
+        let token = &cmds.list[cmds.find("limit.token").unwrap()];
+        assert!(token.mask & category_bit("ratelimit").unwrap() != 0);
+    }
+}

@@ -1,0 +1,953 @@
+//! ACL users: who may log in with which password, and which commands, keys and pub/sub
+//! channels each user may use (Redis 7.0's ACL, without selectors and first-argument
+//! rules).
+//!
+//! - [`User`] is one user: its flags, SHA-256 password hashes and permissions; rules
+//!   (`on`, `>pass`, `+@read`, `~key*`, `&chan*`, ...) change it ([`User::apply`]) and
+//!   [`User::describe`] gives them back as ACL LIST prints them.
+//! - [`Acl`] is the server's store: users by name, the `ACL LOG`, and an epoch that moves
+//!   on every change, so a connection notices a change to its user with one atomic load
+//!   per command. A user with every permission ([`User::unrestricted`]) skips the checks
+//!   entirely: the default user costs a connection one branch per command.
+//! - Checks: [`User::check`] for a call (command, keys, channels), [`User::channel_allowed`]
+//!   for pub/sub. The texts clients get are [`Denied::message`] (Redis 7.0's `NOPERM`).
+//! - The aclfile format (ACL SAVE/LOAD, `aclfile`) is [`Acl::to_file`] / [`parse_file`].
+//!
+//! Command identities and categories are in `categories.rs`.
+
+pub mod categories;
+pub mod log;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use sha2::{Digest, Sha256};
+
+use crate::command::CommandSpec;
+use categories::{category_bit, commands, CATEGORIES};
+
+/// The default user's name.
+pub const DEFAULT_USER: &str = "default";
+
+/// One key pattern with the permissions it grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPattern {
+    /// The glob.
+    pub pattern: Vec<u8>,
+    /// `%R~`: reading keys that match.
+    pub read: bool,
+    /// `%W~`: writing keys that match.
+    pub write: bool,
+}
+
+/// One ACL user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// Its name.
+    pub name: String,
+    /// `on` / `off`.
+    pub enabled: bool,
+    /// `nopass`: any password logs it in.
+    pub nopass: bool,
+    /// `sanitize-payload` / `skip-sanitize-payload` (None: neither was given). Tollgate
+    /// always checks RESTORE payloads in full, so the flag is kept for ACL LIST only.
+    pub sanitize: Option<bool>,
+    /// SHA-256 of each password, in the order they were added.
+    pub passwords: Vec<[u8; 32]>,
+    /// Allowed command ids (bits; see `categories::Commands`).
+    allowed: Vec<u64>,
+    /// `+@all` was the last word about all commands: commands added later are allowed too
+    /// (Redis's reserved "future commands" bit; decides `+@all` vs `-@all` in ACL LIST).
+    all_future: bool,
+    /// `allkeys` (`~*`).
+    pub allkeys: bool,
+    /// Key patterns (when not `allkeys`).
+    pub keys: Vec<KeyPattern>,
+    /// `allchannels` (`&*`).
+    pub allchannels: bool,
+    /// Channel patterns (when not `allchannels`).
+    pub channels: Vec<Vec<u8>>,
+    /// Every command, key and channel: no check is needed.
+    unrestricted: bool,
+}
+
+/// Why a call is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denied {
+    /// The command (its id).
+    Command,
+    /// The key at this argument position.
+    Key(usize),
+    /// The channel at this argument position.
+    Channel(usize),
+}
+
+impl Denied {
+    /// The error clients get (redis-server 7.0.15's text) for a call of `name` (the full
+    /// name: `config|set` for a subcommand).
+    pub fn message(self, name: &str) -> String {
+        match self {
+            Denied::Command => {
+                format!("NOPERM this user has no permissions to run the '{name}' command")
+            }
+            Denied::Key(_) => {
+                "NOPERM this user has no permissions to access one of the keys used as arguments"
+                    .into()
+            }
+            Denied::Channel(_) => {
+                "NOPERM this user has no permissions to access one of the channels used as arguments"
+                    .into()
+            }
+        }
+    }
+
+    /// Why EXEC refuses a queued command whose permission went away (Redis 7.0's words).
+    pub fn exec_reason(self) -> &'static str {
+        match self {
+            Denied::Command => "no permission to execute the command or subcommand",
+            Denied::Key(_) => "no permission to touch the specified keys",
+            Denied::Channel(_) => "no permission to access one of the channels used as arguments",
+        }
+    }
+
+    /// ACL LOG's `reason` and ACL DRYRUN's wording.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Denied::Command => "command",
+            Denied::Key(_) => "key",
+            Denied::Channel(_) => "channel",
+        }
+    }
+}
+
+/// Why a rule was refused (ACL SETUSER's `ERR Error in ACL SETUSER modifier '<rule>': ...`).
+fn rule_error(rule: &str, why: &str) -> String {
+    format!("ERR Error in ACL SETUSER modifier '{rule}': {why}")
+}
+
+const SYNTAX: &str = "Syntax error";
+const UNKNOWN: &str = "Unknown command or category name in ACL";
+const KEYS_AFTER_ALL: &str = "Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and does not have any effect. Try 'resetkeys' to start with an empty list of patterns";
+const CHANNELS_AFTER_ALL: &str = "Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and does not have any effect. Try 'resetchannels' to start with an empty list of channels";
+const BAD_HASH: &str = "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters";
+const NO_SUCH_PASSWORD: &str = "The password you are trying to remove from the user does not exist";
+
+/// SHA-256 of a password.
+pub fn hash_password(p: &[u8]) -> [u8; 32] {
+    Sha256::digest(p).into()
+}
+
+fn hex(h: &[u8; 32]) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_hash(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+impl User {
+    /// A new user as ACL SETUSER creates it: off, no password, no commands, keys or
+    /// channels (Redis 7.0's `acl-pubsub-default resetchannels`).
+    pub fn new(name: &str) -> User {
+        User {
+            name: name.to_string(),
+            enabled: false,
+            nopass: false,
+            sanitize: None,
+            passwords: Vec::new(),
+            allowed: vec![0; commands().len().div_ceil(64)],
+            all_future: false,
+            allkeys: false,
+            keys: Vec::new(),
+            allchannels: false,
+            channels: Vec::new(),
+            unrestricted: false,
+        }
+    }
+
+    /// The default user of a server: on, every permission, and `requirepass` as its
+    /// password (`nopass` without one).
+    pub fn default_user(requirepass: Option<&str>) -> User {
+        let mut u = User::new(DEFAULT_USER);
+        for rule in ["on", "allkeys", "allchannels", "allcommands"] {
+            let _ = u.apply(rule);
+        }
+        u.set_requirepass(requirepass);
+        u
+    }
+
+    /// `requirepass` changed: the default user's passwords become that one (`nopass`
+    /// when it is empty), as Redis's CONFIG SET requirepass does.
+    pub fn set_requirepass(&mut self, pass: Option<&str>) {
+        self.passwords.clear();
+        match pass {
+            Some(p) => {
+                self.nopass = false;
+                self.passwords.push(hash_password(p.as_bytes()));
+            }
+            None => self.nopass = true,
+        }
+    }
+
+    /// Whether `pass` logs this user in (it must also be `on`).
+    pub fn password_ok(&self, pass: &[u8]) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        if self.nopass {
+            return true;
+        }
+        let h = hash_password(pass);
+        // Compare every stored hash in full, whatever matches first.
+        self.passwords
+            .iter()
+            .fold(false, |ok, p| ok | constant_time_eq(p, &h))
+    }
+
+    /// Whether every command, key and channel is allowed (the fast path: no check).
+    #[inline]
+    pub fn unrestricted(&self) -> bool {
+        self.unrestricted
+    }
+
+    fn refresh(&mut self) {
+        let n = commands().len();
+        let all_cmds = (0..n).all(|i| self.bit(i));
+        self.unrestricted = all_cmds && self.allkeys && self.allchannels;
+    }
+
+    fn bit(&self, id: usize) -> bool {
+        self.allowed[id / 64] & (1 << (id % 64)) != 0
+    }
+
+    fn set_bit(&mut self, id: usize, on: bool) {
+        if on {
+            self.allowed[id / 64] |= 1 << (id % 64);
+        } else {
+            self.allowed[id / 64] &= !(1 << (id % 64));
+        }
+    }
+
+    /// A command and all its subcommands (Redis's `ACLChangeSelectorPerm`).
+    fn set_command(&mut self, id: usize, on: bool) {
+        self.set_bit(id, on);
+        for s in commands().list[id].subs.clone() {
+            self.set_bit(s, on);
+        }
+    }
+
+    fn set_category(&mut self, mask: u32, on: bool) {
+        for (id, c) in commands().list.iter().enumerate() {
+            if c.mask & mask != 0 {
+                self.set_command(id, on);
+            }
+        }
+    }
+
+    fn set_all(&mut self, on: bool) {
+        let n = commands().len();
+        for id in 0..n {
+            self.set_bit(id, on);
+        }
+        self.all_future = on;
+    }
+
+    /// Apply several rules atomically: either all of them or none (ACL SETUSER).
+    pub fn apply_all<S: AsRef<str>>(&mut self, rules: &[S]) -> Result<(), String> {
+        let mut copy = self.clone();
+        for r in rules {
+            copy.apply(r.as_ref())?;
+        }
+        *self = copy;
+        Ok(())
+    }
+
+    /// Apply one rule; the error is ACL SETUSER's text.
+    pub fn apply(&mut self, rule: &str) -> Result<(), String> {
+        let r = self.apply_inner(rule);
+        self.refresh();
+        r
+    }
+
+    fn apply_inner(&mut self, rule: &str) -> Result<(), String> {
+        let lower = rule.to_ascii_lowercase();
+        match lower.as_str() {
+            "on" => self.enabled = true,
+            "off" => self.enabled = false,
+            "nopass" => {
+                self.nopass = true;
+                self.passwords.clear();
+            }
+            "resetpass" => {
+                self.nopass = false;
+                self.passwords.clear();
+            }
+            "allkeys" => {
+                self.allkeys = true;
+                self.keys.clear();
+            }
+            "resetkeys" => {
+                self.allkeys = false;
+                self.keys.clear();
+            }
+            "allchannels" => {
+                self.allchannels = true;
+                self.channels.clear();
+            }
+            "resetchannels" => {
+                self.allchannels = false;
+                self.channels.clear();
+            }
+            "allcommands" | "+@all" => self.set_all(true),
+            "nocommands" | "-@all" => self.set_all(false),
+            "sanitize-payload" => self.sanitize = Some(true),
+            "skip-sanitize-payload" => self.sanitize = Some(false),
+            "reset" => {
+                let name = std::mem::take(&mut self.name);
+                *self = User::new(&name);
+                self.sanitize = Some(true);
+            }
+            _ => return self.apply_pattern_or_command(rule),
+        }
+        Ok(())
+    }
+
+    fn apply_pattern_or_command(&mut self, rule: &str) -> Result<(), String> {
+        let bytes = rule.as_bytes();
+        match bytes.first() {
+            Some(b'>') => {
+                self.passwords_add(hash_password(&bytes[1..]));
+            }
+            Some(b'#') => {
+                let h = parse_hash(&rule[1..]).ok_or_else(|| rule_error(rule, BAD_HASH))?;
+                self.passwords_add(h);
+            }
+            Some(b'<') => {
+                let h = hash_password(&bytes[1..]);
+                self.passwords_remove(h)
+                    .ok_or_else(|| rule_error(rule, NO_SUCH_PASSWORD))?;
+            }
+            Some(b'!') => {
+                let h = parse_hash(&rule[1..]).ok_or_else(|| rule_error(rule, BAD_HASH))?;
+                self.passwords_remove(h)
+                    .ok_or_else(|| rule_error(rule, NO_SUCH_PASSWORD))?;
+            }
+            Some(b'~') | Some(b'%') => self.add_key_pattern(rule)?,
+            Some(b'&') => {
+                if self.allchannels {
+                    return Err(rule_error(rule, CHANNELS_AFTER_ALL));
+                }
+                let p = &bytes[1..];
+                if p == b"*" {
+                    self.allchannels = true;
+                    self.channels.clear();
+                } else if !self.channels.iter().any(|c| c == p) {
+                    self.channels.push(p.to_vec());
+                }
+            }
+            Some(b'+') | Some(b'-') => {
+                let on = bytes[0] == b'+';
+                let what = &rule[1..];
+                if let Some(cat) = what.strip_prefix('@') {
+                    let bit = category_bit(cat).ok_or_else(|| rule_error(rule, UNKNOWN))?;
+                    self.set_category(bit, on);
+                } else {
+                    let cmds = commands();
+                    match cmds.find(what) {
+                        Some(id) => self.set_command(id, on),
+                        None => {
+                            // `+select|0`: Redis's first-argument rules, which Tollgate does
+                            // not have (a container's unknown subcommand is unknown).
+                            if let Some((container, _)) = what.split_once('|') {
+                                if let Some(id) = cmds.find(container) {
+                                    if cmds.list[id].subs.is_empty() {
+                                        return Err(rule_error(
+                                            rule,
+                                            "Tollgate does not support first-argument rules; allow or deny the whole command",
+                                        ));
+                                    }
+                                }
+                            }
+                            return Err(rule_error(rule, UNKNOWN));
+                        }
+                    }
+                }
+            }
+            _ => return Err(rule_error(rule, SYNTAX)),
+        }
+        Ok(())
+    }
+
+    fn passwords_add(&mut self, h: [u8; 32]) {
+        self.nopass = false;
+        if !self.passwords.contains(&h) {
+            self.passwords.push(h);
+        }
+    }
+
+    fn passwords_remove(&mut self, h: [u8; 32]) -> Option<()> {
+        let at = self.passwords.iter().position(|p| *p == h)?;
+        self.passwords.remove(at);
+        self.nopass = false;
+        Some(())
+    }
+
+    fn add_key_pattern(&mut self, rule: &str) -> Result<(), String> {
+        let bytes = rule.as_bytes();
+        let (read, write, pattern) = if bytes[0] == b'~' {
+            (true, true, &bytes[1..])
+        } else {
+            let tilde = bytes
+                .iter()
+                .position(|&b| b == b'~')
+                .ok_or_else(|| rule_error(rule, SYNTAX))?;
+            let (mut r, mut w) = (false, false);
+            for &f in &bytes[1..tilde] {
+                match f.to_ascii_uppercase() {
+                    b'R' => r = true,
+                    b'W' => w = true,
+                    _ => return Err(rule_error(rule, SYNTAX)),
+                }
+            }
+            if !r && !w {
+                return Err(rule_error(rule, SYNTAX));
+            }
+            (r, w, &bytes[tilde + 1..])
+        };
+        if self.allkeys {
+            return Err(rule_error(rule, KEYS_AFTER_ALL));
+        }
+        if pattern == b"*" && read && write {
+            self.allkeys = true;
+            self.keys.clear();
+            return Ok(());
+        }
+        match self.keys.iter_mut().find(|k| k.pattern == pattern) {
+            Some(k) => {
+                k.read |= read;
+                k.write |= write;
+            }
+            None => self.keys.push(KeyPattern {
+                pattern: pattern.to_vec(),
+                read,
+                write,
+            }),
+        }
+        Ok(())
+    }
+
+    /// Whether this user may run command `id`.
+    pub fn command_allowed(&self, id: usize) -> bool {
+        self.bit(id)
+    }
+
+    /// Whether this user may use `key` with the given permissions.
+    pub fn key_allowed(&self, key: &[u8], read: bool, write: bool) -> bool {
+        self.allkeys
+            || self.keys.iter().any(|k| {
+                (k.read || !read)
+                    && (k.write || !write)
+                    && crate::glob::glob_match(&k.pattern, key, false)
+            })
+    }
+
+    /// Whether this user may use `channel`: publish to or subscribe to it (`pattern`
+    /// false), or subscribe to it as a pattern (`pattern` true, which must equal one of
+    /// the user's patterns, as Redis 7.0 checks). The one check pub/sub calls.
+    pub fn channel_allowed(&self, channel: &[u8], pattern: bool) -> bool {
+        self.allchannels
+            || self.channels.iter().any(|c| {
+                if pattern {
+                    c == channel
+                } else {
+                    crate::glob::glob_match(c, channel, false)
+                }
+            })
+    }
+
+    /// Check a call of `spec` (`args[0]` is the name): the command, then its keys, then
+    /// its channels, as Redis's `ACLCheckAllUserCommandPerm`.
+    pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
+        if self.unrestricted {
+            return Ok(());
+        }
+        let cmds = commands();
+        let id = cmds.id_of_call(spec, args);
+        if !self.bit(id) {
+            return Err(Denied::Command);
+        }
+        if !self.allkeys && spec.has_keys() {
+            let c = &cmds.list[id];
+            for at in key_positions(spec, args) {
+                if !self.key_allowed(args[at], c.key_read, c.key_write) {
+                    return Err(Denied::Key(at));
+                }
+            }
+        }
+        if !self.allchannels {
+            if let Some((from, pattern)) = channel_arguments(spec) {
+                let until = if spec.name.ends_with("publish") {
+                    2
+                } else {
+                    args.len()
+                };
+                for (at, ch) in args.iter().enumerate().take(until).skip(from) {
+                    if !self.channel_allowed(ch, pattern) {
+                        return Err(Denied::Channel(at));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The user as ACL LIST prints it (without the leading `user <name> `).
+    pub fn describe(&self) -> String {
+        let mut words: Vec<String> = Vec::new();
+        words.push(if self.enabled { "on" } else { "off" }.into());
+        if self.nopass {
+            words.push("nopass".into());
+        }
+        match self.sanitize {
+            Some(false) => words.push("skip-sanitize-payload".into()),
+            Some(true) => words.push("sanitize-payload".into()),
+            None => {}
+        }
+        words.extend(self.passwords.iter().map(|p| format!("#{}", hex(p))));
+        let keys = self.describe_keys();
+        if !keys.is_empty() {
+            words.push(keys);
+        }
+        words.push(self.describe_channels());
+        words.push(self.describe_commands());
+        words.join(" ")
+    }
+
+    /// ACL GETUSER's flags.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut f = vec![if self.enabled { "on" } else { "off" }];
+        if self.nopass {
+            f.push("nopass");
+        }
+        match self.sanitize {
+            Some(false) => f.push("skip-sanitize-payload"),
+            Some(true) => f.push("sanitize-payload"),
+            None => {}
+        }
+        f
+    }
+
+    /// The key patterns as ACL LIST and GETUSER print them (`~*` for `allkeys`).
+    pub fn describe_keys(&self) -> String {
+        if self.allkeys {
+            return "~*".into();
+        }
+        let words: Vec<String> = self
+            .keys
+            .iter()
+            .map(|k| {
+                let prefix = match (k.read, k.write) {
+                    (true, true) => "~",
+                    (true, false) => "%R~",
+                    _ => "%W~",
+                };
+                format!("{prefix}{}", String::from_utf8_lossy(&k.pattern))
+            })
+            .collect();
+        words.join(" ")
+    }
+
+    /// The channels as ACL LIST prints them (`&*`, or `resetchannels` and the patterns).
+    pub fn describe_channels(&self) -> String {
+        if self.allchannels {
+            return "&*".into();
+        }
+        let mut words = vec!["resetchannels".to_string()];
+        words.extend(
+            self.channels
+                .iter()
+                .map(|c| format!("&{}", String::from_utf8_lossy(c))),
+        );
+        words.join(" ")
+    }
+
+    /// The channels as ACL GETUSER prints them (no `resetchannels`).
+    pub fn getuser_channels(&self) -> String {
+        if self.allchannels {
+            return "&*".into();
+        }
+        let words: Vec<String> = self
+            .channels
+            .iter()
+            .map(|c| format!("&{}", String::from_utf8_lossy(c)))
+            .collect();
+        words.join(" ")
+    }
+
+    /// The command rules, rebuilt from the permissions as Redis 7.0 does
+    /// (`ACLDescribeSelectorCommandRules`): `+@all` or `-@all`, then each category that
+    /// fits better than not, then the single commands that still differ (in table order;
+    /// redis-server's order there follows its hash table and changes between runs).
+    pub fn describe_commands(&self) -> String {
+        let cmds = commands();
+        let additive = !self.all_future;
+        let mut fake = User::new("");
+        let mut rules = vec![if additive { "-@all" } else { "+@all" }.to_string()];
+        fake.set_all(!additive);
+        let mut tmp = self.clone();
+        for (j, cat) in CATEGORIES.iter().enumerate() {
+            let bit = 1u32 << j;
+            let (mut on, mut off) = (0, 0);
+            for (id, c) in cmds.list.iter().enumerate() {
+                if c.mask & bit != 0 {
+                    if tmp.bit(id) {
+                        on += 1;
+                    } else {
+                        off += 1;
+                    }
+                }
+            }
+            if (additive && on > off) || (!additive && off > on) {
+                fake.set_category(bit, additive);
+                tmp.set_category(bit, !additive);
+                rules.push(format!("{}@{cat}", if additive { '+' } else { '-' }));
+            }
+        }
+        for (id, c) in cmds.list.iter().enumerate() {
+            if c.parent.is_some() {
+                continue;
+            }
+            for i in std::iter::once(id).chain(c.subs.iter().copied()) {
+                let (mine, theirs) = (self.bit(i), fake.bit(i));
+                if mine != theirs {
+                    rules.push(format!(
+                        "{}{}",
+                        if mine { '+' } else { '-' },
+                        cmds.list[i].name
+                    ));
+                    if i == id {
+                        fake.set_command(i, mine);
+                    } else {
+                        fake.set_bit(i, mine);
+                    }
+                }
+            }
+        }
+        rules.join(" ")
+    }
+}
+
+/// The positions of a call's keys.
+fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> Vec<usize> {
+    use crate::command::Keys;
+    match spec.keys {
+        Keys::None => Vec::new(),
+        Keys::Range { first, last, step } => {
+            let n = args.len() as i32;
+            if n <= first {
+                return Vec::new();
+            }
+            let last = if last < 0 { n + last } else { last.min(n - 1) };
+            (first..=last.max(0))
+                .step_by(step.max(1) as usize)
+                .map(|i| i as usize)
+                .collect()
+        }
+        Keys::Counted { at, .. } => {
+            let count = args
+                .get(at)
+                .and_then(|a| std::str::from_utf8(a).ok())
+                .and_then(|s| s.parse::<usize>().ok())
+                .unwrap_or(0);
+            (at + 1..(at + 1 + count).min(args.len())).collect()
+        }
+        Keys::Parsed(find) => {
+            // LIMIT.ALL's rules: the keys by value; find their positions.
+            let keys = find(args);
+            let mut at = Vec::new();
+            for k in keys {
+                if let Some(i) = args.iter().skip(1).position(|a| *a == &k[..]) {
+                    at.push(i + 1);
+                }
+            }
+            at
+        }
+    }
+}
+
+/// Where a pub/sub command's channels are: (first argument, as patterns). PUBLISH and
+/// SPUBLISH have one channel; the subscribe commands name channels to the end. The
+/// unsubscribe commands are not checked (as in Redis).
+fn channel_arguments(spec: &CommandSpec) -> Option<(usize, bool)> {
+    if !spec.has(crate::command::flags::PUBSUB) {
+        return None;
+    }
+    match spec.name {
+        "publish" | "spublish" | "subscribe" | "ssubscribe" => Some((1, false)),
+        "psubscribe" => Some((1, true)),
+        _ => None,
+    }
+}
+
+/// Compare two byte strings in time that depends only on their length.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// The server's users, with the ACL LOG.
+#[derive(Debug)]
+pub struct Acl {
+    users: RwLock<BTreeMap<String, Arc<User>>>,
+    /// Moves on every change to any user: connections compare it with the one they saw.
+    epoch: AtomicU64,
+    /// ACL LOG.
+    pub log: Mutex<log::Log>,
+}
+
+impl Acl {
+    /// A store with only the default user (`requirepass` its password).
+    pub fn new(requirepass: Option<&str>) -> Acl {
+        let mut users = BTreeMap::new();
+        users.insert(
+            DEFAULT_USER.to_string(),
+            Arc::new(User::default_user(requirepass)),
+        );
+        Acl {
+            users: RwLock::new(users),
+            epoch: AtomicU64::new(1),
+            log: Mutex::new(log::Log::default()),
+        }
+    }
+
+    /// The current epoch (moves on every change).
+    #[inline]
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A user by name.
+    pub fn get(&self, name: &str) -> Option<Arc<User>> {
+        self.users.read().get(name).cloned()
+    }
+
+    /// The default user.
+    pub fn default_user(&self) -> Arc<User> {
+        self.get(DEFAULT_USER)
+            .unwrap_or_else(|| Arc::new(User::default_user(None)))
+    }
+
+    /// Whether the default user logs in without a password (protected mode applies then).
+    pub fn default_nopass(&self) -> bool {
+        self.default_user().nopass
+    }
+
+    /// All users, by name.
+    pub fn users(&self) -> Vec<Arc<User>> {
+        self.users.read().values().cloned().collect()
+    }
+
+    /// ACL SETUSER: create or change a user with `rules`, all or nothing.
+    pub fn set_user(&self, name: &str, rules: &[String]) -> Result<(), String> {
+        if name.bytes().any(|b| b == b' ' || b == 0) {
+            return Err("ERR Usernames can't contain spaces or null characters".into());
+        }
+        let mut users = self.users.write();
+        let mut user = users
+            .get(name)
+            .map(|u| (**u).clone())
+            .unwrap_or_else(|| User::new(name));
+        user.apply_all(rules)?;
+        users.insert(name.to_string(), Arc::new(user));
+        drop(users);
+        self.changed();
+        Ok(())
+    }
+
+    /// ACL DELUSER: how many of `names` existed and were removed (never the default user).
+    pub fn del_users(&self, names: &[String]) -> Result<usize, String> {
+        if names.iter().any(|n| n == DEFAULT_USER) {
+            return Err("ERR The 'default' user cannot be removed".into());
+        }
+        let mut users = self.users.write();
+        let n = names.iter().filter(|n| users.remove(*n).is_some()).count();
+        drop(users);
+        self.changed();
+        Ok(n)
+    }
+
+    /// `requirepass` changed: it becomes the default user's password.
+    pub fn set_requirepass(&self, pass: Option<&str>) {
+        let mut users = self.users.write();
+        let mut u = users
+            .get(DEFAULT_USER)
+            .map(|u| (**u).clone())
+            .unwrap_or_else(|| User::default_user(None));
+        u.set_requirepass(pass);
+        users.insert(DEFAULT_USER.to_string(), Arc::new(u));
+        drop(users);
+        self.changed();
+    }
+
+    /// Replace every user (ACL LOAD, a snapshot); `new` includes the default user.
+    pub fn replace(&self, new: Vec<User>) {
+        let mut users = self.users.write();
+        users.clear();
+        for u in new {
+            users.insert(u.name.clone(), Arc::new(u));
+        }
+        if !users.contains_key(DEFAULT_USER) {
+            users.insert(DEFAULT_USER.to_string(), Arc::new(User::default_user(None)));
+        }
+        drop(users);
+        self.changed();
+    }
+
+    /// The users in the aclfile format (`user <name> <rules>` lines), as ACL SAVE writes.
+    pub fn to_file(&self) -> String {
+        self.users
+            .read()
+            .values()
+            .map(|u| format!("user {} {}\n", u.name, u.describe()))
+            .collect()
+    }
+}
+
+/// Parse an aclfile (Redis's format: `user <name> <rule> ...` lines; blank lines and `#`
+/// comments are skipped). Without a `default` line the default user is Redis's (on,
+/// nopass, every permission). The error lists every bad line as redis-server 7.0.15's
+/// ACL LOAD does (`<path>:<line>: <why>. `), for the file at `path`.
+pub fn parse_file(text: &str, path: &str) -> Result<Vec<User>, String> {
+    let mut users: Vec<User> = Vec::new();
+    let mut errors = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let n = n + 1;
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words: Vec<&str> = line.split_ascii_whitespace().collect();
+        if words[0] != "user" || words.len() < 2 {
+            errors.push_str(&format!(
+                "{path}:{n} should start with user keyword followed by the username. "
+            ));
+            continue;
+        }
+        let name = words[1];
+        if users.iter().any(|u| u.name == name) {
+            errors.push_str(&format!("{path}:{n}: Duplicate user '{name}' found. "));
+            continue;
+        }
+        let mut u = User::new(name);
+        match u.apply_all(&words[2..]) {
+            Ok(()) => users.push(u),
+            Err(e) => {
+                let why = e.split_once("': ").map_or(e.as_str(), |(_, w)| w);
+                errors.push_str(&format!("{path}:{n}: {why}. "));
+            }
+        }
+    }
+    if !errors.is_empty() {
+        errors.push_str("WARNING: ACL errors detected, no change to the previously active ACL rules was performed");
+        return Err(errors);
+    }
+    if !users.iter().any(|u| u.name == DEFAULT_USER) {
+        users.push(User::default_user(None));
+    }
+    Ok(users)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::lookup;
+
+    fn user(rules: &[&str]) -> User {
+        let mut u = User::new("u");
+        u.apply_all(rules).unwrap();
+        u
+    }
+
+    #[test]
+    fn default_user_is_unrestricted() {
+        let u = User::default_user(None);
+        assert!(u.unrestricted() && u.nopass && u.enabled);
+        assert_eq!(u.describe(), "on nopass ~* &* +@all");
+    }
+
+    #[test]
+    fn categories_keys_and_descriptions() {
+        let u = user(&["on", "nopass", "+@ratelimit", "~tenant1:*"]);
+        let token = lookup(b"limit.token").unwrap();
+        assert!(u
+            .check(token, &[b"limit.token", b"tenant1:x", b"10", b"1"])
+            .is_ok());
+        assert_eq!(
+            u.check(token, &[b"limit.token", b"tenant2:x", b"10", b"1"]),
+            Err(Denied::Key(1))
+        );
+        let flushall = lookup(b"flushall").unwrap();
+        assert_eq!(u.check(flushall, &[b"flushall"]), Err(Denied::Command));
+        assert_eq!(u.describe_commands(), "-@all +@ratelimit");
+        let u = user(&["+get", "+set", "-get", "+@hash", "-@read"]);
+        assert!(u.describe_commands().starts_with("-@all "));
+        let u = user(&["allcommands", "-config|set"]);
+        assert_eq!(u.describe_commands(), "+@all -config|set");
+        let u = user(&["+@slow"]);
+        let config = lookup(b"config").unwrap();
+        assert!(u.check(config, &[b"config", b"set", b"x", b"y"]).is_ok());
+    }
+
+    #[test]
+    fn rule_errors_are_redis_texts() {
+        let mut u = User::new("u");
+        assert_eq!(
+            u.apply("bogus").unwrap_err(),
+            "ERR Error in ACL SETUSER modifier 'bogus': Syntax error"
+        );
+        assert!(u.apply("+nosuch").unwrap_err().ends_with(UNKNOWN));
+        u.apply("allkeys").unwrap();
+        assert!(u.apply("~x").unwrap_err().ends_with(KEYS_AFTER_ALL));
+        assert!(u.apply("#abc").unwrap_err().ends_with(BAD_HASH));
+        assert!(u.apply("<nope").unwrap_err().ends_with(NO_SUCH_PASSWORD));
+    }
+
+    #[test]
+    fn aclfile_round_trip() {
+        let acl = Acl::new(Some("pw"));
+        acl.set_user(
+            "alice",
+            &[
+                "on", ">secret", "~cache:*", "%R~ro:*", "&news", "+@read", "-get",
+            ]
+            .map(String::from),
+        )
+        .unwrap();
+        let text = acl.to_file();
+        let users = parse_file(&text, "f").unwrap();
+        let again = Acl::new(None);
+        again.replace(users);
+        assert_eq!(again.to_file(), text);
+        assert!(again.get("alice").unwrap().password_ok(b"secret"));
+        assert_eq!(
+            parse_file("user bob on bogus\nfoo\n", "f").unwrap_err(),
+            "f:1: Syntax error. f:2 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"
+        );
+    }
+}

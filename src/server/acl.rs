@@ -1,0 +1,321 @@
+//! The ACL command (SETUSER, GETUSER, DELUSER, LIST, USERS, WHOAMI, CAT, GENPASS, LOG,
+//! DRYRUN, SAVE, LOAD, HELP) over the server's user store (`crate::acl`), with
+//! redis-server 7.0.15's replies and error texts.
+//!
+//! A change to the users (SETUSER, DELUSER, LOAD) goes through [`change`]: standalone it
+//! applies to the store at once; in a cluster it is a replicated write (`Op::Acl`), so
+//! every node applies the same change in log order. Connections of a deleted user are
+//! closed, as Redis kills them.
+
+use bytes::Bytes;
+
+use super::connection::{Answer, Client};
+use crate::acl::categories::{category_bit, commands, CATEGORIES};
+use crate::acl::{self, Denied, User};
+use crate::command::{self, args::is};
+use crate::protocol::Reply;
+
+/// ACL subcommand ...
+pub async fn acl(c: &mut Client, a: &[Bytes]) -> Answer {
+    let sub = a[1].to_ascii_lowercase();
+    let arity_ok = |arity: i32| {
+        let n = a.len() as i32;
+        if arity >= 0 {
+            n == arity
+        } else {
+            n >= -arity
+        }
+    };
+    let table: &[(&str, i32)] = &[
+        ("help", 2),
+        ("users", 2),
+        ("log", -2),
+        ("load", 2),
+        ("setuser", -3),
+        ("deluser", -3),
+        ("cat", -2),
+        ("whoami", 2),
+        ("list", 2),
+        ("genpass", -2),
+        ("getuser", 3),
+        ("dryrun", -4),
+        ("save", 2),
+    ];
+    let sub = String::from_utf8_lossy(&sub).into_owned();
+    let Some(&(name, arity)) = table.iter().find(|(n, _)| *n == sub) else {
+        return Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try ACL HELP.",
+            command::arg_text(&a[1])
+        ))
+        .into();
+    };
+    if !arity_ok(arity) {
+        return command::arity_error(&format!("acl|{name}")).into();
+    }
+    let store = c.shared.engine.acl().clone();
+    let reply = match name {
+        "help" => help(),
+        "users" => Reply::Array(
+            store
+                .users()
+                .iter()
+                .map(|u| Reply::bulk(u.name.clone()))
+                .collect(),
+        ),
+        "list" => Reply::Array(
+            store
+                .users()
+                .iter()
+                .map(|u| Reply::bulk(format!("user {} {}", u.name, u.describe())))
+                .collect(),
+        ),
+        "whoami" => Reply::bulk(c.user.name.clone()),
+        "getuser" => match store.get(&text(&a[2])) {
+            Some(u) => getuser(&u),
+            None => Reply::Nil,
+        },
+        "cat" => cat(a),
+        "genpass" => genpass(a),
+        "log" => log(&store, a),
+        "dryrun" => dryrun(&store, a),
+        "setuser" => {
+            let rules: Vec<String> = a[3..].iter().map(|r| text(r)).collect();
+            change(c, Change::SetUser(text(&a[2]), rules)).await
+        }
+        "deluser" => {
+            let names = a[2..].iter().map(|r| text(r)).collect();
+            change(c, Change::DelUsers(names)).await
+        }
+        "save" => super::acl_file::save(&c.shared).await,
+        "load" => super::acl_file::load(c).await,
+        _ => Reply::err("ERR unknown subcommand"),
+    };
+    if !c.refresh_user() {
+        // This connection's own user was deleted: the reply, then the connection closes.
+        return Answer::Close(Some(reply));
+    }
+    reply.into()
+}
+
+/// An argument as text (user names and rules are text in Redis's ACL).
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A change to the users.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub enum Change {
+    /// ACL SETUSER name rules...
+    SetUser(String, Vec<String>),
+    /// ACL DELUSER names...
+    DelUsers(Vec<String>),
+    /// ACL LOAD: every user, as (name, rules) (the file was read and checked by the node
+    /// that ran ACL LOAD).
+    Replace(Vec<(String, Vec<String>)>),
+}
+
+/// Apply a change to the users and close the connections of deleted users.
+pub async fn change(c: &Client, change: Change) -> Reply {
+    let reply = apply(c.shared.engine.acl(), &change);
+    kill_orphans(&c.shared, c.id());
+    reply
+}
+
+/// Apply `change` to `store`: ACL SETUSER's, DELUSER's or LOAD's reply.
+pub fn apply(store: &acl::Acl, change: &Change) -> Reply {
+    match change {
+        Change::SetUser(name, rules) => match store.set_user(name, rules) {
+            Ok(()) => Reply::ok(),
+            Err(e) => Reply::err(e),
+        },
+        Change::DelUsers(names) => match store.del_users(names) {
+            Ok(n) => Reply::Integer(n as i64),
+            Err(e) => Reply::err(e),
+        },
+        Change::Replace(users) => {
+            store.replace(
+                users
+                    .iter()
+                    .map(|(n, rules)| {
+                        let mut u = User::new(n);
+                        // The rules are a user's own description: they apply.
+                        let _ = u.apply_all(rules);
+                        u
+                    })
+                    .collect(),
+            );
+            Reply::ok()
+        }
+    }
+}
+
+/// Close every connection (but `me`, which closes after its reply) whose user no longer
+/// exists.
+pub fn kill_orphans(shared: &super::Shared, me: u64) {
+    let store = shared.engine.acl();
+    for (id, h) in shared.clients.lock().iter() {
+        let user = h.info.lock().user.clone();
+        if *id != me && store.get(&user).is_none() {
+            h.killed.store(true, std::sync::atomic::Ordering::Relaxed);
+            h.kill.notify_one();
+        }
+    }
+}
+
+fn getuser(u: &User) -> Reply {
+    let strings = |v: Vec<String>| Reply::Array(v.into_iter().map(Reply::bulk).collect());
+    Reply::Map(vec![
+        (
+            Reply::bulk("flags"),
+            strings(u.flags().iter().map(|f| f.to_string()).collect()),
+        ),
+        (
+            Reply::bulk("passwords"),
+            strings(
+                u.passwords
+                    .iter()
+                    .map(|p| p.iter().map(|b| format!("{b:02x}")).collect())
+                    .collect(),
+            ),
+        ),
+        (Reply::bulk("commands"), Reply::bulk(u.describe_commands())),
+        (Reply::bulk("keys"), Reply::bulk(u.describe_keys())),
+        (Reply::bulk("channels"), Reply::bulk(u.getuser_channels())),
+        (Reply::bulk("selectors"), Reply::Array(vec![])),
+    ])
+}
+
+fn cat(a: &[Bytes]) -> Reply {
+    let Some(name) = a.get(2) else {
+        return Reply::Array(CATEGORIES.iter().map(|c| Reply::bulk(*c)).collect());
+    };
+    if a.len() > 3 {
+        return command::arity_error("acl|cat");
+    }
+    let name = text(name);
+    let Some(bit) = category_bit(&name) else {
+        return Reply::err(format!("ERR Unknown category '{name}'"));
+    };
+    Reply::Array(
+        commands()
+            .list
+            .iter()
+            .filter(|c| c.mask & bit != 0)
+            .map(|c| Reply::bulk(c.name.clone()))
+            .collect(),
+    )
+}
+
+/// ACL GENPASS [bits]: random bytes from the operating system, in hex (a connection
+/// command: nothing here is replicated, so randomness is fine).
+fn genpass(a: &[Bytes]) -> Reply {
+    let bits = match a.get(2) {
+        None => 256,
+        Some(b) => match command::args::int(b) {
+            Ok(n) if (1..=4096).contains(&n) => n as usize,
+            Ok(_) => return Reply::err("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096"),
+            Err(_) => return Reply::err("ERR value is not an integer or out of range"),
+        },
+    };
+    if a.len() > 3 {
+        return command::arity_error("acl|genpass");
+    }
+    let chars = bits.div_ceil(4);
+    let mut bytes = vec![0u8; chars.div_ceil(2)];
+    if getrandom(&mut bytes).is_err() {
+        return Reply::err("ERR could not read random bytes from the operating system");
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Reply::bulk(hex[..chars].to_string())
+}
+
+fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+fn log(store: &acl::Acl, a: &[Bytes]) -> Reply {
+    match a.get(2) {
+        None => store.log.lock().render(10),
+        Some(w) if is(w, "reset") && a.len() == 3 => {
+            store.log.lock().reset();
+            Reply::ok()
+        }
+        Some(n) if a.len() == 3 => match command::args::int(n) {
+            Ok(n) if n >= 0 => store.log.lock().render(n as usize),
+            Ok(_) => Reply::Array(vec![]),
+            Err(_) => Reply::err("ERR value is not an integer or out of range"),
+        },
+        Some(_) => Reply::err("ERR syntax error"),
+    }
+}
+
+fn dryrun(store: &acl::Acl, a: &[Bytes]) -> Reply {
+    let name = text(&a[2]);
+    let Some(user) = store.get(&name) else {
+        return Reply::err(format!("ERR User '{name}' not found"));
+    };
+    let Some(spec) = command::lookup(&a[3]) else {
+        return Reply::err(format!(
+            "ERR Command '{}' not found",
+            command::arg_text(&a[3])
+        ));
+    };
+    let args = &a[3..];
+    if !command::arity_ok(spec, args.len()) {
+        return command::arity_error(spec.name);
+    }
+    let checked = command::with_slices(args, |s| {
+        user.check(spec, s)
+            .map_err(|d| (d, crate::acl::categories::call_name(spec, s)))
+    });
+    match checked {
+        Ok(()) => Reply::ok(),
+        Err((Denied::Command, name)) => Reply::bulk(format!(
+            "This user has no permissions to run the '{name}' command"
+        )),
+        Err((Denied::Key(at), _)) => Reply::bulk(format!(
+            "This user has no permissions to access the '{}' key",
+            command::arg_text(&args[at])
+        )),
+        Err((Denied::Channel(at), _)) => Reply::bulk(format!(
+            "This user has no permissions to access the '{}' channel",
+            command::arg_text(&args[at])
+        )),
+    }
+}
+
+fn help() -> Reply {
+    let lines = [
+        "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CAT [<category>]",
+        "    List all commands that belong to <category>, or all command categories",
+        "    when no category is specified.",
+        "DELUSER <username> [<username> ...]",
+        "    Delete a list of users.",
+        "DRYRUN <username> <command> [<arg> ...]",
+        "    Returns whether the user can execute the given command without executing the command.",
+        "GETUSER <username>",
+        "    Get the user's details.",
+        "GENPASS [<bits>]",
+        "    Generate a secure 256-bit user password. The optional `bits` argument can",
+        "    be used to specify a different size.",
+        "LIST",
+        "    Show users details in config file format.",
+        "LOAD",
+        "    Reload users from the ACL file.",
+        "LOG [<count> | RESET]",
+        "    Show the ACL log entries.",
+        "SAVE",
+        "    Save the current config to the ACL file.",
+        "SETUSER <username> <attribute> [<attribute> ...]",
+        "    Create or modify a user with the specified attributes.",
+        "USERS",
+        "    List all the registered usernames.",
+        "WHOAMI",
+        "    Return the current connection username.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
+}
