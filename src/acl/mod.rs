@@ -178,6 +178,21 @@ impl User {
         }
     }
 
+    /// A user from its description (ACL LIST's words after the name): how snapshots and
+    /// ACL LOAD's log entries carry users. Rules that no longer parse are skipped.
+    pub fn from_rules<S: AsRef<str>>(name: &str, rules: &[S]) -> User {
+        let mut u = User::new(name);
+        for r in rules {
+            let _ = u.apply(r.as_ref());
+        }
+        u
+    }
+
+    /// The description as separate rules (see [`User::from_rules`]).
+    pub fn rules(&self) -> Vec<String> {
+        self.describe().split(' ').map(String::from).collect()
+    }
+
     /// The default user of a server: on, every permission, and `requirepass` as its
     /// password (`nopass` without one).
     pub fn default_user(requirepass: Option<&str>) -> User {
@@ -705,6 +720,78 @@ fn channel_arguments(spec: &CommandSpec) -> Option<(usize, bool)> {
 /// Compare two byte strings in time that depends only on their length.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// A change to the users, as the Raft log carries it (`engine::Op::Acl`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub enum Change {
+    /// ACL SETUSER name rules...
+    SetUser(String, Vec<String>),
+    /// ACL DELUSER names...
+    DelUsers(Vec<String>),
+    /// ACL LOAD: every user as (name, rules); the node that ran ACL LOAD read and checked
+    /// the file.
+    Replace(Vec<(String, Vec<String>)>),
+}
+
+/// Apply `change` to `store`: ACL SETUSER's, DELUSER's or LOAD's reply. Deterministic
+/// (the same on every node), so it runs in the state machine.
+pub fn apply(store: &Acl, change: &Change) -> crate::protocol::Reply {
+    use crate::protocol::Reply;
+    match change {
+        Change::SetUser(name, rules) => match store.set_user(name, rules) {
+            Ok(()) => Reply::ok(),
+            Err(e) => Reply::err(e),
+        },
+        Change::DelUsers(names) => match store.del_users(names) {
+            Ok(n) => Reply::Integer(n as i64),
+            Err(e) => Reply::err(e),
+        },
+        Change::Replace(users) => {
+            store.replace(
+                users
+                    .iter()
+                    .map(|(n, rules)| User::from_rules(n, rules))
+                    .collect(),
+            );
+            Reply::ok()
+        }
+    }
+}
+
+/// The user a script runs as, with what a refusal is logged with.
+#[derive(Debug)]
+pub struct ScriptUser {
+    /// The user.
+    pub user: Arc<User>,
+    /// The store whose ACL LOG records refusals.
+    pub acl: Arc<Acl>,
+    /// CLIENT LIST line of the calling client, for ACL LOG (empty on a replica).
+    pub client_info: String,
+}
+
+impl ScriptUser {
+    /// Check a `redis.call` of `spec`: None, or the error the script gets (redis-server
+    /// 7.0.15's text), logged in ACL LOG with context `lua`.
+    pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Option<String> {
+        let denied = self.user.check(spec, args).err()?;
+        let object = match denied {
+            Denied::Command => categories::call_name(spec, args).to_string(),
+            Denied::Key(at) | Denied::Channel(at) => String::from_utf8_lossy(args[at]).into_owned(),
+        };
+        self.acl.log.lock().add(
+            denied.reason(),
+            log::Context::Lua,
+            object,
+            self.user.name.clone(),
+            self.client_info.clone(),
+        );
+        Some(match denied {
+            Denied::Command => "ERR The user executing the script can't run this command or subcommand".into(),
+            Denied::Key(_) => "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments".into(),
+            Denied::Channel(_) => "ERR The user executing the script can't publish to the channel mentioned in the command".into(),
+        })
+    }
 }
 
 /// The server's users, with the ACL LOG.

@@ -282,6 +282,7 @@ pub(crate) mod harness {
                 oom: false,
                 scripts: None,
                 metrics: None,
+                user: None,
             };
             execute(&mut ctx, args)
         }

@@ -887,6 +887,7 @@ mod tests {
             oom: false,
             scripts: None,
             metrics: None,
+            user: None,
         };
         super::super::execute(&mut ctx, &args)
     }

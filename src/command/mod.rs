@@ -186,6 +186,9 @@ pub struct Ctx<'a> {
     /// Where limiter decisions are counted (`None` in unit tests). Counting changes no
     /// reply and no state.
     pub metrics: Option<&'a crate::metrics::Metrics>,
+    /// The ACL user a script's `redis.call`s are checked against (`engine::Op::AsUser`);
+    /// None: every permission.
+    pub user: Option<&'a crate::acl::ScriptUser>,
 }
 
 impl Ctx<'_> {

@@ -28,6 +28,8 @@ pub struct Host<'a> {
     calls: u64,
     oom: bool,
     metrics: Option<&'a crate::metrics::Metrics>,
+    /// The ACL user each call is checked against (None: every permission).
+    user: Option<&'a crate::acl::ScriptUser>,
 }
 
 impl<'a> Host<'a> {
@@ -42,12 +44,18 @@ impl<'a> Host<'a> {
             calls: 0,
             oom,
             metrics: None,
+            user: None,
         }
     }
 
     /// Count the `redis.call`s (commands, limiter decisions) in `metrics`.
     pub fn counted(self, metrics: Option<&'a crate::metrics::Metrics>) -> Host<'a> {
         Host { metrics, ..self }
+    }
+
+    /// Check each call against `user`'s permissions, as Redis checks the script caller's.
+    pub fn as_user(self, user: Option<&'a crate::acl::ScriptUser>) -> Host<'a> {
+        Host { user, ..self }
     }
 }
 
@@ -74,6 +82,11 @@ impl ScriptHost for Host<'_> {
     }
 
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
+        if let (Some(user), Some(spec)) = (self.user, args.first().and_then(|n| super::lookup(n))) {
+            if let Some(e) = super::with_slices(args, |a| user.check(spec, a)) {
+                return Reply::err(e);
+            }
+        }
         self.calls += 1;
         let mut ctx = Ctx {
             ks: self.ks,
@@ -85,6 +98,7 @@ impl ScriptHost for Host<'_> {
             oom: self.oom,
             scripts: None,
             metrics: self.metrics,
+            user: None,
         };
         let reply = match (self.metrics, args.first().and_then(|n| super::lookup(n))) {
             (Some(metrics), Some(spec)) => {
@@ -175,7 +189,9 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
         db: ctx.db,
         control: scripts.control.clone(),
     };
-    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_us, ctx.seed, ctx.oom).counted(ctx.metrics);
+    let mut host = Host::new(ctx.ks, ctx.db, ctx.now_us, ctx.seed, ctx.oom)
+        .counted(ctx.metrics)
+        .as_user(ctx.user);
     let reply = scripts.engine.call(call, &mut host, a, &sctx);
     ctx.scripts = Some(scripts);
     reply

@@ -158,6 +158,14 @@ pub enum Op {
     /// that proposed the entry): a script without a shebang is refused its first `denyoom`
     /// `redis.call` before any write. No reply.
     OutOfMemory,
+    /// A change to the ACL users (ACL SETUSER, DELUSER, LOAD): cluster-wide state kept
+    /// apart from the keyspace (`State::acl`), changed in log order on every node. Its
+    /// reply is ACL SETUSER's, DELUSER's or LOAD's.
+    Acl(crate::acl::Change),
+    /// The scripts after this one run as this ACL user: each `redis.call` is checked
+    /// against its permissions at apply time (a user deleted by then has none). Only sent
+    /// for users without every permission. No reply.
+    AsUser(String),
     /// A command with a `CommandSpec::fast` handler, its arguments as parsed. Never
     /// replicated as such: a proposal turns it into `Command` (see `Op::into_replicable`).
     /// Last: serde numbers the variants it serializes by their declared position, but the
@@ -219,8 +227,8 @@ impl Batch {
                 Op::Command(args, spec) => spec
                     .or_else(|| args.first().and_then(|n| command::lookup(n)))
                     .is_some_and(only_reads),
-                Op::Select(_) => true,
-                Op::PurgeExpired { .. } | Op::Evict { .. } | Op::OutOfMemory => false,
+                Op::Select(_) | Op::AsUser(_) => true,
+                Op::PurgeExpired { .. } | Op::Evict { .. } | Op::OutOfMemory | Op::Acl(_) => false,
             })
     }
 
@@ -228,7 +236,7 @@ impl Batch {
     pub fn reply_count(&self) -> usize {
         self.ops
             .iter()
-            .filter(|o| matches!(o, Op::Command(..) | Op::Frame(..)))
+            .filter(|o| matches!(o, Op::Command(..) | Op::Frame(..) | Op::Acl(_)))
             .count()
     }
 }
@@ -901,9 +909,12 @@ fn warm_keys(state: &State, mut db: usize, ops: &[Op]) {
                 db = *d;
                 continue;
             }
-            Op::PurgeExpired { .. } | Op::Evict { .. } | Op::OutOfMemory | Op::Command(_, None) => {
-                continue
-            }
+            Op::PurgeExpired { .. }
+            | Op::Evict { .. }
+            | Op::OutOfMemory
+            | Op::Acl(_)
+            | Op::AsUser(_)
+            | Op::Command(_, None) => continue,
             Op::Command(args, Some(spec)) => {
                 spec.first_key().and_then(|i| args.get(i)).map(|k| &k[..])
             }
@@ -937,6 +948,7 @@ fn command_ctx(
             control: &state.control,
         }),
         metrics: Some(&state.metrics),
+        user: None,
     }
 }
 
@@ -1007,6 +1019,8 @@ fn apply_ops_with(
         warm_keys(state, db, ops);
     }
     let mut db = db;
+    // The ACL user the scripts of this batch run as (`Op::AsUser`); None: every permission.
+    let mut as_user: Option<crate::acl::ScriptUser> = None;
     let mut replies = Vec::with_capacity(ops.len());
     let metrics = state.metrics.clone();
     // One clock read per command: each one's time runs from the end of the previous one.
@@ -1026,6 +1040,19 @@ fn apply_ops_with(
             }
             Op::Evict { db: d, keys } => memory::apply_evictions(state, *d, keys),
             Op::OutOfMemory => admission = Admission::Decided(true),
+            Op::Acl(change) => replies.push(crate::acl::apply(&state.acl, change)),
+            Op::AsUser(name) => {
+                let user = state
+                    .acl
+                    .get(name)
+                    .unwrap_or_else(|| Arc::new(crate::acl::User::new(name)));
+                let client = origin.map(|h| crate::server::info::client_line(&h.info.lock()));
+                as_user = Some(crate::acl::ScriptUser {
+                    user,
+                    acl: state.acl.clone(),
+                    client_info: client.unwrap_or_default(),
+                });
+            }
             Op::Command(args, spec) => {
                 let oom = admission.out_of_memory(state);
                 if oom && memory::op_denies_oom(&state.scripts, op) {
@@ -1038,6 +1065,7 @@ fn apply_ops_with(
                 let reply = poison::guarded(state, name, |state| {
                     poison::check_trigger(args);
                     let mut ctx = command_ctx(state, db, stamp, position, resp, oom);
+                    ctx.user = as_user.as_ref();
                     let reply = match spec {
                         Some(spec) => command::execute_spec(&mut ctx, spec, args),
                         None => command::execute(&mut ctx, args),

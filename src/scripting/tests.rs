@@ -60,6 +60,7 @@ impl Harness {
                 control: &self.control,
             }),
             metrics: None,
+            user: None,
         };
         command::execute(&mut ctx, args)
     }

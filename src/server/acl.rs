@@ -11,8 +11,9 @@ use bytes::Bytes;
 
 use super::connection::{Answer, Client};
 use crate::acl::categories::{category_bit, commands, CATEGORIES};
-use crate::acl::{self, Denied, User};
+use crate::acl::{self, Change, Denied, User};
 use crate::command::{self, args::is};
+use crate::engine::Op;
 use crate::protocol::Reply;
 
 /// ACL subcommand ...
@@ -102,51 +103,16 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// A change to the users.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-pub enum Change {
-    /// ACL SETUSER name rules...
-    SetUser(String, Vec<String>),
-    /// ACL DELUSER names...
-    DelUsers(Vec<String>),
-    /// ACL LOAD: every user, as (name, rules) (the file was read and checked by the node
-    /// that ran ACL LOAD).
-    Replace(Vec<(String, Vec<String>)>),
-}
-
-/// Apply a change to the users and close the connections of deleted users.
+/// Apply a change to the users through the engine (in a cluster, through the log, so
+/// every node applies it) and close the connections of deleted users.
 pub async fn change(c: &Client, change: Change) -> Reply {
-    let reply = apply(c.shared.engine.acl(), &change);
+    let result = c.run_batch(vec![Op::Acl(change)], None, false).await;
+    let reply = result
+        .replies
+        .and_then(|r| r.into_iter().next())
+        .unwrap_or(Reply::Nil);
     kill_orphans(&c.shared, c.id());
     reply
-}
-
-/// Apply `change` to `store`: ACL SETUSER's, DELUSER's or LOAD's reply.
-pub fn apply(store: &acl::Acl, change: &Change) -> Reply {
-    match change {
-        Change::SetUser(name, rules) => match store.set_user(name, rules) {
-            Ok(()) => Reply::ok(),
-            Err(e) => Reply::err(e),
-        },
-        Change::DelUsers(names) => match store.del_users(names) {
-            Ok(n) => Reply::Integer(n as i64),
-            Err(e) => Reply::err(e),
-        },
-        Change::Replace(users) => {
-            store.replace(
-                users
-                    .iter()
-                    .map(|(n, rules)| {
-                        let mut u = User::new(n);
-                        // The rules are a user's own description: they apply.
-                        let _ = u.apply_all(rules);
-                        u
-                    })
-                    .collect(),
-            );
-            Reply::ok()
-        }
-    }
 }
 
 /// Close every connection (but `me`, which closes after its reply) whose user no longer

@@ -3,9 +3,10 @@
 //! `aclfile` takes its users from it (refusing to start when the file has errors, as Redis
 //! does).
 
-use super::acl::{change, Change};
+use super::acl::change;
 use super::connection::Client;
 use super::Shared;
+use crate::acl::Change;
 use crate::acl::{self, User};
 use crate::protocol::Reply;
 
@@ -66,13 +67,7 @@ pub async fn load(c: &mut Client) -> Reply {
     match read(&path) {
         Err(e) => Reply::err(format!("ERR {e}")),
         Ok(users) => {
-            let users = users
-                .iter()
-                .map(|u| {
-                    let rules = u.describe();
-                    (u.name.clone(), rules.split(' ').map(String::from).collect())
-                })
-                .collect();
+            let users = users.iter().map(|u| (u.name.clone(), u.rules())).collect();
             change(c, Change::Replace(users)).await
         }
     }

@@ -709,6 +709,10 @@ impl Client {
             }
             return Flow::Continue;
         }
+        if spec.has(flags::SCRIPT) && !self.user.unrestricted() {
+            // Its `redis.call`s are checked against this user where the script runs.
+            self.pending.push(Op::AsUser(self.user.name.clone()));
+        }
         self.pending.push(Op::Command(args, Some(spec)));
         Flow::Continue
     }

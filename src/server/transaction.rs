@@ -97,7 +97,11 @@ impl Client {
         }
         // Keyspace commands (SELECT among them) run in the engine as one atomic batch; the
         // connection commands queued are answered around it.
-        let mut ops = Vec::with_capacity(queued.len());
+        let mut ops = Vec::with_capacity(queued.len() + 1);
+        if !self.user.unrestricted() {
+            // Scripts in the transaction check their calls against this user.
+            ops.push(Op::AsUser(self.user.name.clone()));
+        }
         let mut slots: Vec<Option<Reply>> = Vec::with_capacity(queued.len());
         // BGSAVE and BGREWRITEAOF are scheduled, as Redis schedules them inside EXEC: they
         // start once the transaction has run (so a snapshot holds its writes).

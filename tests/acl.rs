@@ -1,0 +1,364 @@
+//! ACL users through a real client: rules, AUTH/HELLO, NOPERM texts (redis-server 7.0.15's),
+//! scripts and MULTI checked per call, ACL LOG, DELUSER closing the user's connections,
+//! requirepass as the default user's password, and the aclfile (ACL SAVE/LOAD, users read
+//! at start).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::{err, q, TestServer};
+use redis::Value;
+
+/// A connection logged in as `user`.
+fn login(s: &TestServer, user: &str, pass: &str) -> redis::Connection {
+    let mut c = s.conn();
+    let _: () = q(&mut c, &["AUTH", user, pass]);
+    c
+}
+
+const NOPERM_KEY: &str =
+    "NOPERM this user has no permissions to access one of the keys used as arguments";
+
+#[test]
+fn a_ratelimit_tenant_user_runs_its_limiters_and_nothing_else() {
+    let s = TestServer::start();
+    let mut admin = s.conn();
+    let _: () = q(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "t1",
+            "on",
+            ">pw",
+            "+@ratelimit",
+            "~tenant1:*",
+        ],
+    );
+    let mut t = login(&s, "t1", "pw");
+    let r: Vec<i64> = q(&mut t, &["LIMIT.TOKEN", "tenant1:x", "10", "1", "1000"]);
+    assert_eq!(r[0], 1);
+    let _: Vec<i64> = q(&mut t, &["CL.THROTTLE", "tenant1:c", "5", "10", "60"]);
+    assert_eq!(
+        err(&mut t, &["LIMIT.TOKEN", "tenant2:x", "10", "1", "1000"]),
+        NOPERM_KEY
+    );
+    assert_eq!(
+        err(&mut t, &["FLUSHALL"]),
+        "NOPERM this user has no permissions to run the 'flushall' command"
+    );
+    assert_eq!(
+        err(&mut t, &["EVAL", "return 1", "0"]),
+        "NOPERM this user has no permissions to run the 'eval' command"
+    );
+    assert_eq!(
+        err(&mut t, &["CONFIG", "SET", "maxmemory", "1"]),
+        "NOPERM this user has no permissions to run the 'config|set' command"
+    );
+    // Nothing of the refused calls ran.
+    let exists: i64 = q(&mut admin, &["EXISTS", "tenant2:x"]);
+    assert_eq!(exists, 0);
+    // ACL LOG has the refusals, newest first, in Redis's fields.
+    let log: Vec<Value> = q(&mut admin, &["ACL", "LOG", "1"]);
+    let entry = format!("{:?}", log[0]);
+    for part in ["config|set", "command", "toplevel", "t1", "age-seconds"] {
+        assert!(entry.contains(part), "{entry}");
+    }
+    let cats: Vec<String> = q(&mut admin, &["ACL", "CAT"]);
+    assert!(cats.contains(&"ratelimit".to_string()));
+    let limiters: Vec<String> = q(&mut admin, &["ACL", "CAT", "ratelimit"]);
+    assert!(limiters.contains(&"limit.token".to_string()));
+    assert!(limiters.contains(&"cl.throttle".to_string()));
+    assert!(limiters.contains(&"increx".to_string()));
+}
+
+#[test]
+fn users_rules_and_descriptions() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let _: () = q(
+        &mut c,
+        &[
+            "ACL", "SETUSER", "alice", "on", ">secret", "~cache:*", "%R~ro:*", "&news.*", "+@read",
+            "-get",
+        ],
+    );
+    let list: Vec<String> = q(&mut c, &["ACL", "LIST"]);
+    assert_eq!(list[0], "user alice on #2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b ~cache:* %R~ro:* resetchannels &news.* -@all +@read -get");
+    assert_eq!(list[1], "user default on nopass ~* &* +@all");
+    let users: Vec<String> = q(&mut c, &["ACL", "USERS"]);
+    assert_eq!(users, ["alice", "default"]);
+    assert_eq!(
+        err(&mut c, &["ACL", "SETUSER", "alice", "on", "bogus"]),
+        "ERR Error in ACL SETUSER modifier 'bogus': Syntax error"
+    );
+    // SETUSER is all or nothing: `on` before the bad rule changed nothing either.
+    let again: Vec<String> = q(&mut c, &["ACL", "LIST"]);
+    assert_eq!(again, list);
+    assert_eq!(
+        err(&mut c, &["ACL", "SETUSER", "alice", "+nosuch"]),
+        "ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL"
+    );
+    let dry: String = q(&mut c, &["ACL", "DRYRUN", "alice", "get", "cache:1"]);
+    assert_eq!(dry, "This user has no permissions to run the 'get' command");
+    let dry: String = q(&mut c, &["ACL", "DRYRUN", "alice", "strlen", "other"]);
+    assert_eq!(
+        dry,
+        "This user has no permissions to access the 'other' key"
+    );
+    let ok: String = q(&mut c, &["ACL", "DRYRUN", "alice", "strlen", "ro:1"]);
+    assert_eq!(ok, "OK");
+    let mut a = login(&s, "alice", "secret");
+    assert_eq!(
+        err(&mut a, &["ACL", "WHOAMI"]),
+        "NOPERM this user has no permissions to run the 'acl|whoami' command"
+    );
+    // %R~ allows reading, not writing.
+    let _: i64 = q(&mut a, &["STRLEN", "ro:1"]);
+    assert_eq!(
+        err(&mut a, &["SET", "ro:1", "x"]),
+        "NOPERM this user has no permissions to run the 'set' command"
+    );
+    let _: () = q(&mut c, &["ACL", "SETUSER", "alice", "+set"]);
+    // The change applies to the logged-in connection at once.
+    assert_eq!(err(&mut a, &["SET", "ro:1", "x"]), NOPERM_KEY);
+    let _: () = q(&mut a, &["SET", "cache:1", "x"]);
+    // Channels: PUBLISH to a channel the user has, and not to another.
+    assert_eq!(
+        err(&mut a, &["PUBLISH", "sports", "m"]),
+        "NOPERM this user has no permissions to run the 'publish' command"
+    );
+    let _: () = q(&mut c, &["ACL", "SETUSER", "alice", "+publish"]);
+    let _: i64 = q(&mut a, &["PUBLISH", "news.today", "m"]);
+    assert_eq!(
+        err(&mut a, &["PUBLISH", "sports", "m"]),
+        "NOPERM this user has no permissions to access one of the channels used as arguments"
+    );
+    let g: Vec<Value> = q(&mut c, &["ACL", "GETUSER", "alice"]);
+    let text = format!("{g:?}");
+    assert!(
+        text.contains("news.*") && text.contains("cache:*"),
+        "{text}"
+    );
+    let none: Value = q(&mut c, &["ACL", "GETUSER", "nobody"]);
+    assert_eq!(none, Value::Nil);
+    let pass: String = q(&mut c, &["ACL", "GENPASS"]);
+    assert_eq!(pass.len(), 64);
+    let pass: String = q(&mut c, &["ACL", "GENPASS", "5"]);
+    assert_eq!(pass.len(), 2);
+}
+
+#[test]
+fn auth_hello_and_wrong_passwords() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let _: () = q(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">pw",
+            "allcommands",
+            "allkeys",
+        ],
+    );
+    let _: () = q(
+        &mut c,
+        &["ACL", "SETUSER", "off", "off", ">pw", "allcommands"],
+    );
+    let wrong = "WRONGPASS invalid username-password pair or user is disabled.";
+    assert_eq!(err(&mut c, &["AUTH", "bob", "nope"]), wrong);
+    assert_eq!(err(&mut c, &["AUTH", "off", "pw"]), wrong);
+    assert_eq!(err(&mut c, &["AUTH", "ghost", "pw"]), wrong);
+    let mut h = s.conn();
+    let hello: Value = q(&mut h, &["HELLO", "3", "AUTH", "bob", "pw"]);
+    assert!(format!("{hello:?}").contains("proto"));
+    let who: String = q(&mut h, &["ACL", "WHOAMI"]);
+    assert_eq!(who, "bob");
+    let list: String = q(&mut h, &["CLIENT", "LIST"]);
+    assert!(list.contains("user=bob"), "{list}");
+    let log: Vec<Value> = q(&mut c, &["ACL", "LOG"]);
+    assert!(format!("{:?}", log[0]).contains("auth"), "{log:?}");
+    let _: () = q(&mut c, &["ACL", "LOG", "RESET"]);
+    let log: Vec<Value> = q(&mut c, &["ACL", "LOG"]);
+    assert!(log.is_empty());
+}
+
+#[test]
+fn requirepass_is_the_default_users_password() {
+    let s = TestServer::with(|c| c.requirepass = Some("top".into()));
+    let mut c = s.conn();
+    assert_eq!(
+        err(&mut c, &["GET", "x"]),
+        "NOAUTH Authentication required."
+    );
+    let _: () = q(&mut c, &["AUTH", "top"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", "new"]);
+    let list: Vec<String> = q(&mut c, &["ACL", "LIST"]);
+    assert!(list[0].starts_with("user default on #"), "{list:?}");
+    let mut d = s.conn();
+    let _: () = q(&mut d, &["AUTH", "default", "new"]);
+    let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", ""]);
+    let list: Vec<String> = q(&mut c, &["ACL", "LIST"]);
+    assert_eq!(list[0], "user default on nopass ~* &* +@all");
+    let mut e = s.conn();
+    let _: Value = q(&mut e, &["GET", "x"]);
+}
+
+#[test]
+fn deleting_a_user_closes_its_connections() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let _: () = q(
+        &mut c,
+        &["ACL", "SETUSER", "tmp", "on", ">pw", "+@all", "~*"],
+    );
+    let mut t = login(&s, "tmp", "pw");
+    let _: String = q(&mut t, &["PING"]);
+    assert_eq!(
+        err(&mut c, &["ACL", "DELUSER", "default"]),
+        "ERR The 'default' user cannot be removed"
+    );
+    let n: i64 = q(&mut c, &["ACL", "DELUSER", "tmp", "nobody"]);
+    assert_eq!(n, 1);
+    let gone = redis::cmd("PING").query::<String>(&mut t);
+    assert!(gone.is_err(), "{gone:?}");
+    let users: Vec<String> = q(&mut c, &["ACL", "USERS"]);
+    assert_eq!(users, ["default"]);
+}
+
+#[test]
+fn scripts_and_transactions_check_each_call() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let _: () = q(
+        &mut c,
+        &[
+            "ACL", "SETUSER", "sc", "on", ">pw", "+eval", "+get", "+multi", "+exec", "+set", "~k*",
+        ],
+    );
+    let mut u = login(&s, "sc", "pw");
+    let e = err(&mut u, &["EVAL", "return redis.call('del','k1')", "0"]);
+    assert!(
+        e.starts_with("ERR The user executing the script can't run this command or subcommand"),
+        "{e}"
+    );
+    let e = err(&mut u, &["EVAL", "return redis.call('get','zz')", "0"]);
+    assert!(
+        e.starts_with("ERR The user executing the script can't access at least one of the keys mentioned in the command arguments"),
+        "{e}"
+    );
+    let ok: Value = q(&mut u, &["EVAL", "return redis.call('get','k1')", "0"]);
+    assert_eq!(ok, Value::Nil);
+    let log: Vec<Value> = q(&mut c, &["ACL", "LOG", "1"]);
+    assert!(format!("{:?}", log[0]).contains("lua"), "{log:?}");
+    // MULTI: a refused command is refused at queue time and EXEC aborts.
+    let _: () = q(&mut u, &["MULTI"]);
+    assert_eq!(err(&mut u, &["SET", "zz", "1"]), NOPERM_KEY);
+    assert_eq!(
+        err(&mut u, &["EXEC"]),
+        "EXECABORT Transaction discarded because of previous errors."
+    );
+    // A permission taken away between queueing and EXEC: that command fails, the rest runs
+    // (a raw connection: redis-rs turns an error inside EXEC's array into an error).
+    let mut raw = TcpStream::connect(s.addr).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    raw.write_all(b"AUTH sc pw\r\nMULTI\r\nSET k1 a\r\nGET k1\r\n")
+        .unwrap();
+    assert_eq!(
+        read_until(&mut raw, "QUEUED\r\n", 2),
+        "+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n"
+    );
+    let _: () = q(&mut c, &["ACL", "SETUSER", "sc", "-set"]);
+    raw.write_all(b"EXEC\r\n").unwrap();
+    assert_eq!(
+        read_until(&mut raw, "\r\n", 3),
+        "*2\r\n-NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: no permission to execute the command or subcommand\r\n$-1\r\n"
+    );
+}
+
+/// Read from `s` until `needle` was seen `times` times (or 5 s pass).
+fn read_until(s: &mut TcpStream, needle: &str, times: usize) -> String {
+    let mut out = String::new();
+    let mut buf = [0u8; 4096];
+    while out.matches(needle).count() < times {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.push_str(&String::from_utf8_lossy(&buf[..n])),
+        }
+    }
+    out
+}
+
+#[test]
+fn aclfile_save_load_and_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.acl");
+    std::fs::write(
+        &path,
+        "user default on nopass ~* &* +@all\nuser ops on >pw ~* +@admin\n",
+    )
+    .unwrap();
+    let p = path.clone();
+    let s = TestServer::with(move |c| c.aclfile = Some(p));
+    let mut c = s.conn();
+    let users: Vec<String> = q(&mut c, &["ACL", "USERS"]);
+    assert_eq!(users, ["default", "ops"]);
+    let _: () = q(&mut c, &["ACL", "SETUSER", "new", "on", ">x", "+get", "~k"]);
+    let _: () = q(&mut c, &["ACL", "SAVE"]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("user new on #"), "{text}");
+    std::fs::write(
+        &path,
+        "user default on nopass ~* &* +@all\nuser bob on bogus\nfoo\n",
+    )
+    .unwrap();
+    let e = err(&mut c, &["ACL", "LOAD"]);
+    assert_eq!(
+        e,
+        format!("ERR {0}:2: Syntax error. {0}:3 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed", path.display())
+    );
+    let users: Vec<String> = q(&mut c, &["ACL", "USERS"]);
+    assert_eq!(users, ["default", "new", "ops"]);
+    std::fs::write(&path, text).unwrap();
+    let _: () = q(&mut c, &["ACL", "DELUSER", "ops"]);
+    let _: () = q(&mut c, &["ACL", "LOAD"]);
+    let users: Vec<String> = q(&mut c, &["ACL", "USERS"]);
+    assert_eq!(users, ["default", "new", "ops"]);
+    drop(c);
+    drop(s);
+    // A restart reads the users from the file.
+    let p = path.clone();
+    let s = TestServer::with(move |c| c.aclfile = Some(p));
+    let mut n = login(&s, "new", "x");
+    let _: Value = q(&mut n, &["GET", "k"]);
+    // Without an aclfile, SAVE and LOAD say so.
+    let plain = TestServer::start();
+    let mut c = plain.conn();
+    assert!(err(&mut c, &["ACL", "SAVE"])
+        .starts_with("ERR This Redis instance is not configured to use an ACL file."));
+}
+
+#[test]
+fn command_info_lists_the_acl_categories() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let info: Vec<Vec<Value>> = q(&mut c, &["COMMAND", "INFO", "get", "limit.token"]);
+    assert_eq!(
+        format!("{:?}", info[0][6]),
+        format!(
+            "{:?}",
+            Value::Array(vec![
+                Value::SimpleString("@read".into()),
+                Value::SimpleString("@string".into()),
+                Value::SimpleString("@fast".into()),
+            ])
+        )
+    );
+    assert!(format!("{:?}", info[1][6]).contains("@ratelimit"));
+}
