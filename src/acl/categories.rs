@@ -99,6 +99,12 @@ pub struct Command {
     pub parent: Option<usize>,
     /// The ids of its subcommands.
     pub subs: Vec<usize>,
+    /// Whether Tollgate has it (a row of the table, or a subcommand of one). Redis's other
+    /// commands have ids too, so that rules written for Redis (`+geoadd`, `+@geo`) load
+    /// unchanged and users are described as redis-server describes them.
+    pub exists: bool,
+    /// Whether redis-server has it (its categories come from `categories.txt`).
+    pub redis: bool,
     /// Whether its keys need read permission (`%R~`) and write permission (`%W~`).
     pub key_read: bool,
     /// See `key_read`.
@@ -106,13 +112,14 @@ pub struct Command {
 }
 
 /// Every command and subcommand: ids `0..rows` are the table's rows in table order (the id
-/// of a row is `command::table::index`), subcommands follow.
+/// of a row is `command::table::index`); Redis's commands Tollgate lacks and all
+/// subcommands follow.
 #[derive(Debug)]
 pub struct Commands {
     /// By id.
     pub list: Vec<Command>,
-    /// `container|sub` to id.
-    subs: HashMap<String, usize>,
+    /// Lower-case name (`name` or `container|sub`) to id, for the ids after the rows.
+    others: HashMap<String, usize>,
 }
 
 /// The command identities, built once.
@@ -135,11 +142,12 @@ impl Commands {
     /// The id of a command or `container|sub` by name (any case).
     pub fn find(&self, name: &str) -> Option<usize> {
         let lower = name.to_ascii_lowercase();
-        if let Some((container, _)) = lower.split_once('|') {
-            command::lookup(container.as_bytes())?;
-            return self.subs.get(&lower).copied();
+        if !lower.contains('|') {
+            if let Some(spec) = command::lookup(lower.as_bytes()) {
+                return Some(command::table::index(spec));
+            }
         }
-        command::lookup(lower.as_bytes()).map(command::table::index)
+        self.others.get(&lower).copied()
     }
 
     /// The id a call of `spec` with `args` runs as: its subcommand's when it has
@@ -157,7 +165,7 @@ impl Commands {
             spec.name,
             String::from_utf8_lossy(sub).to_ascii_lowercase()
         );
-        self.subs.get(&full).copied().unwrap_or(id)
+        self.others.get(&full).copied().unwrap_or(id)
     }
 }
 
@@ -200,35 +208,54 @@ fn build() -> Commands {
                 categories,
                 parent: None,
                 subs: Vec::new(),
+                exists: true,
+                redis: redis.contains_key(spec.name),
                 key_read,
                 key_write,
             }
         })
         .collect();
-    let mut subs = HashMap::new();
-    let mut names: Vec<&&str> = redis.keys().filter(|n| n.contains('|')).collect();
-    names.sort();
+    let mut others = HashMap::new();
+    // Redis's commands Tollgate lacks, then every subcommand (a container first).
+    let mut names: Vec<&&str> = redis.keys().collect();
+    names.sort_by_key(|n| (n.contains('|'), **n));
     for name in names {
-        let (container, _) = name.split_once('|').unwrap_or_default();
-        let Some(spec) = command::lookup(container.as_bytes()) else {
-            continue;
+        let parent = match name.split_once('|') {
+            Some((container, _)) => {
+                let Some(p) = command::lookup(container.as_bytes())
+                    .map(command::table::index)
+                    .or_else(|| others.get(container).copied())
+                else {
+                    continue;
+                };
+                Some(p)
+            }
+            None if command::lookup(name.as_bytes()).is_some() => continue,
+            None => None,
         };
-        let parent = command::table::index(spec);
         let id = list.len();
         let categories = redis[*name].clone();
+        let (exists, key_read, key_write) = match parent {
+            Some(p) => (list[p].exists, list[p].key_read, list[p].key_write),
+            None => (false, true, true),
+        };
         list.push(Command {
             name: name.to_string(),
             mask: mask_of(&categories),
             categories,
-            parent: Some(parent),
+            parent,
             subs: Vec::new(),
-            key_read: list[parent].key_read,
-            key_write: list[parent].key_write,
+            exists,
+            redis: true,
+            key_read,
+            key_write,
         });
-        list[parent].subs.push(id);
-        subs.insert(name.to_string(), id);
+        if let Some(p) = parent {
+            list[p].subs.push(id);
+        }
+        others.insert(name.to_string(), id);
     }
-    Commands { list, subs }
+    Commands { list, others }
 }
 
 fn mask_of(categories: &[&str]) -> u32 {

@@ -626,8 +626,10 @@ impl User {
         for (j, cat) in CATEGORIES.iter().enumerate() {
             let bit = 1u32 << j;
             let (mut on, mut off) = (0, 0);
+            // Counted over Redis's commands only (Tollgate's own are left to the single
+            // commands below), so a user is described as redis-server describes it.
             for (id, c) in cmds.list.iter().enumerate() {
-                if c.mask & bit != 0 {
+                if c.mask & bit != 0 && c.redis {
                     if tmp.bit(id) {
                         on += 1;
                     } else {

@@ -166,7 +166,7 @@ fn cat(a: &[Bytes]) -> Reply {
         commands()
             .list
             .iter()
-            .filter(|c| c.mask & bit != 0)
+            .filter(|c| c.exists && c.mask & bit != 0)
             .map(|c| Reply::bulk(c.name.clone()))
             .collect(),
     )

@@ -17,6 +17,8 @@ for port in "$RPORT" "$TPORT"; do
   done
 done
 python3 tests/compat/diff.py "$RPORT" "$TPORT" tests/compat/*.txt
+# ACL users: the same rules on both servers, then the same commands as each user.
+python3 tests/compat/acl_diff.py "$RPORT" "$TPORT"
 # Random calls and malformed input (fixed seeds, bounded): the server must never crash,
 # hang or corrupt the reply stream. Reply differences from Redis are printed, not fatal.
 fuzz() {
