@@ -626,10 +626,12 @@ impl User {
         for (j, cat) in CATEGORIES.iter().enumerate() {
             let bit = 1u32 << j;
             let (mut on, mut off) = (0, 0);
-            // Counted over Redis's commands only (Tollgate's own are left to the single
-            // commands below), so a user is described as redis-server describes it.
+            // Redis's categories are counted over Redis's commands only (Tollgate's own are
+            // left to the single commands below), so a user is described as redis-server
+            // describes it; Tollgate's `@ratelimit` over its commands.
+            let own = *cat == "ratelimit";
             for (id, c) in cmds.list.iter().enumerate() {
-                if c.mask & bit != 0 && c.redis {
+                if c.mask & bit != 0 && (c.redis || own) {
                     if tmp.bit(id) {
                         on += 1;
                     } else {
