@@ -82,9 +82,11 @@ impl ScriptHost for Host<'_> {
     }
 
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
-        if let (Some(user), Some(spec)) = (self.user, args.first().and_then(|n| super::lookup(n))) {
-            if let Some(e) = super::with_slices(args, |a| user.check(spec, a)) {
-                return Reply::err(e);
+        if let Some(user) = self.user {
+            if let Some(spec) = args.first().and_then(|n| super::lookup(n)) {
+                if let Some(e) = super::with_slices(args, |a| user.check(spec, a)) {
+                    return Reply::err(e);
+                }
             }
         }
         self.calls += 1;
