@@ -386,7 +386,13 @@ impl User {
                         None => {
                             // `+select|0`: Redis's first-argument rules, which Tollgate does
                             // not have (a container's unknown subcommand is unknown).
-                            if let Some((container, _)) = what.split_once('|') {
+                            if let Some((container, rest)) = what.split_once('|') {
+                                if rest.contains('|') && cmds.find(container).is_some() {
+                                    return Err(rule_error(
+                                        rule,
+                                        "Allowing first-arg of a subcommand is not supported",
+                                    ));
+                                }
                                 if let Some(id) = cmds.find(container) {
                                     if cmds.list[id].subs.is_empty() {
                                         return Err(rule_error(
@@ -504,7 +510,9 @@ impl User {
         if !self.bit(id) {
             return Err(Denied::Command);
         }
-        if !self.allkeys && spec.has_keys() {
+        // The shard channel commands name their channel as a key (for the cluster's slot
+        // routing): Redis's `not_key` specification. It is checked as a channel only.
+        if !self.allkeys && spec.has_keys() && !spec.has(crate::command::flags::PUBSUB) {
             let c = &cmds.list[id];
             for at in key_positions(spec, args) {
                 if !self.key_allowed(args[at], c.key_read, c.key_write) {
