@@ -58,3 +58,108 @@ fn lmpop_and_zmpop() {
         vec!["a", "b"]
     );
 }
+
+#[test]
+fn zset_algebra() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["ZADD", "z1", "1", "a", "2", "b", "3", "c"]);
+    q::<()>(&mut c, &["ZADD", "z2", "1", "b", "2", "c", "3", "d"]);
+    q::<()>(&mut c, &["SADD", "s", "a", "x"]);
+    q::<()>(&mut c, &["SET", "str", "x"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZUNION", "3", "z1", "z2", "s", "WITHSCORES"]),
+        vec!["x", "1", "a", "2", "b", "3", "d", "3", "c", "5"]
+    );
+    assert_eq!(
+        q::<i64>(
+            &mut c,
+            &[
+                "ZUNIONSTORE",
+                "dst",
+                "2",
+                "z1",
+                "z2",
+                "WEIGHTS",
+                "2",
+                "1",
+                "AGGREGATE",
+                "MAX"
+            ]
+        ),
+        4
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGE", "dst", "0", "-1", "WITHSCORES"]),
+        vec!["a", "2", "d", "3", "b", "4", "c", "6"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZINTER", "2", "z1", "z2", "WITHSCORES"]),
+        vec!["b", "3", "c", "5"]
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "1"]),
+        1
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZDIFF", "2", "z1", "z2"]),
+        vec!["a"]
+    );
+    // An empty result deletes the destination, whatever it held.
+    assert_eq!(q::<i64>(&mut c, &["ZDIFFSTORE", "str", "2", "z1", "z1"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "str"]), 0);
+    // inf + -inf is 0, as in Redis.
+    q::<()>(&mut c, &["ZADD", "i1", "inf", "m"]);
+    q::<()>(&mut c, &["ZADD", "i2", "-inf", "m"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZUNION", "2", "i1", "i2", "WITHSCORES"]),
+        vec!["m", "0"]
+    );
+    assert_eq!(
+        err(&mut c, &["ZUNIONSTORE", "dst", "0", "z1"]),
+        "ERR at least 1 input key is needed for 'zunionstore' command"
+    );
+    assert_eq!(
+        err(&mut c, &["ZINTER", "2", "z1", "z2", "WEIGHTS", "1"]),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        err(&mut c, &["ZUNION", "2", "z1", "z2", "WEIGHTS", "1", "x"]),
+        "ERR weight value is not a float"
+    );
+    q::<()>(&mut c, &["SET", "str", "x"]);
+    assert_eq!(
+        err(&mut c, &["ZINTERCARD", "2", "z1", "str"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &[
+                "COMMAND",
+                "GETKEYS",
+                "ZUNIONSTORE",
+                "dst",
+                "2",
+                "a",
+                "b",
+                "WEIGHTS",
+                "1",
+                "2"
+            ]
+        ),
+        vec!["dst", "a", "b"]
+    );
+    let mut c3 = s.conn3();
+    assert_eq!(
+        q::<Value>(
+            &mut c3,
+            &["ZINTER", "1", "z2", "WITHSCORES", "WEIGHTS", "0.5"]
+        ),
+        Value::Array(vec![
+            Value::Array(vec![bulk("b"), Value::Double(0.5)]),
+            Value::Array(vec![bulk("c"), Value::Double(1.0)]),
+            Value::Array(vec![bulk("d"), Value::Double(1.5)]),
+        ])
+    );
+}

@@ -258,6 +258,7 @@ static FAMILIES: &[&[CommandSpec]] = &[
     super::lists::COMMANDS,
     super::sets::COMMANDS,
     super::zsets::COMMANDS,
+    super::zset_algebra::COMMANDS,
     super::limiter::COMMANDS,
     super::scripting::COMMANDS,
     super::pubsub::COMMANDS,
