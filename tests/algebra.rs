@@ -163,3 +163,106 @@ fn zset_algebra() {
         ])
     );
 }
+
+#[test]
+fn sort_and_sort_ro() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["RPUSH", "l", "3", "1", "2"]);
+    q::<()>(&mut c, &["MSET", "w_1", "30", "w_2", "10", "w_3", "20"]);
+    q::<()>(&mut c, &["HSET", "h_1", "name", "one"]);
+    q::<()>(&mut c, &["HSET", "h_3", "name", "three"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["SORT", "l"]),
+        vec!["1", "2", "3"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["SORT", "l", "BY", "w_*", "DESC"]),
+        vec!["1", "3", "2"]
+    );
+    assert_eq!(
+        q::<Value>(
+            &mut c,
+            &["SORT", "l", "BY", "w_*", "GET", "#", "GET", "h_*->name"]
+        ),
+        Value::Array(vec![
+            bulk("2"),
+            Value::Nil,
+            bulk("3"),
+            bulk("three"),
+            bulk("1"),
+            bulk("one")
+        ])
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &["SORT", "l", "BY", "nosort", "DESC", "LIMIT", "0", "2"]
+        ),
+        vec!["2", "1"]
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["SORT", "l", "GET", "h_*->name", "STORE", "dst"]),
+        3
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "dst", "0", "-1"]),
+        vec!["one", "", "three"]
+    );
+    assert_eq!(
+        err(&mut c, &["SORT_RO", "l", "STORE", "dst"]),
+        "ERR syntax error"
+    );
+    q::<()>(&mut c, &["RPUSH", "bad", "1", "x"]);
+    assert_eq!(
+        err(&mut c, &["SORT", "bad"]),
+        "ERR One or more scores can't be converted into double"
+    );
+    q::<()>(&mut c, &["RPUSH", "big", "1e400"]);
+    assert_eq!(
+        err(&mut c, &["SORT", "big"]),
+        "ERR One or more scores can't be converted into double"
+    );
+    // Unlike Redis 7.0 (which leaves errno set), the next sort is not affected.
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["SORT", "l"]),
+        vec!["1", "2", "3"]
+    );
+    assert_eq!(
+        err(&mut c, &["SORT", "w_1"]),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &["COMMAND", "GETKEYS", "SORT", "l", "BY", "w_*", "STORE", "d"]
+        ),
+        vec!["l", "d"]
+    );
+    // ALPHA BY ties keep the source order (Redis leaves them to qsort).
+    q::<()>(&mut c, &["RPUSH", "t", "c", "a", "b"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["SORT", "t", "BY", "missing_*", "ALPHA"]),
+        vec!["c", "a", "b"]
+    );
+    // Inside MULTI and from a script.
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["SORT", "l", "DESC"]);
+    assert_eq!(
+        q::<Vec<Vec<String>>>(&mut c, &["EXEC"]),
+        vec![vec!["3", "2", "1"]]
+    );
+    q::<()>(&mut c, &["SADD", "s", "b", "a", "c"]);
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('sort', KEYS[1], 'by', 'nosort')",
+                "1",
+                "s"
+            ]
+        ),
+        vec!["a", "b", "c"]
+    );
+}

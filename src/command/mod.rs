@@ -17,6 +17,7 @@
 //! | `args.rs` | argument parsing shared by the families, Redis's common error texts |
 //! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
 //! | `zset_algebra.rs` | ZUNION, ZINTER, ZDIFF, their STORE forms, ZINTERCARD |
+//! | `sort.rs` | SORT and SORT_RO |
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
 //! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
 //! | `scripting.rs` | EVAL, FCALL, SCRIPT, FUNCTION: the bridge to `crate::scripting` |
@@ -37,6 +38,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod table;
 pub mod zset_algebra;

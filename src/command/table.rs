@@ -259,6 +259,7 @@ static FAMILIES: &[&[CommandSpec]] = &[
     super::sets::COMMANDS,
     super::zsets::COMMANDS,
     super::zset_algebra::COMMANDS,
+    super::sort::COMMANDS,
     super::limiter::COMMANDS,
     super::scripting::COMMANDS,
     super::pubsub::COMMANDS,
