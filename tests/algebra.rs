@@ -266,3 +266,72 @@ fn sort_and_sort_ro() {
         vec!["a", "b", "c"]
     );
 }
+
+#[test]
+fn object_subcommands() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["SET", "n", "12"]);
+    q::<()>(&mut c, &["SET", "s", "hello"]);
+    q::<()>(&mut c, &["SET", "r", &"x".repeat(45)]);
+    q::<()>(&mut c, &["RPUSH", "l", "a"]);
+    q::<()>(&mut c, &["SADD", "ints", "1", "2"]);
+    q::<()>(&mut c, &["HSET", "h", "f", "v"]);
+    q::<()>(&mut c, &["ZADD", "z", "1", "m"]);
+    let enc = |c: &mut redis::Connection, k: &str| q::<String>(c, &["OBJECT", "ENCODING", k]);
+    assert_eq!(enc(&mut c, "n"), "int");
+    assert_eq!(enc(&mut c, "s"), "embstr");
+    assert_eq!(enc(&mut c, "r"), "raw");
+    assert_eq!(enc(&mut c, "l"), "quicklist");
+    assert_eq!(enc(&mut c, "ints"), "intset");
+    assert_eq!(enc(&mut c, "h"), "listpack");
+    assert_eq!(enc(&mut c, "z"), "listpack");
+    assert_eq!(
+        q::<Value>(&mut c, &["OBJECT", "ENCODING", "nokey"]),
+        Value::Nil
+    );
+    // The thresholds are the CONFIG parameters' (read when CONFIG SET changes them).
+    q::<()>(&mut c, &["CONFIG", "SET", "set-max-intset-entries", "1"]);
+    q::<()>(&mut c, &["CONFIG", "SET", "hash-max-ziplist-value", "0"]);
+    q::<()>(&mut c, &["CONFIG", "SET", "zset-max-listpack-entries", "0"]);
+    assert_eq!(enc(&mut c, "ints"), "hashtable");
+    assert_eq!(enc(&mut c, "h"), "hashtable");
+    assert_eq!(enc(&mut c, "z"), "skiplist");
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "REFCOUNT", "n"]), 2147483647);
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "REFCOUNT", "s"]), 1);
+    // IDLETIME counts from the last use; OBJECT itself is not a use.
+    s.advance(5_000);
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "IDLETIME", "s"]), 5);
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "IDLETIME", "s"]), 5);
+    q::<()>(&mut c, &["GET", "s"]);
+    assert_eq!(q::<i64>(&mut c, &["OBJECT", "IDLETIME", "s"]), 0);
+    assert!(err(&mut c, &["OBJECT", "FREQ", "s"])
+        .starts_with("ERR An LFU maxmemory policy is not selected"));
+    q::<()>(
+        &mut c,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
+    );
+    assert!(err(&mut c, &["OBJECT", "IDLETIME", "s"])
+        .starts_with("ERR An LFU maxmemory policy is selected, idle time not tracked."));
+    q::<()>(&mut c, &["SET", "hot", "v"]);
+    let before = q::<i64>(&mut c, &["OBJECT", "FREQ", "hot"]);
+    for _ in 0..200 {
+        q::<()>(&mut c, &["GET", "hot"]);
+    }
+    let after = q::<i64>(&mut c, &["OBJECT", "FREQ", "hot"]);
+    assert!(after > before, "{before} -> {after}");
+    assert_eq!(
+        err(&mut c, &["OBJECT", "ENCODING"]),
+        "ERR wrong number of arguments for 'object|encoding' command"
+    );
+    assert_eq!(
+        err(&mut c, &["OBJECT", "foo"]),
+        "ERR unknown subcommand 'foo'. Try OBJECT HELP."
+    );
+    let help = q::<Vec<String>>(&mut c, &["OBJECT", "HELP"]);
+    assert_eq!(help.len(), 15);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["COMMAND", "GETKEYS", "OBJECT", "ENCODING", "k"]),
+        vec!["k"]
+    );
+}

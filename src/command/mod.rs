@@ -17,6 +17,7 @@
 //! | `args.rs` | argument parsing shared by the families, Redis's common error texts |
 //! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
 //! | `zset_algebra.rs` | ZUNION, ZINTER, ZDIFF, their STORE forms, ZINTERCARD |
+//! | `object.rs` | OBJECT (the encoding rules are `store::encoding`) |
 //! | `sort.rs` | SORT and SORT_RO |
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
 //! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
@@ -34,6 +35,7 @@ pub mod hashes;
 pub mod keys;
 pub mod limiter;
 pub mod lists;
+pub mod object;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;

@@ -260,6 +260,7 @@ static FAMILIES: &[&[CommandSpec]] = &[
     super::zsets::COMMANDS,
     super::zset_algebra::COMMANDS,
     super::sort::COMMANDS,
+    super::object::COMMANDS,
     super::limiter::COMMANDS,
     super::scripting::COMMANDS,
     super::pubsub::COMMANDS,

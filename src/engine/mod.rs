@@ -282,6 +282,8 @@ pub struct Engine {
     /// This node's pub/sub subscribers (also reachable from the keyspace, where PUBLISH and
     /// keyspace events run).
     pubsub: Arc<crate::pubsub::Hub>,
+    /// The keyspace's OBJECT settings (shared with it, like `pubsub`).
+    object: Arc<parking_lot::RwLock<crate::store::encoding::ObjectSettings>>,
 }
 
 /// BUSY text for a running script.
@@ -294,6 +296,7 @@ impl Engine {
         let state = State::default();
         Arc::new(Engine {
             pubsub: state.ks.pubsub.clone(),
+            object: state.ks.object.clone(),
             control: state.control.clone(),
             memory: state.memory.clone(),
             metrics: state.metrics.clone(),
@@ -403,6 +406,12 @@ impl Engine {
     /// The engine's clock.
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// What OBJECT ENCODING and REFCOUNT judge by from now on (at start and after every
+    /// CONFIG SET).
+    pub fn set_object_settings(&self, s: crate::store::encoding::ObjectSettings) {
+        *self.object.write() = s;
     }
 
     /// Change the BUSY threshold (CONFIG SET busy-reply-threshold).
