@@ -3,6 +3,9 @@
 # load, Tollgate's requests/s printed as a ratio of Redis's.
 #
 #   bench/run.sh [requests]      (default 200000 per row)
+#
+# After redis-benchmark's own tests come command rows on prepared data (`zunionstore`:
+# ZUNIONSTORE of two 100-member sorted sets with 50 members in common).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -12,8 +15,8 @@ if ! command -v redis-benchmark >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
 cargo build --release -q
-RPORT=16379
-TPORT=16380
+RPORT=${RPORT:-16379}
+TPORT=${TPORT:-16380}
 redis-server --port "$RPORT" --save "" --appendonly no >/tmp/bench-redis.log 2>&1 &
 RPID=$!
 target/release/tollgate --port "$TPORT" --log warn >/tmp/bench-tollgate.log 2>&1 &
@@ -38,4 +41,28 @@ for P in 1 32; do
     if [ -n "$t" ]; then ratio=$(python3 -c "print(f'{$t/$r:.2f}x')"); else t="failed"; ratio="-"; fi
     printf '%-10s %-8s %14s %14s %8s\n' "$name" "$P" "$r" "$t" "$ratio"
   done <<<"$R"
+done
+
+# Command rows on prepared data: the same keys on both servers, then one command line.
+# cmd_rps <port> <pipeline> <command...> -> rps
+cmd_rps() {
+  local port=$1 p=$2
+  shift 2
+  redis-benchmark -p "$port" -n "$N" -c "$CLIENTS" -P "$p" --csv "$@" 2>/dev/null \
+    | tail -n +2 | tr -d '"' | cut -d, -f2
+}
+for port in $RPORT $TPORT; do
+  za=(ZADD za) zb=(ZADD zb)
+  for i in $(seq 0 99); do
+    za+=("$i" "m$i")
+    zb+=("$((i * 2))" "m$((i + 50))")
+  done
+  redis-cli -p "$port" "${za[@]}" >/dev/null
+  redis-cli -p "$port" "${zb[@]}" >/dev/null
+done
+for P in 1 32; do
+  r=$(cmd_rps $RPORT $P ZUNIONSTORE zdst 2 za zb)
+  t=$(cmd_rps $TPORT $P ZUNIONSTORE zdst 2 za zb)
+  ratio=$(python3 -c "print(f'{$t/$r:.2f}x')")
+  printf '%-10s %-8s %14s %14s %8s\n' zunionstore "$P" "$r" "$t" "$ratio"
 done

@@ -466,6 +466,12 @@ pub fn rpoplpush(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run(move_generic(ctx, &a[1], &a[2], End::Tail, End::Head))
 }
 
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: pops from the first non-empty
+/// list (the core is shared with BLMPOP: `blocking::mpop_list`).
+pub fn lmpop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    super::blocking::mpop_list(ctx, a, 1)
+}
+
 use super::flags::{DENYOOM, FAST, READONLY, WRITE};
 
 /// List commands.
@@ -486,6 +492,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("lpos", -3, READONLY, 1, 1, 1, lpos),
     crate::cmd!("lmove", 5, WRITE | DENYOOM, 1, 2, 1, lmove),
     crate::cmd!("rpoplpush", 3, WRITE | DENYOOM, 1, 2, 1, rpoplpush),
+    crate::cmd!("lmpop", -4, WRITE, keys: super::Keys::Counted { at: 1, optional: false }, lmpop),
 ];
 
 #[cfg(test)]

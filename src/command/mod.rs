@@ -16,6 +16,9 @@
 //! | `table.rs` | the row type, the list of families, name lookup |
 //! | `args.rs` | argument parsing shared by the families, Redis's common error texts |
 //! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
+//! | `zset_algebra.rs` | ZUNION, ZINTER, ZDIFF, their STORE forms, ZINTERCARD |
+//! | `object.rs` | OBJECT (the encoding rules are `store::encoding`) |
+//! | `sort.rs` | SORT and SORT_RO |
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
 //! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
 //! | `scripting.rs` | EVAL, FCALL, SCRIPT, FUNCTION: the bridge to `crate::scripting` |
@@ -32,12 +35,15 @@ pub mod hashes;
 pub mod keys;
 pub mod limiter;
 pub mod lists;
+pub mod object;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod table;
+pub mod zset_algebra;
 pub mod zsets;
 
 use bytes::Bytes;

@@ -726,6 +726,12 @@ pub fn zrandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     })())
 }
 
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first non-empty
+/// sorted set (the core is shared with BZMPOP: `blocking::mpop_zset`).
+pub fn zmpop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    super::blocking::mpop_zset(ctx, a, 1)
+}
+
 use super::flags::{DENYOOM, FAST, RANDOM, READONLY, WRITE};
 
 /// Sorted-set commands.
@@ -754,6 +760,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("zpopmax", -2, WRITE | FAST, 1, 1, 1, zpopmax),
     crate::cmd!("zscan", -3, READONLY, 1, 1, 1, zscan),
     crate::cmd!("zrandmember", -2, READONLY | RANDOM, 1, 1, 1, zrandmember),
+    crate::cmd!("zmpop", -4, WRITE, keys: super::Keys::Counted { at: 1, optional: false }, zmpop),
 ];
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use super::{AppendFsync, Config};
 use crate::glob::glob_match;
+use crate::store::encoding::ObjectSettings;
 use crate::store::eviction::Policy;
 
 /// How a parameter's value is written, and checked (Redis 7.0's rules and texts).
@@ -706,6 +707,37 @@ pub fn lookup(name: &str) -> Option<(&'static Param, &'static str)> {
 }
 
 impl Config {
+    /// What OBJECT ENCODING and REFCOUNT judge by: the encoding thresholds (stored
+    /// parameters, read here) and whether small integers are shared, which Redis stops
+    /// doing when `maxmemory` is set with an LRU or LFU policy.
+    pub fn object_settings(&self) -> ObjectSettings {
+        let number = |name: &str, default: u64| {
+            lookup(name)
+                .and_then(|(p, _)| self.param_value(p).parse().ok())
+                .unwrap_or(default)
+        };
+        let d = ObjectSettings::default();
+        let policy = self.memory.policy;
+        let lru_or_lfu = matches!(
+            policy,
+            Policy::AllKeysLru | Policy::VolatileLru | Policy::AllKeysLfu | Policy::VolatileLfu
+        );
+        ObjectSettings {
+            hash_max_listpack_entries: number(
+                "hash-max-listpack-entries",
+                d.hash_max_listpack_entries,
+            ),
+            hash_max_listpack_value: number("hash-max-listpack-value", d.hash_max_listpack_value),
+            set_max_intset_entries: number("set-max-intset-entries", d.set_max_intset_entries),
+            zset_max_listpack_entries: number(
+                "zset-max-listpack-entries",
+                d.zset_max_listpack_entries,
+            ),
+            zset_max_listpack_value: number("zset-max-listpack-value", d.zset_max_listpack_value),
+            shared_integers: self.memory.maxmemory == 0 || !lru_or_lfu,
+        }
+    }
+
     /// The current value of `p`, as CONFIG GET shows it.
     pub fn param_value(&self, p: &Param) -> String {
         match p.effect {

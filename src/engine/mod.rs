@@ -296,6 +296,8 @@ pub struct Engine {
     pubsub: Arc<crate::pubsub::Hub>,
     /// The ACL users (the same store as the state's).
     acl: Arc<crate::acl::Acl>,
+    /// The keyspace's OBJECT settings (shared with it, like `pubsub`).
+    object: Arc<parking_lot::RwLock<crate::store::encoding::ObjectSettings>>,
 }
 
 /// BUSY text for a running script.
@@ -309,6 +311,7 @@ impl Engine {
         Arc::new(Engine {
             pubsub: state.ks.pubsub.clone(),
             acl: state.acl.clone(),
+            object: state.ks.object.clone(),
             control: state.control.clone(),
             memory: state.memory.clone(),
             metrics: state.metrics.clone(),
@@ -423,6 +426,12 @@ impl Engine {
     /// The engine's clock.
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// What OBJECT ENCODING and REFCOUNT judge by from now on (at start and after every
+    /// CONFIG SET).
+    pub fn set_object_settings(&self, s: crate::store::encoding::ObjectSettings) {
+        *self.object.write() = s;
     }
 
     /// Change the BUSY threshold (CONFIG SET busy-reply-threshold).

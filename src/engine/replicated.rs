@@ -165,6 +165,7 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         state.scripts.import(&data.scripts.clone())?;
         ks.share_clock(state.memory.clock());
         ks.share_pubsub(&state.ks.pubsub.clone());
+        ks.object = state.ks.object.clone();
         state.ks = ks;
         state.evictor.clear();
         if !data.users.is_empty() {

@@ -522,6 +522,7 @@ fn config_set(shared: &Shared, pairs: &[(&[u8], &[u8])]) -> Result<(), String> {
         }
     }
     *live = next;
+    shared.engine.set_object_settings(live.object_settings());
     Ok(())
 }
 

@@ -274,6 +274,11 @@ impl AccessClock {
         }
     }
 
+    /// Whether access information counts uses (an LFU policy) rather than times.
+    pub fn lfu(&self) -> bool {
+        self.lfu.load(Ordering::Relaxed)
+    }
+
     /// Seconds since the last use (OBJECT IDLETIME; LRU mode only).
     pub fn idle_secs(&self, entry: &Entry) -> u64 {
         u64::from(

@@ -9,6 +9,7 @@
 //! Reads treat a key whose deadline has passed as absent; mutable access deletes it. All
 //! of this depends only on the `now_ms` handed in, never on a clock (the determinism rule).
 
+pub mod encoding;
 pub mod eviction;
 pub mod expiry;
 pub mod small;
@@ -588,6 +589,10 @@ pub struct Keyspace {
     /// This node's pub/sub subscribers: PUBLISH and keyspace events, which run while the
     /// keyspace is applied to, deliver through it (delivery changes no keyspace state).
     pub pubsub: Arc<crate::pubsub::Hub>,
+    /// What OBJECT ENCODING and REFCOUNT judge by: the engine's copy of the configured
+    /// thresholds (`Engine::set_object_settings`), shared like `pubsub`. Changes no state
+    /// and no reply of a write.
+    pub object: Arc<parking_lot::RwLock<encoding::ObjectSettings>>,
 }
 
 impl Default for Keyspace {
@@ -604,6 +609,7 @@ impl Keyspace {
                 .map(|_| Db::with_clock(clock.clone()))
                 .collect(),
             pubsub: Arc::default(),
+            object: Arc::default(),
         };
         let hub = ks.pubsub.clone();
         ks.share_pubsub(&hub);

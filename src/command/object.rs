@@ -1,0 +1,80 @@
+//! OBJECT ENCODING, REFCOUNT, IDLETIME, FREQ and HELP: what Redis 7.0 would say about a
+//! key's value. The encoding and reference-count rules are in `store::encoding` (one
+//! function per type, from the value and the CONFIG thresholds the keyspace holds); idle
+//! time and frequency come from the per-key access information the store keeps for
+//! eviction (`store::eviction::AccessClock`), which only LRU or only LFU policies keep, as
+//! in Redis. Looking a key up here does not count as a use of it.
+
+use bytes::Bytes;
+
+use super::args::is;
+use super::Ctx;
+use crate::protocol::Reply;
+use crate::store::encoding;
+
+const HELP: &[&str] = &[
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+];
+
+const SUBCOMMANDS: [&str; 5] = ["help", "encoding", "refcount", "idletime", "freq"];
+
+/// OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key, OBJECT HELP
+pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let Some(sub) = SUBCOMMANDS.iter().find(|s| is(&a[1], s)) else {
+        return Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+            super::arg_text(&a[1])
+        ));
+    };
+    let arity = if *sub == "help" { 2 } else { 3 };
+    if a.len() != arity {
+        return Reply::err(format!(
+            "ERR wrong number of arguments for 'object|{sub}' command"
+        ));
+    }
+    if *sub == "help" {
+        return Reply::Array(HELP.iter().map(|l| Reply::Status((*l).into())).collect());
+    }
+    let now = ctx.now_ms;
+    let settings = *ctx.ks.object.read();
+    let clock = ctx.ks.clock().clone();
+    let db = ctx.db();
+    // Redis's LOOKUP_NOTOUCH: no use counted, but an expired key is gone.
+    let Some(entry) = db
+        .peek(&a[2])
+        .filter(|e| e.expires_at().is_none_or(|d| d >= now))
+    else {
+        return Reply::Nil;
+    };
+    match *sub {
+        "encoding" => Reply::bulk(encoding::encoding(&entry.value, &settings)),
+        "refcount" => Reply::Integer(encoding::refcount(&entry.value, &settings)),
+        "idletime" if clock.lfu() => Reply::err(
+            "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ),
+        "idletime" => Reply::Integer(clock.idle_secs(entry) as i64),
+        _ if !clock.lfu() => Reply::err(
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ),
+        _ => Reply::Integer(i64::from(clock.frequency(entry))),
+    }
+}
+
+use super::flags::READONLY;
+
+/// OBJECT.
+pub const COMMANDS: &[super::CommandSpec] = &[crate::cmd!("object", -2, READONLY, 2, 2, 1, object)];
