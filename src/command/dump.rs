@@ -76,6 +76,9 @@ fn restore_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         return Err(Reply::err("ERR Invalid TTL value, must be >= 0"));
     }
     let value = match restore_payload(&a[3]) {
+        Ok(crate::store::Value::Hash(h)) => {
+            crate::store::Value::Hash(h.reencode(ctx.ks.encodings.hash()))
+        }
         Ok(v) => v,
         Err(PayloadError::Footer) => {
             return Err(Reply::err("ERR DUMP payload version or checksum are wrong"))

@@ -67,6 +67,9 @@ pub enum Apply {
     Tls,
     /// `slowlog-log-slower-than`, `slowlog-max-len` (the engine's slow log).
     Slowlog,
+    /// The compact encodings' thresholds (`hash-max-listpack-entries`, ...), which the
+    /// keyspace reads on every write.
+    Encodings,
 }
 
 /// What setting a parameter does.
@@ -385,8 +388,14 @@ pub static PARAMS: &[Param] = &[
         },
         set_output_buffer_limits, Apply::PubSub),
     // Encodings of collections.
-    Param::stored("hash-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING).alias("hash-max-ziplist-entries"),
-    Param::stored("hash-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", ENCODING).alias("hash-max-ziplist-value"),
+    Param::live("hash-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "512", |c| c.encodings.hash.entries.to_string(), |c, v| {
+        c.encodings.hash.entries = number(v);
+        Ok(())
+    }, Apply::Encodings).alias("hash-max-ziplist-entries"),
+    Param::live("hash-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", |c| c.encodings.hash.value.to_string(), |c, v| {
+        c.encodings.hash.value = number(v);
+        Ok(())
+    }, Apply::Encodings).alias("hash-max-ziplist-value"),
     Param::stored("zset-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "128", ENCODING).alias("zset-max-ziplist-entries"),
     Param::stored("zset-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", ENCODING).alias("zset-max-ziplist-value"),
     Param::stored("set-max-intset-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING),

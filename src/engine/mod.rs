@@ -282,6 +282,8 @@ pub struct Engine {
     /// This node's pub/sub subscribers (also reachable from the keyspace, where PUBLISH and
     /// keyspace events run).
     pubsub: Arc<crate::pubsub::Hub>,
+    /// The keyspace's encoding thresholds (a keyspace restored from a snapshot shares them).
+    encodings: Arc<crate::store::encoding::Encodings>,
 }
 
 /// BUSY text for a running script.
@@ -294,6 +296,7 @@ impl Engine {
         let state = State::default();
         Arc::new(Engine {
             pubsub: state.ks.pubsub.clone(),
+            encodings: state.ks.encodings.clone(),
             control: state.control.clone(),
             memory: state.memory.clone(),
             metrics: state.metrics.clone(),
@@ -327,6 +330,11 @@ impl Engine {
     /// This node's pub/sub subscribers.
     pub fn pubsub(&self) -> &Arc<crate::pubsub::Hub> {
         &self.pubsub
+    }
+
+    /// The thresholds of the compact encodings (`hash-max-listpack-entries`, ...).
+    pub fn encodings(&self) -> &Arc<crate::store::encoding::Encodings> {
+        &self.encodings
     }
 
     /// The `maxmemory` limit, policy and eviction counter.

@@ -131,7 +131,8 @@ impl tollgate_raft::StateMachine for ReplicatedState {
     fn restore(&self, data: &[u8]) -> Result<(), String> {
         let data: SnapshotData =
             postcard::from_bytes(data).map_err(|e| format!("bad state snapshot: {e}"))?;
-        let mut ks = snapshot::decode(&data.keyspace)?;
+        let encodings = self.state.lock().ks.encodings.clone();
+        let mut ks = snapshot::decode(&data.keyspace, &encodings)?;
         let mut state = self.state.lock();
         state.scripts.import(&data.scripts.clone())?;
         ks.share_clock(state.memory.clock());

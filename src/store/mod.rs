@@ -9,8 +9,10 @@
 //! Reads treat a key whose deadline has passed as absent; mutable access deletes it. All
 //! of this depends only on the `now_ms` handed in, never on a clock (the determinism rule).
 
+pub mod encoding;
 pub mod eviction;
 pub mod expiry;
+pub mod hash;
 pub mod small;
 pub mod snapshot;
 pub mod value;
@@ -588,6 +590,8 @@ pub struct Keyspace {
     /// This node's pub/sub subscribers: PUBLISH and keyspace events, which run while the
     /// keyspace is applied to, deliver through it (delivery changes no keyspace state).
     pub pubsub: Arc<crate::pubsub::Hub>,
+    /// The thresholds of the compact encodings (shared with the engine's configuration).
+    pub encodings: Arc<encoding::Encodings>,
 }
 
 impl Default for Keyspace {
@@ -604,6 +608,7 @@ impl Keyspace {
                 .map(|_| Db::with_clock(clock.clone()))
                 .collect(),
             pubsub: Arc::default(),
+            encodings: Arc::default(),
         };
         let hub = ks.pubsub.clone();
         ks.share_pubsub(&hub);
