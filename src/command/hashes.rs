@@ -692,9 +692,9 @@ mod tests {
             use crate::store::encoding::EncodingLimits;
             use crate::store::hash::HashLimits;
             let mut compact = Client::new();
-            compact.ks.encodings.configure(&EncodingLimits { hash: HashLimits { entries: 4, value: 16 } });
+            compact.ks.encodings.configure(&EncodingLimits { hash: HashLimits { entries: 4, value: 16 }, ..Default::default() });
             let mut table = Client::new();
-            table.ks.encodings.configure(&EncodingLimits { hash: HashLimits { entries: 0, value: 0 } });
+            table.ks.encodings.configure(&EncodingLimits { hash: HashLimits { entries: 0, value: 0 }, ..Default::default() });
             let mut converted = false;
             for cmd in &cmds {
                 let args: Vec<bytes::Bytes> = cmd.iter().map(|w| bytes::Bytes::from(w.clone())).collect();

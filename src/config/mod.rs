@@ -608,7 +608,10 @@ impl Default for Config {
             stored: BTreeMap::new(),
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
-            encodings: Default::default(),
+            encodings: crate::store::encoding::EncodingLimits {
+                hash: Default::default(),
+                zset: crate::store::zset::ZsetLimits::REDIS,
+            },
             log: DEFAULT_LOG.into(),
             log_format: LogFormat::Text,
             http_port: 0,

@@ -10,12 +10,15 @@
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use super::hash::HashLimits;
+use super::zset::ZsetLimits;
 
 /// Every threshold, as plain values (the configuration's copy).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EncodingLimits {
     /// `hash-max-listpack-entries` and `hash-max-listpack-value`.
     pub hash: HashLimits,
+    /// `zset-max-listpack-entries` and `zset-max-listpack-value`.
+    pub zset: ZsetLimits,
 }
 
 /// The live thresholds.
@@ -23,6 +26,8 @@ pub struct EncodingLimits {
 pub struct Encodings {
     hash_entries: AtomicUsize,
     hash_value: AtomicUsize,
+    zset_entries: AtomicUsize,
+    zset_value: AtomicUsize,
 }
 
 impl Default for Encodings {
@@ -30,6 +35,8 @@ impl Default for Encodings {
         let e = Encodings {
             hash_entries: AtomicUsize::new(0),
             hash_value: AtomicUsize::new(0),
+            zset_entries: AtomicUsize::new(0),
+            zset_value: AtomicUsize::new(0),
         };
         e.configure(&EncodingLimits::default());
         e
@@ -41,6 +48,8 @@ impl Encodings {
     pub fn configure(&self, l: &EncodingLimits) {
         self.hash_entries.store(l.hash.entries, Relaxed);
         self.hash_value.store(l.hash.value, Relaxed);
+        self.zset_entries.store(l.zset.entries, Relaxed);
+        self.zset_value.store(l.zset.value, Relaxed);
     }
 
     /// The hash thresholds now.
@@ -52,8 +61,20 @@ impl Encodings {
         }
     }
 
+    /// The sorted-set thresholds now.
+    #[inline]
+    pub fn zset(&self) -> ZsetLimits {
+        ZsetLimits {
+            entries: self.zset_entries.load(Relaxed),
+            value: self.zset_value.load(Relaxed),
+        }
+    }
+
     /// Every threshold now.
     pub fn limits(&self) -> EncodingLimits {
-        EncodingLimits { hash: self.hash() }
+        EncodingLimits {
+            hash: self.hash(),
+            zset: self.zset(),
+        }
     }
 }

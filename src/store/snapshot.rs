@@ -85,9 +85,10 @@ fn value_of(v: SnapValue, encodings: &Encodings) -> Result<Value, String> {
         SnapValue::HashTable(pairs) => Value::Hash(hash(pairs)?.into_table()),
         SnapValue::List(items) => Value::List(items.into_iter().collect()),
         SnapValue::Set(items) => Value::Set(Box::new(items.into_iter().collect())),
-        SnapValue::ZSet { skiplist, items } => Value::ZSet(SortedSet::from_snapshot(
+        SnapValue::ZSet { skiplist, items } => Value::ZSet(SortedSet::from_snapshot_limited(
             skiplist,
             items.into_iter().map(|(m, s)| (m, f64::from_bits(s))),
+            encodings.zset(),
         )),
     })
 }
