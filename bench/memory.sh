@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 COUNT=${1:-100000}
 RPORT=${RPORT:-16379}
 TPORT=${TPORT:-16380}
-cargo build --release -q
+[ "${BUILD:-1}" = 0 ] || cargo build --release -q
 TMP=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
