@@ -2,14 +2,16 @@
 # Side-by-side throughput: redis-server and Tollgate on this machine, same redis-benchmark
 # load, Tollgate's requests/s printed as a ratio of Redis's.
 #
-#   bench/run.sh [requests]      (default 200000 per row)
+#   bench/run.sh [requests]      (default 200000 per row; RPORT/TPORT override the ports)
 #
-# After redis-benchmark's own tests come command rows on prepared data (`zunionstore`:
-# ZUNIONSTORE of two 100-member sorted sets with 50 members in common).
+# Besides redis-benchmark's own tests, HINCRBY on random small hashes (the token bucket's
+# and sliding window's write) runs at each pipeline depth. After them come command rows on
+# prepared data (`zunionstore`: ZUNIONSTORE of two 100-member sorted sets with 50 members in
+# common).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
-TESTS=${TESTS:-set,get,incr,hset,zadd,lpush}
+TESTS=${TESTS:-set,get,incr,hset,zadd,lpush,sadd}
 CLIENTS=${CLIENTS:-50}
 if ! command -v redis-benchmark >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
@@ -30,6 +32,9 @@ done
 rps() {
   redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 -t "$TESTS" --csv 2>/dev/null \
     | tail -n +2 | tr -d '"' | cut -d, -f1,2
+  redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 --csv \
+    hincrby 'rl:h:__rand_int__' tokens 1 2>/dev/null \
+    | tail -n +2 | tr -d '"' | cut -d, -f2 | sed 's/^/HINCRBY,/'
 }
 
 printf '%-10s %-8s %14s %14s %8s\n' test pipeline redis_rps tollgate_rps ratio

@@ -224,6 +224,36 @@ fn leader_kill_failover(tls: bool) {
             .query(&mut con)
             .unwrap();
     }
+    // Both encodings of hashes and sorted sets travel in the snapshot (DUMP shows the
+    // encoding: a listpack, or Redis's plain hash and skiplist set).
+    let long = "v".repeat(70);
+    let writes: [&[&str]; 5] = [
+        &["HSET", "enc:h", "a", "1", "b", "2"],
+        &["HSET", "enc:t", "a", &long, "b", "2"],
+        &["HDEL", "enc:t", "a"],
+        &["ZADD", "enc:z", "1", "a", "2", "b"],
+        &["ZADD", "enc:s", "1", &long, "2", "b"],
+    ];
+    for args in writes {
+        let _: i64 = c.nodes[new].q(args).unwrap();
+    }
+    let dumps = |n: &cluster_support::Node| -> Vec<Vec<u8>> {
+        ["enc:h", "enc:t", "enc:z", "enc:s"]
+            .iter()
+            .map(|k| n.q(&["DUMP", k]).unwrap())
+            .collect()
+    };
+    let before = dumps(&c.nodes[new]);
+    assert_eq!(before[0][0], 16, "a small hash is a listpack");
+    assert_eq!(
+        before[1][0], 4,
+        "a hash that held a long value stays a table"
+    );
+    assert_eq!(before[2][0], 17, "a small sorted set is a listpack");
+    assert_eq!(
+        before[3][0], 5,
+        "a sorted set with a long member is a skiplist"
+    );
     for n in c.nodes.iter().filter(|n| n.alive()) {
         let _: () = n.q(&["RAFT.SNAPSHOT"]).unwrap();
     }
@@ -235,6 +265,11 @@ fn leader_kill_failover(tls: bool) {
     c.nodes[old].spawn();
     let digest = c.converged_digest(Duration::from_secs(20));
     assert_eq!(c.nodes[old].digest(), digest);
+    assert_eq!(
+        dumps(&c.nodes[old]),
+        before,
+        "the snapshot kept every encoding"
+    );
     assert_ne!(
         c.nodes[old].status("snapshot_index").as_deref(),
         Some("-"),

@@ -183,3 +183,63 @@ fn sliding_log_limiter_pattern() {
     );
     assert_eq!(q::<i64>(&mut c, &["ZCARD", "log"]), 1);
 }
+
+/// `hash-max-listpack-*` and `zset-max-listpack-*` decide the encoding, which DUMP shows
+/// (type 16: a listpack hash, 4: a table; 17: a listpack sorted set, 5: a skiplist): a
+/// collection converts when a write passes a threshold, as in Redis 7.0, never back.
+#[test]
+fn encoding_thresholds_take_effect() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let dump_type = |c: &mut redis::Connection, key: &str| q::<Vec<u8>>(c, &["DUMP", key])[0];
+    let ok = |c: &mut redis::Connection, p: &str, v: &str| {
+        assert_eq!(q::<String>(c, &["CONFIG", "SET", p, v]), "OK");
+    };
+    ok(&mut c, "hash-max-listpack-entries", "2");
+    ok(&mut c, "hash-max-ziplist-value", "3");
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["CONFIG", "GET", "hash-max-listpack-*"]),
+        vec![
+            "hash-max-listpack-entries",
+            "2",
+            "hash-max-listpack-value",
+            "3"
+        ]
+    );
+    q::<i64>(&mut c, &["HSET", "h", "a", "1", "b", "2"]);
+    assert_eq!(dump_type(&mut c, "h"), 16);
+    q::<i64>(&mut c, &["HSET", "h", "c", "3"]);
+    assert_eq!(dump_type(&mut c, "h"), 4, "a third field converts");
+    q::<i64>(&mut c, &["HDEL", "h", "c", "b"]);
+    assert_eq!(dump_type(&mut c, "h"), 4, "never back");
+    q::<i64>(&mut c, &["HSET", "v", "a", "1"]);
+    q::<i64>(&mut c, &["HINCRBY", "v", "a", "1000"]);
+    assert_eq!(dump_type(&mut c, "v"), 4, "a 4-byte result converts");
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["HGETALL", "h"]),
+        vec!["a", "1"],
+        "replies do not change"
+    );
+
+    ok(&mut c, "zset-max-listpack-entries", "2");
+    q::<i64>(&mut c, &["ZADD", "z", "1", "a", "2", "b"]);
+    assert_eq!(dump_type(&mut c, "z"), 17);
+    q::<i64>(&mut c, &["ZADD", "z", "3", "c"]);
+    assert_eq!(dump_type(&mut c, "z"), 5);
+    ok(&mut c, "zset-max-listpack-entries", "128");
+    ok(&mut c, "zset-max-listpack-value", "1");
+    q::<i64>(&mut c, &["ZADD", "y", "1", "ab"]);
+    assert_eq!(dump_type(&mut c, "y"), 5, "a member over the value limit");
+
+    // RESTORE encodes by the thresholds, as Redis does when loading.
+    ok(&mut c, "hash-max-listpack-entries", "512");
+    ok(&mut c, "hash-max-listpack-value", "64");
+    let payload: Vec<u8> = q(&mut c, &["DUMP", "h"]);
+    let _: () = redis::cmd("RESTORE")
+        .arg("h2")
+        .arg(0)
+        .arg(payload)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(dump_type(&mut c, "h2"), 16);
+}

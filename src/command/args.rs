@@ -129,7 +129,7 @@ macro_rules! kind {
     };
 }
 
-kind!(HashValue, Hash, Box::default());
+kind!(HashValue, Hash, HashValue::default());
 kind!(VecDeque<Bytes>, List, VecDeque::new());
 kind!(SetValue, Set, Box::default());
 kind!(SortedSet, ZSet, SortedSet::new());

@@ -195,23 +195,23 @@ const SCAN_WHOLE_MAX: usize = 128;
 /// between calls (and works on any replica): every member present for the whole scan
 /// is returned exactly once. Each step costs O(len), so a step takes at least len/32
 /// entries, bounding a full scan to O(32·len) whatever COUNT says (COUNT is a hint).
-pub fn scan_step<'a, T>(
-    items: impl Iterator<Item = (&'a Bytes, T)>,
+pub fn scan_step<M: AsRef<[u8]> + Copy, T>(
+    items: impl Iterator<Item = (M, T)>,
     len: usize,
     opts: &ScanOptions,
-) -> (u64, Vec<(&'a Bytes, T)>) {
-    let matches = |m: &Bytes| {
+) -> (u64, Vec<(M, T)>) {
+    let matches = |m: &M| {
         opts.pattern
             .as_ref()
-            .is_none_or(|p| glob_match(p, m, false))
+            .is_none_or(|p| glob_match(p, m.as_ref(), false))
     };
     if len <= SCAN_WHOLE_MAX {
         // A cursor other than 0 on a small collection resumes nowhere: Redis returns
         // the whole listpack for any cursor.
         return (0, items.filter(|(m, _)| matches(m)).collect());
     }
-    let mut pending: Vec<(u64, &'a Bytes, T)> = items
-        .map(|(m, v)| (fixed_hash(m), m, v))
+    let mut pending: Vec<(u64, M, T)> = items
+        .map(|(m, v)| (fixed_hash(m.as_ref()), m, v))
         .filter(|(h, _, _)| *h >= opts.cursor)
         .collect();
     let batch = opts.count.max(len / 32).max(1);

@@ -16,6 +16,8 @@ use super::Ctx;
 use crate::persistence::rdb::decode::{restore_payload, DecodeError, PayloadError};
 use crate::persistence::rdb::encode::dump as dump_payload;
 use crate::protocol::Reply;
+use crate::store::zset::SortedSet;
+use crate::store::Value;
 
 use super::flags::{DENYOOM, READONLY, WRITE};
 
@@ -76,6 +78,13 @@ fn restore_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         return Err(Reply::err("ERR Invalid TTL value, must be >= 0"));
     }
     let value = match restore_payload(&a[3]) {
+        // Encoded by the thresholds, as Redis encodes a loaded value.
+        Ok(Value::Hash(h)) => Value::Hash(h.reencode(ctx.ks.encodings.hash())),
+        Ok(Value::ZSet(z)) => {
+            let limits = ctx.ks.encodings.zset();
+            let fits = z.len() <= limits.entries && z.iter().all(|(m, _)| m.len() <= limits.value);
+            Value::ZSet(SortedSet::from_snapshot_limited(!fits, z.iter(), limits))
+        }
         Ok(v) => v,
         Err(PayloadError::Footer) => {
             return Err(Reply::err("ERR DUMP payload version or checksum are wrong"))

@@ -11,7 +11,11 @@ use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
 use crate::pubsub::notify::HASH;
-use crate::store::value::{hash_remove, HashValue};
+use crate::store::value::HashValue;
+
+fn bulk(b: &[u8]) -> Reply {
+    Reply::Bulk(Bytes::copy_from_slice(b))
+}
 
 fn read_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashValue>> {
     let now = ctx.now_ms;
@@ -24,6 +28,7 @@ fn set_pairs(ctx: &mut Ctx, a: &[Bytes], name: &str) -> CmdResult<i64> {
         return Err(super::arity_error(name));
     }
     // HSET and HMSET both fire `hset`.
+    let limits = ctx.ks.encodings.hash();
     let added = update_notify::<HashValue, _>(
         ctx,
         &a[1],
@@ -33,7 +38,7 @@ fn set_pairs(ctx: &mut Ctx, a: &[Bytes], name: &str) -> CmdResult<i64> {
         |h| {
             let mut added = 0;
             for pair in a[2..].chunks_exact(2) {
-                if h.insert(pair[0].clone(), pair[1].clone()).is_none() {
+                if h.insert(&pair[0], &pair[1], limits) {
                     added += 1;
                 }
             }
@@ -59,6 +64,7 @@ pub fn hsetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if read_hash(ctx, &a[1])?.is_some_and(|h| h.contains_key(&a[2])) {
             return Ok(Reply::Integer(0));
         }
+        let limits = ctx.ks.encodings.hash();
         update_notify::<HashValue, _>(
             ctx,
             &a[1],
@@ -66,7 +72,7 @@ pub fn hsetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             HASH,
             |_| Some("hset"),
             |h| {
-                h.insert(a[2].clone(), a[3].clone());
+                h.insert(&a[2], &a[3], limits);
                 Ok(())
             },
         )?;
@@ -78,9 +84,7 @@ pub fn hsetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn hget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     match read_hash(ctx, &a[1]) {
         Err(e) => e,
-        Ok(h) => h
-            .and_then(|h| h.get(&a[2]))
-            .map_or(Reply::Nil, |v| Reply::Bulk(v.clone())),
+        Ok(h) => h.and_then(|h| h.get(&a[2])).map_or(Reply::Nil, bulk),
     }
 }
 
@@ -91,10 +95,7 @@ pub fn hmget(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Ok(h) => Reply::Array(
             a[2..]
                 .iter()
-                .map(|f| {
-                    h.and_then(|h| h.get(f))
-                        .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
-                })
+                .map(|f| h.and_then(|h| h.get(f)).map_or(Reply::Nil, bulk))
                 .collect(),
         ),
     }
@@ -106,8 +107,8 @@ pub fn hgetall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Err(e) => e,
         Ok(h) => Reply::Map(
             h.into_iter()
-                .flatten()
-                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+                .flat_map(HashValue::iter)
+                .map(|(f, v)| (bulk(f), bulk(v)))
                 .collect(),
         ),
     }
@@ -117,7 +118,11 @@ pub fn hgetall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn hkeys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     match read_hash(ctx, &a[1]) {
         Err(e) => e,
-        Ok(h) => args::bulk_array(h.into_iter().flat_map(|h| h.keys().cloned())),
+        Ok(h) => Reply::Array(
+            h.into_iter()
+                .flat_map(|h| h.iter().map(|(f, _)| bulk(f)))
+                .collect(),
+        ),
     }
 }
 
@@ -125,7 +130,11 @@ pub fn hkeys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn hvals(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     match read_hash(ctx, &a[1]) {
         Err(e) => e,
-        Ok(h) => args::bulk_array(h.into_iter().flat_map(|h| h.values().cloned())),
+        Ok(h) => Reply::Array(
+            h.into_iter()
+                .flat_map(|h| h.iter().map(|(_, v)| bulk(v)))
+                .collect(),
+        ),
     }
 }
 
@@ -162,10 +171,7 @@ pub fn hdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         let event = |n: &i64| (*n > 0).then_some("hdel");
         let removed = update_notify::<HashValue, _>(ctx, &a[1], false, HASH, event, |h| {
-            Ok(fields
-                .iter()
-                .filter(|f| hash_remove(h, f).is_some())
-                .count() as i64)
+            Ok(fields.iter().filter(|f| h.remove(f)).count() as i64)
         })?;
         Ok(Reply::Integer(removed.unwrap_or(0)))
     })())
@@ -176,11 +182,12 @@ fn rewrite_field(
     ctx: &mut Ctx,
     key: &Bytes,
     field: &Bytes,
-    step: impl FnOnce(Option<&Bytes>) -> CmdResult<Bytes>,
+    step: impl FnOnce(Option<&[u8]>) -> CmdResult<Bytes>,
     event: &'static str,
 ) -> CmdResult<Bytes> {
     // Compute on a read first, so that an error creates nothing and fires no WATCH.
     let next = step(read_hash(ctx, key)?.and_then(|h| h.get(field)))?;
+    let limits = ctx.ks.encodings.hash();
     update_notify::<HashValue, _>(
         ctx,
         key,
@@ -188,7 +195,7 @@ fn rewrite_field(
         HASH,
         |_| Some(event),
         |h| {
-            h.insert(field.clone(), next.clone());
+            h.insert(field, &next, limits);
             Ok(())
         },
     )?;
@@ -233,7 +240,7 @@ pub fn hincrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx,
             &a[1],
             &a[2],
-            |cur| match incr(cur.map(|c| &c[..]), &a[3]) {
+            |cur| match incr(cur, &a[3]) {
                 Ok(text) => Ok(Bytes::from(text)),
                 Err(IncrError::Current) => Err(Reply::err("ERR hash value is not a float")),
                 Err(IncrError::NotFinite) => {
@@ -259,7 +266,7 @@ pub fn hscan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let (next, items) = scan_step(h.iter(), h.len(), &opts);
         let flat = items
             .into_iter()
-            .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
+            .flat_map(|(f, v)| [bulk(f), bulk(v)])
             .collect();
         Ok(super::keys::scan_reply(next, flat))
     })())
@@ -287,23 +294,32 @@ pub fn hrandfield(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Ok(Reply::Nil);
             };
             let i = Rng::new(seed, &a[1], h.len()).below(h.len());
-            return Ok(h
-                .get_index(i)
-                .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f.clone())));
+            return Ok(h.get_index(i).map_or(Reply::Nil, |(f, _)| bulk(f)));
         };
         let Some(h) = h else {
             return Ok(Reply::Array(Vec::new()));
         };
         let picks = random_picks(&mut Rng::new(seed, &a[1], h.len()), h.len(), count)?;
-        let pairs = picks.into_iter().filter_map(|i| h.get_index(i));
+        // A compact hash is read once into an index instead of scanned per pick.
+        let all: Vec<(&[u8], &[u8])> = if h.indexes_fast() {
+            Vec::new()
+        } else {
+            h.iter().collect()
+        };
+        let at = |i: usize| {
+            if h.indexes_fast() {
+                h.get_index(i)
+            } else {
+                all.get(i).copied()
+            }
+        };
+        let pairs = picks.into_iter().filter_map(at);
         Ok(Reply::Array(match (with_values, resp3) {
-            (false, _) => pairs.map(|(f, _)| Reply::Bulk(f.clone())).collect(),
+            (false, _) => pairs.map(|(f, _)| bulk(f)).collect(),
             (true, true) => pairs
-                .map(|(f, v)| Reply::Array(vec![Reply::Bulk(f.clone()), Reply::Bulk(v.clone())]))
+                .map(|(f, v)| Reply::Array(vec![bulk(f), bulk(v)]))
                 .collect(),
-            (true, false) => pairs
-                .flat_map(|(f, v)| [Reply::Bulk(f.clone()), Reply::Bulk(v.clone())])
-                .collect(),
+            (true, false) => pairs.flat_map(|(f, v)| [bulk(f), bulk(v)]).collect(),
         }))
     })())
 }
@@ -620,6 +636,99 @@ mod tests {
             err("ERR value is out of range")
         );
         assert_eq!(c.run("hrandfield nokey -9223372036854775807"), bulks(&[]));
+    }
+
+    /// One command of the encoding property test, on key `h`.
+    fn hash_command() -> impl proptest::strategy::Strategy<Value = Vec<String>> {
+        use proptest::prelude::*;
+        let field = (0..8u8).prop_map(|i| format!("f{i}"));
+        let value = prop_oneof![
+            4 => (0..1000i64).prop_map(|n| n.to_string()),
+            1 => Just("x".repeat(20)),
+            1 => Just("1.5".to_string()),
+        ];
+        let pairs = proptest::collection::vec((field.clone(), value.clone()), 1..4);
+        prop_oneof![
+            3 => pairs.prop_map(|p| {
+                let mut c = vec!["hset".to_string(), "h".to_string()];
+                c.extend(p.into_iter().flat_map(|(f, v)| [f, v]));
+                c
+            }),
+            1 => (field.clone(), value.clone()).prop_map(|(f, v)| vec!["hsetnx".into(), "h".into(), f, v]),
+            1 => proptest::collection::vec(field.clone(), 1..3).prop_map(|fs| {
+                let mut c = vec!["hdel".to_string(), "h".to_string()];
+                c.extend(fs);
+                c
+            }),
+            1 => (field.clone(), -5..5i64).prop_map(|(f, n)| vec!["hincrby".into(), "h".into(), f, n.to_string()]),
+            1 => field.clone().prop_map(|f| vec!["hincrbyfloat".into(), "h".into(), f, "0.25".into()]),
+            1 => field.clone().prop_map(|f| vec!["hget".into(), "h".into(), f]),
+            1 => field.clone().prop_map(|f| vec!["hexists".into(), "h".into(), f]),
+            1 => field.prop_map(|f| vec!["hstrlen".into(), "h".into(), f]),
+            1 => Just(vec!["hgetall".into(), "h".into()]),
+            1 => Just(vec!["hkeys".into(), "h".into()]),
+            1 => Just(vec!["hvals".into(), "h".into()]),
+            1 => Just(vec!["hlen".into(), "h".into()]),
+            1 => Just(vec!["hscan".into(), "h".into(), "0".into()]),
+            1 => Just(vec!["hrandfield".into(), "h".into(), "-5".into(), "withvalues".into()]),
+            1 => Just(vec!["hrandfield".into(), "h".into(), "3".into()]),
+        ]
+    }
+
+    fn encoding_of(c: &Client) -> Option<&'static str> {
+        match &c.ks.dbs[0].get(b"h", c.now)?.value {
+            crate::store::Value::Hash(h) => Some(h.encoding()),
+            _ => None,
+        }
+    }
+
+    proptest::proptest! {
+        /// The same commands on a hash kept compact (up to 4 fields of up to 16 bytes) and
+        /// on one that is always a table answer the same, and the compact one becomes a
+        /// table exactly when Redis 7.0 converts: a set of a field or value longer than the
+        /// value limit, or more fields than the entries limit after a set; never back.
+        #[test]
+        fn compact_and_table_hashes_answer_alike(cmds in proptest::collection::vec(hash_command(), 1..60)) {
+            use crate::store::encoding::EncodingLimits;
+            use crate::store::hash::HashLimits;
+            let mut compact = Client::new();
+            compact.ks.encodings.configure(&EncodingLimits { hash: HashLimits { entries: 4, value: 16 }, ..Default::default() });
+            let mut table = Client::new();
+            table.ks.encodings.configure(&EncodingLimits { hash: HashLimits { entries: 0, value: 0 }, ..Default::default() });
+            let mut converted = false;
+            for cmd in &cmds {
+                let args: Vec<bytes::Bytes> = cmd.iter().map(|w| bytes::Bytes::from(w.clone())).collect();
+                let before = table.run_args(&[bytes::Bytes::from("hgetall"), bytes::Bytes::from("h")]);
+                let reply = compact.run_args(&args);
+                proptest::prop_assert_eq!(&reply, &table.run_args(&args), "{:?}", cmd);
+                let after = table.run_args(&[bytes::Bytes::from("hgetall"), bytes::Bytes::from("h")]);
+                if !matches!(reply, Reply::Error(_)) && before != after {
+                    // A write that changed the hash: what Redis checks on each set.
+                    let set: Vec<&String> = match cmd[0].as_str() {
+                        "hset" | "hsetnx" => cmd[2..].iter().collect(),
+                        "hincrby" | "hincrbyfloat" => vec![&cmd[2]],
+                        _ => vec![],
+                    };
+                    let Reply::Integer(len) = table.run("hlen h") else { panic!() };
+                    let Reply::Bulk(new_value) = (if set.len() == 1 {
+                        table.run(&format!("hget h {}", cmd[2]))
+                    } else {
+                        Reply::Bulk(bytes::Bytes::new())
+                    }) else { panic!() };
+                    if !set.is_empty() {
+                        converted |= len > 4 || set.iter().any(|a| a.len() > 16) || new_value.len() > 16;
+                    }
+                }
+                if !compact.exists("h") {
+                    converted = false;
+                }
+                let want = compact.exists("h").then_some(if converted { "hashtable" } else { "listpack" });
+                proptest::prop_assert_eq!(encoding_of(&compact), want, "{:?}", cmd);
+                if compact.exists("h") {
+                    proptest::prop_assert_eq!(encoding_of(&table), Some("hashtable"));
+                }
+            }
+        }
     }
 
     #[test]

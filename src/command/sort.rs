@@ -112,7 +112,7 @@ fn lookup_by_pattern(db: &Db, now: u64, pattern: &[u8], elem: &Bytes) -> Option<
     let entry = db.get(&key, now)?;
     match (&entry.value, field) {
         (Value::Str(s), None) => Some(s.to_bytes()),
-        (Value::Hash(h), Some(f)) => h.get(f).cloned(),
+        (Value::Hash(h), Some(f)) => h.get(f).map(Bytes::copy_from_slice),
         _ => None,
     }
 }

@@ -345,7 +345,7 @@ fn generic(ctx: &mut Ctx, a: &[Bytes], shape: Shape) -> Reply {
                 }
                 return Ok(Reply::Integer(0));
             }
-            let z = SortedSet::from_sorted(items);
+            let z = SortedSet::from_sorted(items, ctx.ks.encodings.zset());
             let n = z.len() as i64;
             ctx.db().set(dst, Value::ZSet(z));
             ctx.notify(ZSET, shape.op.store_event(), dst);

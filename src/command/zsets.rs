@@ -182,10 +182,11 @@ fn apply_add(
     let event = |(added, updated, _): &(i64, i64, Option<f64>)| {
         (added + updated > 0).then_some(if flags.incr { "zincr" } else { "zadd" })
     };
+    let limits = ctx.ks.encodings.zset();
     let outcome = update_notify::<SortedSet, _>(ctx, key, !flags.xx, ZSET, event, |z| {
         let (mut added, mut updated, mut last) = (0, 0, None);
         for &(score, member) in pairs {
-            match z.add(member, score, flags) {
+            match z.add_limited(member, score, flags, limits) {
                 AddOutcome::Added { score } => {
                     added += 1;
                     last = Some(score);
@@ -504,6 +505,7 @@ fn range_generic(ctx: &mut Ctx, a: &[Bytes], cmd: RangeCommand) -> Reply {
 /// `del`); returns its size. The caller fires its own event when the size is not 0.
 fn store_zset(ctx: &mut Ctx, key: &Bytes, items: Vec<(Bytes, f64)>) -> i64 {
     let now = ctx.now_ms;
+    let limits = ctx.ks.encodings.zset();
     let db = ctx.db();
     if items.is_empty() {
         if db.remove(key, now).is_some() {
@@ -513,7 +515,7 @@ fn store_zset(ctx: &mut Ctx, key: &Bytes, items: Vec<(Bytes, f64)>) -> i64 {
     }
     let mut z = SortedSet::new();
     for (m, s) in &items {
-        z.insert(m, *s);
+        z.insert_limited(m, *s, limits);
     }
     let n = z.len() as i64;
     db.set(key, Value::ZSet(z));

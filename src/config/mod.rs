@@ -567,6 +567,8 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     /// `slowlog-max-len`.
     pub slowlog_max_len: usize,
+    /// The compact encodings' thresholds (`hash-max-listpack-entries`, ...).
+    pub encodings: crate::store::encoding::EncodingLimits,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -610,6 +612,10 @@ impl Default for Config {
             stored: BTreeMap::new(),
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
+            encodings: crate::store::encoding::EncodingLimits {
+                hash: Default::default(),
+                zset: crate::store::zset::ZsetLimits::REDIS,
+            },
             log: DEFAULT_LOG.into(),
             log_format: LogFormat::Text,
             http_port: 0,

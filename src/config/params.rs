@@ -70,6 +70,9 @@ pub enum Apply {
     Slowlog,
     /// `requirepass`: the default user's password.
     Requirepass,
+    /// The compact encodings' thresholds (`hash-max-listpack-entries`, ...), which the
+    /// keyspace reads on every write.
+    Encodings,
 }
 
 /// What setting a parameter does.
@@ -393,10 +396,22 @@ pub static PARAMS: &[Param] = &[
         },
         set_output_buffer_limits, Apply::PubSub),
     // Encodings of collections.
-    Param::stored("hash-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING).alias("hash-max-ziplist-entries"),
-    Param::stored("hash-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", ENCODING).alias("hash-max-ziplist-value"),
-    Param::stored("zset-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "128", ENCODING).alias("zset-max-ziplist-entries"),
-    Param::stored("zset-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", ENCODING).alias("zset-max-ziplist-value"),
+    Param::live("hash-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "512", |c| c.encodings.hash.entries.to_string(), |c, v| {
+        c.encodings.hash.entries = number(v);
+        Ok(())
+    }, Apply::Encodings).alias("hash-max-ziplist-entries"),
+    Param::live("hash-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", |c| c.encodings.hash.value.to_string(), |c, v| {
+        c.encodings.hash.value = number(v);
+        Ok(())
+    }, Apply::Encodings).alias("hash-max-ziplist-value"),
+    Param::live("zset-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "128", |c| c.encodings.zset.entries.to_string(), |c, v| {
+        c.encodings.zset.entries = number(v);
+        Ok(())
+    }, Apply::Encodings).alias("zset-max-ziplist-entries"),
+    Param::live("zset-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", |c| c.encodings.zset.value.to_string(), |c, v| {
+        c.encodings.zset.value = number(v);
+        Ok(())
+    }, Apply::Encodings).alias("zset-max-ziplist-value"),
     Param::stored("set-max-intset-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING),
     Param::stored("list-max-listpack-size", Kind::Int(i32::MIN as i64, INT_MAX), "-2", ENCODING).alias("list-max-ziplist-size"),
     Param::stored("list-compress-depth", Kind::Int(0, INT_MAX), "0", ENCODING),

@@ -298,6 +298,8 @@ pub struct Engine {
     acl: Arc<crate::acl::Acl>,
     /// The keyspace's OBJECT settings (shared with it, like `pubsub`).
     object: Arc<parking_lot::RwLock<crate::store::encoding::ObjectSettings>>,
+    /// The keyspace's encoding thresholds (a keyspace restored from a snapshot shares them).
+    encodings: Arc<crate::store::encoding::Encodings>,
 }
 
 /// BUSY text for a running script.
@@ -312,6 +314,7 @@ impl Engine {
             pubsub: state.ks.pubsub.clone(),
             acl: state.acl.clone(),
             object: state.ks.object.clone(),
+            encodings: state.ks.encodings.clone(),
             control: state.control.clone(),
             memory: state.memory.clone(),
             metrics: state.metrics.clone(),
@@ -350,6 +353,11 @@ impl Engine {
     /// This node's pub/sub subscribers.
     pub fn pubsub(&self) -> &Arc<crate::pubsub::Hub> {
         &self.pubsub
+    }
+
+    /// The thresholds of the compact encodings (`hash-max-listpack-entries`, ...).
+    pub fn encodings(&self) -> &Arc<crate::store::encoding::Encodings> {
+        &self.encodings
     }
 
     /// The `maxmemory` limit, policy and eviction counter.

@@ -160,7 +160,8 @@ impl tollgate_raft::StateMachine for ReplicatedState {
                 }
             }
         };
-        let mut ks = snapshot::decode(&data.keyspace)?;
+        let encodings = self.state.lock().ks.encodings.clone();
+        let mut ks = snapshot::decode(&data.keyspace, &encodings)?;
         let mut state = self.state.lock();
         state.scripts.import(&data.scripts.clone())?;
         ks.share_clock(state.memory.clock());

@@ -280,6 +280,7 @@ impl Server {
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.memory().configure(&config.memory);
         engine.set_object_settings(config.object_settings());
+        engine.encodings().configure(&config.encodings);
         engine.pubsub().set_events(config.notify_keyspace_events);
         engine.pubsub().set_limit(config.output_buffer_limits[2]);
         let key_save_delay = Duration::from_micros(config.rdb_key_save_delay);
@@ -684,6 +685,10 @@ pub fn apply_config(
                 .metrics()
                 .slowlog
                 .configure(new.slowlog_log_slower_than, new.slowlog_max_len);
+            Ok(())
+        }
+        Apply::Encodings => {
+            shared.engine.encodings().configure(&new.encodings);
             Ok(())
         }
         Apply::Fsync => {

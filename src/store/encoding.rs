@@ -1,14 +1,94 @@
-//! Which internal encoding Redis 7.0 would give a value (OBJECT ENCODING), and the
+//! The thresholds of the compact encodings (`hash-max-listpack-entries` and friends), as
+//! the keyspace reads them.
+//!
+//! CONFIG SET changes them while the server runs, so the keyspace holds them in atomics
+//! shared with the engine ([`Encodings`]); a command loads the ones it needs once
+//! ([`Encodings::limits`]). They decide only how a value is stored, never a reply, so a
+//! replica configured differently still answers the same (only `OBJECT ENCODING` and
+//! memory differ, as between Redis replicas).
+//!
+//! It also says which internal encoding Redis 7.0 would give a value (OBJECT ENCODING), and the
 //! settings that decide it: the `*-max-listpack-*` / `set-max-intset-entries` thresholds of
 //! the CONFIG registry and whether small integers are shared (OBJECT REFCOUNT).
 //!
-//! Tollgate's own representations mostly do not follow Redis's encodings (sorted sets do:
-//! listpack or skiplist), so each type's rule is one function here, judged from the value's
-//! content and the thresholds: when the collections get real compact encodings (issue 21),
-//! these functions are the ones to replace with "what the value is". Redis converts a
-//! collection to its large encoding for good; judged from content, a collection that
-//! shrank back under the thresholds reports its small encoding again (sorted sets excepted:
-//! their representation remembers the conversion).
+//! Hashes and sorted sets have real compact encodings, converted for good at the configured
+//! thresholds as Redis converts them, so OBJECT ENCODING reports what the value is. Sets
+//! and lists do not yet: their rule is judged from the value's content and the thresholds
+//! (one function per type, to be replaced by "what the value is" when they get compact
+//! encodings), so a set that shrank back under the thresholds reports `intset` again where
+//! Redis keeps `hashtable`.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use super::hash::HashLimits;
+use super::zset::ZsetLimits;
+
+/// Every threshold, as plain values (the configuration's copy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EncodingLimits {
+    /// `hash-max-listpack-entries` and `hash-max-listpack-value`.
+    pub hash: HashLimits,
+    /// `zset-max-listpack-entries` and `zset-max-listpack-value`.
+    pub zset: ZsetLimits,
+}
+
+/// The live thresholds.
+#[derive(Debug)]
+pub struct Encodings {
+    hash_entries: AtomicUsize,
+    hash_value: AtomicUsize,
+    zset_entries: AtomicUsize,
+    zset_value: AtomicUsize,
+}
+
+impl Default for Encodings {
+    fn default() -> Self {
+        let e = Encodings {
+            hash_entries: AtomicUsize::new(0),
+            hash_value: AtomicUsize::new(0),
+            zset_entries: AtomicUsize::new(0),
+            zset_value: AtomicUsize::new(0),
+        };
+        e.configure(&EncodingLimits::default());
+        e
+    }
+}
+
+impl Encodings {
+    /// Take new thresholds (CONFIG SET, start-up).
+    pub fn configure(&self, l: &EncodingLimits) {
+        self.hash_entries.store(l.hash.entries, Relaxed);
+        self.hash_value.store(l.hash.value, Relaxed);
+        self.zset_entries.store(l.zset.entries, Relaxed);
+        self.zset_value.store(l.zset.value, Relaxed);
+    }
+
+    /// The hash thresholds now.
+    #[inline]
+    pub fn hash(&self) -> HashLimits {
+        HashLimits {
+            entries: self.hash_entries.load(Relaxed),
+            value: self.hash_value.load(Relaxed),
+        }
+    }
+
+    /// The sorted-set thresholds now.
+    #[inline]
+    pub fn zset(&self) -> ZsetLimits {
+        ZsetLimits {
+            entries: self.zset_entries.load(Relaxed),
+            value: self.zset_value.load(Relaxed),
+        }
+    }
+
+    /// Every threshold now.
+    pub fn limits(&self) -> EncodingLimits {
+        EncodingLimits {
+            hash: self.hash(),
+            zset: self.zset(),
+        }
+    }
+}
 
 use std::collections::VecDeque;
 
@@ -85,36 +165,14 @@ pub fn set_encoding(set: &SetValue, s: &ObjectSettings) -> &'static str {
     }
 }
 
-/// A hash: `listpack` while it has at most `hash-max-listpack-entries` fields and no field
-/// or value is longer than `hash-max-listpack-value`, else `hashtable`.
-pub fn hash_encoding(h: &HashValue, s: &ObjectSettings) -> &'static str {
-    let max = s.hash_max_listpack_value;
-    if h.len() as u64 <= s.hash_max_listpack_entries
-        && h.iter()
-            .all(|(f, v)| f.len() as u64 <= max && v.len() as u64 <= max)
-    {
-        "listpack"
-    } else {
-        "hashtable"
-    }
+/// A hash: its real encoding (`listpack` while compact, `hashtable` once converted).
+pub fn hash_encoding(h: &HashValue, _s: &ObjectSettings) -> &'static str {
+    h.encoding()
 }
 
-/// A sorted set: `skiplist` when its representation is (it converted, for good, at
-/// Redis's default thresholds) or when it exceeds the configured thresholds, else
-/// `listpack`.
-pub fn zset_encoding(z: &SortedSet, s: &ObjectSettings) -> &'static str {
-    let fits = z.len() as u64 <= s.zset_max_listpack_entries
-        && z.iter()
-            .all(|(m, _)| m.len() as u64 <= s.zset_max_listpack_value);
-    let defaults = ObjectSettings::default();
-    let converted = z.encoding() == "skiplist"
-        && s.zset_max_listpack_entries <= defaults.zset_max_listpack_entries
-        && s.zset_max_listpack_value <= defaults.zset_max_listpack_value;
-    if fits && !converted {
-        "listpack"
-    } else {
-        "skiplist"
-    }
+/// A sorted set: its real encoding (`listpack` while compact, `skiplist` once converted).
+pub fn zset_encoding(z: &SortedSet, _s: &ObjectSettings) -> &'static str {
+    z.encoding()
 }
 
 /// OBJECT ENCODING of any value.
@@ -175,21 +233,7 @@ mod tests {
         set.insert(Bytes::from_static(b"a"));
         assert_eq!(set_encoding(&set, &s), "hashtable");
 
-        let mut h = HashValue::default();
-        h.insert(Bytes::from_static(b"f"), Bytes::from(vec![b'v'; 64]));
-        assert_eq!(hash_encoding(&h, &s), "listpack");
-        s.hash_max_listpack_value = 63;
-        assert_eq!(hash_encoding(&h, &s), "hashtable");
-        s.hash_max_listpack_value = 64;
-        s.hash_max_listpack_entries = 0;
-        assert_eq!(hash_encoding(&h, &s), "hashtable");
-
-        let mut z = SortedSet::new();
-        z.insert(b"a", 1.0);
-        let mut s = ObjectSettings::default();
-        assert_eq!(zset_encoding(&z, &s), "listpack");
-        s.zset_max_listpack_entries = 0;
-        assert_eq!(zset_encoding(&z, &s), "skiplist");
+        let s = ObjectSettings::default();
         assert_eq!(list_encoding(&VecDeque::new(), &s), "quicklist");
     }
 }

@@ -12,6 +12,7 @@
 pub mod encoding;
 pub mod eviction;
 pub mod expiry;
+pub mod hash;
 pub mod small;
 pub mod snapshot;
 pub mod value;
@@ -593,6 +594,8 @@ pub struct Keyspace {
     /// thresholds (`Engine::set_object_settings`), shared like `pubsub`. Changes no state
     /// and no reply of a write.
     pub object: Arc<parking_lot::RwLock<encoding::ObjectSettings>>,
+    /// The thresholds of the compact encodings (shared with the engine's configuration).
+    pub encodings: Arc<encoding::Encodings>,
 }
 
 impl Default for Keyspace {
@@ -610,6 +613,7 @@ impl Keyspace {
                 .collect(),
             pubsub: Arc::default(),
             object: Arc::default(),
+            encodings: Arc::default(),
         };
         let hub = ks.pubsub.clone();
         ks.share_pubsub(&hub);

@@ -2,15 +2,20 @@
 //!
 //! A snapshot is the whole keyspace in postcard, keys sorted within each database, each
 //! collection in its own iteration order (hash and set order is observable, e.g. through
-//! HGETALL or SPOP, so a restored replica must keep it). A digest hashes the same content
-//! with a fixed hash function, so two nodes holding the same data print the same digest.
+//! HGETALL or SPOP, so a restored replica must keep it), and each hash in the encoding it
+//! had (a hash that grew into a table stays one, as on the node that wrote the snapshot;
+//! older snapshots' hashes are encoded by the thresholds, as Redis encodes a loaded hash).
+//! A digest hashes the same content with a fixed hash function, so two nodes holding the
+//! same data print the same digest; a hash's encoding is not part of it.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::value::StrBytes;
+use super::encoding::Encodings;
+use super::value::{HashValue, StrBytes};
 use super::zset::SortedSet;
 use super::{Db, Entry, Keyspace, StrValue, Value, DATABASES};
 
@@ -25,6 +30,8 @@ enum SnapValue {
         skiplist: bool,
         items: Vec<(Bytes, u64)>,
     },
+    /// A hash in its large encoding (`Hash` is a compact one, or any in a digest).
+    HashTable(Vec<(Bytes, Bytes)>),
 }
 
 #[derive(Serialize, Deserialize, Hash)]
@@ -42,11 +49,21 @@ struct Snapshot {
 
 const VERSION: u32 = 1;
 
-fn snap_value(v: &Value) -> SnapValue {
+/// `v` as stored; `encoded`: whether a hash's encoding is kept (snapshots) or not (digests).
+fn snap_value(v: &Value, encoded: bool) -> SnapValue {
     match v {
         Value::Str(StrValue::Int(n)) => SnapValue::Int(*n),
         Value::Str(StrValue::Raw(b)) => SnapValue::Raw(b.to_bytes()),
-        Value::Hash(h) => SnapValue::Hash(h.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+        Value::Hash(h) => {
+            let pairs = h
+                .iter()
+                .map(|(k, v)| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))
+                .collect();
+            match h {
+                HashValue::Table(_) if encoded => SnapValue::HashTable(pairs),
+                _ => SnapValue::Hash(pairs),
+            }
+        }
         Value::List(l) => SnapValue::List(l.iter().cloned().collect()),
         Value::Set(s) => SnapValue::Set(s.iter().cloned().collect()),
         Value::ZSet(z) => SnapValue::ZSet {
@@ -56,28 +73,34 @@ fn snap_value(v: &Value) -> SnapValue {
     }
 }
 
-fn value_of(v: SnapValue) -> Value {
-    match v {
+fn value_of(v: SnapValue, encodings: &Encodings) -> Result<Value, String> {
+    let hash = |pairs: Vec<(Bytes, Bytes)>| {
+        HashValue::from_pairs(pairs, encodings.hash())
+            .ok_or_else(|| "bad keyspace snapshot: a hash repeats a field".to_string())
+    };
+    Ok(match v {
         SnapValue::Int(n) => Value::Str(StrValue::Int(n)),
         SnapValue::Raw(b) => Value::Str(StrValue::Raw(StrBytes::new(&b))),
-        SnapValue::Hash(pairs) => Value::Hash(Box::new(pairs.into_iter().collect())),
+        SnapValue::Hash(pairs) => Value::Hash(hash(pairs)?),
+        SnapValue::HashTable(pairs) => Value::Hash(hash(pairs)?.into_table()),
         SnapValue::List(items) => Value::List(items.into_iter().collect()),
         SnapValue::Set(items) => Value::Set(Box::new(items.into_iter().collect())),
-        SnapValue::ZSet { skiplist, items } => Value::ZSet(SortedSet::from_snapshot(
+        SnapValue::ZSet { skiplist, items } => Value::ZSet(SortedSet::from_snapshot_limited(
             skiplist,
             items.into_iter().map(|(m, s)| (m, f64::from_bits(s))),
+            encodings.zset(),
         )),
-    }
+    })
 }
 
-/// The live entries of a database, sorted by key.
-fn sorted_entries(db: &Db, now_ms: u64) -> Vec<SnapEntry> {
+/// The live entries of a database, sorted by key (see [`snap_value`] for `encoded`).
+fn sorted_entries(db: &Db, now_ms: u64, encoded: bool) -> Vec<SnapEntry> {
     let mut entries: Vec<SnapEntry> = db
         .entries(now_ms)
         .map(|(k, e)| SnapEntry {
             key: k.to_bytes(),
             expires_at: e.expires_at(),
-            value: snap_value(&e.value),
+            value: snap_value(&e.value, encoded),
         })
         .collect();
     entries.sort_by(|a, b| a.key.cmp(&b.key));
@@ -89,13 +112,18 @@ fn sorted_entries(db: &Db, now_ms: u64) -> Vec<SnapEntry> {
 pub fn encode(ks: &Keyspace) -> Vec<u8> {
     let snap = Snapshot {
         version: VERSION,
-        dbs: ks.dbs.iter().map(|db| sorted_entries(db, 0)).collect(),
+        dbs: ks
+            .dbs
+            .iter()
+            .map(|db| sorted_entries(db, 0, true))
+            .collect(),
     };
     postcard::to_stdvec(&snap).unwrap_or_default()
 }
 
-/// Rebuild a keyspace from `encode`'s output.
-pub fn decode(bytes: &[u8]) -> Result<Keyspace, String> {
+/// Rebuild a keyspace from `encode`'s output; hashes written by older versions are encoded
+/// by the thresholds of `encodings`, which the new keyspace shares.
+pub fn decode(bytes: &[u8], encodings: &Arc<Encodings>) -> Result<Keyspace, String> {
     let snap: Snapshot =
         postcard::from_bytes(bytes).map_err(|e| format!("bad keyspace snapshot: {e}"))?;
     if snap.version != VERSION || snap.dbs.len() != DATABASES {
@@ -104,10 +132,13 @@ pub fn decode(bytes: &[u8]) -> Result<Keyspace, String> {
             snap.version
         ));
     }
-    let mut ks = Keyspace::default();
+    let mut ks = Keyspace {
+        encodings: encodings.clone(),
+        ..Keyspace::default()
+    };
     for (db, entries) in ks.dbs.iter_mut().zip(snap.dbs) {
         for e in entries {
-            let mut entry = Entry::new(value_of(e.value));
+            let mut entry = Entry::new(value_of(e.value, encodings)?);
             entry.set_deadline(e.expires_at);
             db.insert(&e.key, entry);
         }
@@ -121,7 +152,7 @@ pub fn digest(ks: &Keyspace, now_ms: u64) -> u64 {
     let mut h = DefaultHasher::new();
     for (i, db) in ks.dbs.iter().enumerate() {
         i.hash(&mut h);
-        for e in sorted_entries(db, now_ms) {
+        for e in sorted_entries(db, now_ms, false) {
             e.hash(&mut h);
         }
     }
@@ -139,7 +170,7 @@ pub fn entry_digest(db: &Db, key: &[u8], now_ms: u64) -> u64 {
             SnapEntry {
                 key: Bytes::copy_from_slice(key),
                 expires_at: e.expires_at(),
-                value: snap_value(&e.value),
+                value: snap_value(&e.value, false),
             }
             .hash(&mut h);
         }
@@ -159,10 +190,9 @@ mod tests {
         db.set(b"s", Value::string("hello"));
         db.set(b"n", Value::string("42"));
         db.set_expiry(b"n", Some(5_000));
-        let mut h = HashValue::default();
-        h.insert(Bytes::from("b"), Bytes::from("2"));
-        h.insert(Bytes::from("a"), Bytes::from("1"));
-        db.set(b"h", Value::Hash(Box::new(h)));
+        let h = HashValue::from_pairs([("b", "2"), ("a", "1")], Default::default()).unwrap();
+        db.set(b"h", Value::Hash(h.clone()));
+        db.set(b"t", Value::Hash(h.into_table()));
         let mut z = SortedSet::new();
         z.insert(b"m", 1.5);
         z.insert(b"z", -0.0);
@@ -173,16 +203,30 @@ mod tests {
     #[test]
     fn round_trip_keeps_values_order_and_deadlines() {
         let ks = sample();
-        let back = decode(&encode(&ks)).unwrap();
+        let back = decode(&encode(&ks), &Arc::default()).unwrap();
         assert_eq!(digest(&ks, 0), digest(&back, 0));
         assert_eq!(back.dbs[0].get(b"n", 0).unwrap().expires_at(), Some(5_000));
-        let Value::Hash(h) = &back.dbs[0].get(b"h", 0).unwrap().value else {
+        for (key, encoding) in [(&b"h"[..], "listpack"), (b"t", "hashtable")] {
+            let Value::Hash(h) = &back.dbs[0].get(key, 0).unwrap().value else {
+                panic!()
+            };
+            assert_eq!(h.encoding(), encoding, "the encoding survives");
+            assert_eq!(h.iter().map(|(f, _)| f).collect::<Vec<_>>(), [b"b", b"a"]);
+        }
+    }
+
+    #[test]
+    fn digest_ignores_a_hash_encoding() {
+        let mut ks = sample();
+        let before = digest(&ks, 0);
+        let Some(e) = ks.dbs[0].get_mut(b"h", 0) else {
             panic!()
         };
-        assert_eq!(
-            h.keys().collect::<Vec<_>>(),
-            vec![&Bytes::from("b"), &Bytes::from("a")]
-        );
+        let Value::Hash(h) = &mut e.value else {
+            panic!()
+        };
+        *h = std::mem::take(h).into_table();
+        assert_eq!(digest(&ks, 0), before);
     }
 
     #[test]
@@ -216,7 +260,7 @@ mod tests {
 
     #[test]
     fn garbage_is_rejected() {
-        assert!(decode(b"not a snapshot").is_err());
-        assert!(decode(&[]).is_err());
+        assert!(decode(b"not a snapshot", &Arc::default()).is_err());
+        assert!(decode(&[], &Arc::default()).is_err());
     }
 }

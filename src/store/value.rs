@@ -6,14 +6,13 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexSet;
 
 use super::small::{SmallBytes, VALUE_INLINE};
 use super::zset::SortedSet;
 use super::KeyHasher;
 
-/// Field map of a hash value.
-pub type HashValue = IndexMap<Bytes, Bytes, KeyHasher>;
+pub use super::hash::HashValue;
 /// Member set of a set value.
 pub type SetValue = IndexSet<Bytes, KeyHasher>;
 
@@ -26,9 +25,8 @@ const ORDERED_REMOVE_MAX: usize = 512;
 pub enum Value {
     /// A string; integers are kept as integers (Redis's `int` encoding).
     Str(StrValue),
-    /// A hash of field -> value (boxed, like the set: the two large variants would
-    /// otherwise make every key's slot, strings included, 24 bytes larger).
-    Hash(Box<HashValue>),
+    /// A hash of field -> value (compact or a boxed table: see `store::hash`).
+    Hash(HashValue),
     /// A list.
     List(VecDeque<Bytes>),
     /// A set.
@@ -117,20 +115,11 @@ impl Value {
             Value::Str(StrValue::Int(_)) => 8,
             Value::Str(StrValue::Raw(SmallBytes::Heap(b))) => b.len() + ITEM,
             Value::Str(StrValue::Raw(SmallBytes::Inline(..))) => 0,
-            Value::Hash(h) => h.iter().map(|(k, v)| k.len() + v.len() + 2 * ITEM).sum(),
+            Value::Hash(h) => h.memory_estimate(),
             Value::List(l) => l.iter().map(|v| v.len() + ITEM).sum(),
             Value::Set(s) => s.iter().map(|v| v.len() + ITEM).sum(),
             Value::ZSet(z) => z.memory_estimate(),
         }
-    }
-}
-
-/// Remove a field from a hash, preserving order for small hashes.
-pub fn hash_remove(h: &mut HashValue, field: &[u8]) -> Option<Bytes> {
-    if h.len() <= ORDERED_REMOVE_MAX {
-        h.shift_remove(field)
-    } else {
-        h.swap_remove(field)
     }
 }
 

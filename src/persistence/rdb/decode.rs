@@ -13,6 +13,7 @@ use bytes::Bytes;
 use super::encode::{ZSET_LISTPACK_ENTRIES, ZSET_LISTPACK_VALUE};
 use super::listpack::Item;
 use super::{crc64, intset, listpack, types, ziplist, Corrupt, Reader, RDB_VERSION};
+use crate::store::hash::HashLimits;
 use crate::store::value::{HashValue, SetValue};
 use crate::store::zset::SortedSet;
 use crate::store::{KeyHasher, Value};
@@ -273,15 +274,13 @@ fn zset(mut items: Vec<(Bytes, f64)>) -> Result<Value, DecodeError> {
     Ok(Value::ZSet(SortedSet::from_snapshot(skiplist, items)))
 }
 
-/// A hash from field/value pairs in order; a repeated field is corrupt.
+/// A hash from field/value pairs in order, encoded by Redis's default thresholds (RESTORE
+/// re-encodes it by the configured ones: [`HashValue::reencode`]); a repeated field is
+/// corrupt.
 fn hash(pairs: Vec<(Bytes, Bytes)>) -> Result<Value, DecodeError> {
-    let mut h = HashValue::with_capacity_and_hasher(pairs.len(), KeyHasher);
-    for (f, v) in pairs {
-        if h.insert(f, v).is_some() {
-            return Err(Corrupt("duplicate hash fields detected").into());
-        }
-    }
-    Ok(Value::Hash(Box::new(h)))
+    HashValue::from_pairs(pairs, HashLimits::default())
+        .map(Value::Hash)
+        .ok_or_else(|| Corrupt("duplicate hash fields detected").into())
 }
 
 /// An old-format score: a length byte (253 NaN, 254 +inf, 255 -inf) and its text.

@@ -26,10 +26,6 @@ use crate::store::value::{parse_canonical_i64, HashValue, SetValue};
 use crate::store::zset::SortedSet;
 use crate::store::{StrValue, Value};
 
-/// Most fields of a listpack hash (`hash-max-listpack-entries`).
-pub const HASH_LISTPACK_ENTRIES: usize = 128;
-/// Longest field or value of a listpack hash (`hash-max-listpack-value`).
-pub const HASH_LISTPACK_VALUE: usize = 64;
 /// Most members of a listpack sorted set (`zset-max-listpack-entries`).
 pub const ZSET_LISTPACK_ENTRIES: usize = 128;
 /// Longest member of a listpack sorted set (`zset-max-listpack-value`).
@@ -150,14 +146,12 @@ fn score_as_integer(score: f64) -> Option<i64> {
     (n as f64 == score).then_some(n)
 }
 
+/// A hash in its encoding: a listpack when compact, else Redis's plain hash.
 fn write_hash(out: &mut Vec<u8>, h: &HashValue) {
-    let small = h.len() <= HASH_LISTPACK_ENTRIES
-        && h.iter()
-            .all(|(f, v)| f.len() <= HASH_LISTPACK_VALUE && v.len() <= HASH_LISTPACK_VALUE);
-    if small {
+    if let HashValue::Compact(_) = h {
         out.push(types::HASH_LISTPACK);
         let mut lp = listpack::Writer::new();
-        for (f, v) in h {
+        for (f, v) in h.iter() {
             lp.push(f);
             lp.push(v);
         }
@@ -165,7 +159,7 @@ fn write_hash(out: &mut Vec<u8>, h: &HashValue) {
     } else {
         out.push(types::HASH);
         put_length(out, h.len() as u64);
-        for (f, v) in h {
+        for (f, v) in h.iter() {
             put_string(out, f);
             put_string(out, v);
         }
@@ -193,12 +187,9 @@ mod tests {
     #[test]
     fn matches_redis_dumps() {
         // Captured from redis-server 7.0.15.
-        let hash: HashValue = [("f", "v"), ("a", "1")]
-            .into_iter()
-            .map(|(f, v)| (bytes::Bytes::from(f), bytes::Bytes::from(v)))
-            .collect();
+        let hash = HashValue::from_pairs([("f", "v"), ("a", "1")], Default::default()).unwrap();
         assert_eq!(
-            dump(&Value::Hash(Box::new(hash))),
+            dump(&Value::Hash(hash)),
             b"\x10\x12\x12\x00\x00\x00\x04\x00\x81f\x02\x81v\x02\x81a\x02\x01\x01\xff\n\x00d2<\xf1X\x10Fx"
         );
         let set: SetValue = ["1", "2", "70000"]

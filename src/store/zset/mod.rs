@@ -123,6 +123,33 @@ const SMALL_MAX: usize = 8;
 /// Longest member a listpack set may hold (Redis's `zset-max-listpack-value`).
 const SMALL_MEMBER_MAX: usize = 64;
 
+/// The thresholds of the listpack encoding (`zset-max-listpack-entries`, `-value`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZsetLimits {
+    /// Most members of a listpack set.
+    pub entries: usize,
+    /// Longest member of a listpack set.
+    pub value: usize,
+}
+
+impl ZsetLimits {
+    /// Redis 7.0's defaults, also in unit tests (the configuration's).
+    pub const REDIS: ZsetLimits = ZsetLimits {
+        entries: 128,
+        value: 64,
+    };
+}
+
+impl Default for ZsetLimits {
+    /// Redis 7.0's defaults (8 members in unit tests, which convert sets often).
+    fn default() -> Self {
+        ZsetLimits {
+            entries: SMALL_MAX,
+            value: SMALL_MEMBER_MAX,
+        }
+    }
+}
+
 #[derive(Clone)]
 enum Repr {
     /// Redis's listpack: sorted by (score, member), scores never `-0`. Little memory per
@@ -173,24 +200,33 @@ impl SortedSet {
         skiplist: bool,
         items: impl IntoIterator<Item = (M, f64)>,
     ) -> SortedSet {
+        Self::from_snapshot_limited(skiplist, items, ZsetLimits::default())
+    }
+
+    /// [`Self::from_snapshot`] where a listpack may hold what `limits` allow.
+    pub fn from_snapshot_limited<M: AsRef<[u8]>>(
+        skiplist: bool,
+        items: impl IntoIterator<Item = (M, f64)>,
+        limits: ZsetLimits,
+    ) -> SortedSet {
         let items: Vec<(Bytes, f64)> = items
             .into_iter()
             .map(|(m, s)| (Bytes::copy_from_slice(m.as_ref()), s))
             .collect();
-        Self::build(skiplist, items)
+        Self::build(skiplist, items, limits)
     }
 
     /// A set of `items` given in ascending (score, member) order, in the encoding a set
     /// grown by inserts would have (listpack while it fits), in O(n): what ZUNIONSTORE
     /// and the other algebra stores build. Members are kept, not copied. Input that is not
     /// strictly ascending is still accepted, through ordinary inserts.
-    pub fn from_sorted(items: Vec<(Bytes, f64)>) -> SortedSet {
+    pub fn from_sorted(items: Vec<(Bytes, f64)>, limits: ZsetLimits) -> SortedSet {
         let fits =
-            items.len() <= SMALL_MAX && items.iter().all(|(m, _)| m.len() <= SMALL_MEMBER_MAX);
-        Self::build(!fits, items)
+            items.len() <= limits.entries && items.iter().all(|(m, _)| m.len() <= limits.value);
+        Self::build(!fits, items, limits)
     }
 
-    fn build(skiplist: bool, items: Vec<(Bytes, f64)>) -> SortedSet {
+    fn build(skiplist: bool, items: Vec<(Bytes, f64)>, limits: ZsetLimits) -> SortedSet {
         let mut set = SortedSet::new();
         if skiplist {
             set.grow();
@@ -200,10 +236,10 @@ impl SortedSet {
                 .windows(2)
                 .all(|w| cmp_key(w[0].1, &w[0].0, w[1].1, &w[1].0) == Ordering::Less);
         let fits_listpack =
-            items.len() <= SMALL_MAX && items.iter().all(|(m, _)| m.len() <= SMALL_MEMBER_MAX);
+            items.len() <= limits.entries && items.iter().all(|(m, _)| m.len() <= limits.value);
         if !ascending || !(skiplist || fits_listpack) {
             for (m, s) in items {
-                set.insert(&m, s);
+                set.insert_limited(&m, s, limits);
             }
             return set;
         }
@@ -263,11 +299,23 @@ impl SortedSet {
     ///
     /// The member bytes are copied on add, so a slice of a network buffer never pins it.
     pub fn insert(&mut self, member: &[u8], score: f64) -> InsertResult {
+        self.insert_limited(member, score, ZsetLimits::default())
+    }
+
+    /// [`Self::insert`], converting to a skiplist when a new member would pass `limits`
+    /// (Redis's `zsetAdd`: more than `entries` members, or a member longer than `value`).
+    pub fn insert_limited(
+        &mut self,
+        member: &[u8],
+        score: f64,
+        limits: ZsetLimits,
+    ) -> InsertResult {
         if score.is_nan() {
             return InsertResult::Rejected;
         }
-        let outgrown =
-            |items: &Vec<(Bytes, f64)>| items.len() >= SMALL_MAX || member.len() > SMALL_MEMBER_MAX;
+        let outgrown = |items: &Vec<(Bytes, f64)>| {
+            items.len() >= limits.entries || member.len() > limits.value
+        };
         if matches!(&self.repr, Repr::Small(items) if outgrown(items)) && !self.contains(member) {
             self.grow();
         }
@@ -286,6 +334,17 @@ impl SortedSet {
     /// GT/LT never stop a new member from being added (only XX does), and an increment
     /// that yields NaN leaves the set unchanged.
     pub fn add(&mut self, member: &[u8], score: f64, flags: AddFlags) -> AddOutcome {
+        self.add_limited(member, score, flags, ZsetLimits::default())
+    }
+
+    /// [`Self::add`] with the listpack thresholds `limits` (see [`Self::insert_limited`]).
+    pub fn add_limited(
+        &mut self,
+        member: &[u8],
+        score: f64,
+        flags: AddFlags,
+        limits: ZsetLimits,
+    ) -> AddOutcome {
         if score.is_nan() {
             return AddOutcome::NotANumber;
         }
@@ -293,7 +352,7 @@ impl SortedSet {
             if flags.xx {
                 return AddOutcome::Skipped;
             }
-            return match self.insert(member, score) {
+            return match self.insert_limited(member, score, limits) {
                 InsertResult::Rejected => AddOutcome::Full,
                 _ => AddOutcome::Added { score },
             };
@@ -308,7 +367,7 @@ impl SortedSet {
         if (flags.lt && new >= current) || (flags.gt && new <= current) {
             return AddOutcome::Skipped;
         }
-        match self.insert(member, new) {
+        match self.insert_limited(member, new, limits) {
             InsertResult::Updated { old } => AddOutcome::Updated { old, new },
             _ => AddOutcome::Unchanged { score: new },
         }
@@ -892,6 +951,32 @@ fn scan_key(score: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configured_limits_convert_where_redis_does() {
+        let limits = ZsetLimits {
+            entries: 2,
+            value: 3,
+        };
+        let mut z = SortedSet::new();
+        z.insert_limited(b"a", 1.0, limits);
+        z.insert_limited(b"b", 2.0, limits);
+        z.insert_limited(b"b", 5.0, limits);
+        assert_eq!(z.encoding(), "listpack", "an update adds no member");
+        z.add_limited(b"c", 3.0, AddFlags::default(), limits);
+        assert_eq!(z.encoding(), "skiplist");
+        let mut long = SortedSet::new();
+        long.insert_limited(b"abc", 1.0, limits);
+        assert_eq!(long.encoding(), "listpack");
+        long.insert_limited(b"abcd", 1.0, limits);
+        assert_eq!(long.encoding(), "skiplist");
+        let copy = SortedSet::from_snapshot_limited(false, z.iter(), ZsetLimits::REDIS);
+        assert_eq!(
+            copy.encoding(),
+            "listpack",
+            "a loaded set fits the thresholds"
+        );
+    }
     use crate::numbers::format_double;
     use proptest::prelude::*;
 

@@ -1,0 +1,465 @@
+//! Hash values and their two encodings, Redis's listpack and hash table.
+//!
+//! A seed limiter keeps one small hash per client (a sliding window's two counters, a
+//! token bucket's tokens and time), so a server holds millions of hashes of a few short
+//! fields. A small hash is therefore one exact-size allocation of its fields and values
+//! back to back ([`Compact`], this module's own layout in the role of Redis's listpack:
+//! each string a LEB128 length then its bytes, field then value, in insertion order), and
+//! becomes an insertion-ordered hash table ([`IndexMap`]) for good when it would pass
+//! `hash-max-listpack-entries` fields or gets a field or value longer than
+//! `hash-max-listpack-value` bytes: the moment Redis 7.0 converts (`hashTypeSet` checks
+//! both on every set, HINCRBY's and HINCRBYFLOAT's results included; nothing converts
+//! back). Lookups in the compact form are a linear scan of at most a few kilobytes, as
+//! in Redis. Both forms iterate in insertion order (what a small Redis hash answers to
+//! HGETALL), so replies do not depend on the encoding and conversion changes nothing a
+//! client sees but `OBJECT ENCODING` and memory.
+//!
+//! The layout is not Redis's listpack byte format: DUMP writes a listpack from any
+//! representation (`persistence::rdb`), and the simpler length-prefixed layout makes
+//! lookups cheaper than listpack's integer encodings and back-lengths would.
+
+use bytes::Bytes;
+use indexmap::IndexMap;
+
+use super::KeyHasher;
+
+/// The large form: field -> value in insertion order.
+pub type Table = IndexMap<Bytes, Bytes, KeyHasher>;
+
+/// Tables at most this long delete in order-preserving O(n) like a listpack; larger ones
+/// use O(1) swap removal.
+const ORDERED_REMOVE_MAX: usize = 512;
+
+/// The thresholds of the compact form (`hash-max-listpack-entries`, `-value`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashLimits {
+    /// Most fields a compact hash holds.
+    pub entries: usize,
+    /// Longest field or value a compact hash holds.
+    pub value: usize,
+}
+
+impl Default for HashLimits {
+    /// Redis 7.0's compiled-in defaults (what `redis-server` without a config file uses).
+    fn default() -> Self {
+        HashLimits {
+            entries: 512,
+            value: 64,
+        }
+    }
+}
+
+/// A Redis hash.
+#[derive(Clone, Debug)]
+pub enum HashValue {
+    /// Small: Redis's `listpack` encoding.
+    Compact(Compact),
+    /// Large: Redis's `hashtable` encoding (boxed: the value enum stays small).
+    Table(Box<Table>),
+}
+
+impl Default for HashValue {
+    fn default() -> Self {
+        HashValue::Compact(Compact::default())
+    }
+}
+
+/// Fields and values back to back, each a LEB128 length and its bytes.
+#[derive(Clone, Debug, Default)]
+pub struct Compact {
+    /// Number of fields.
+    len: u32,
+    buf: Box<[u8]>,
+}
+
+/// Where one field/value pair sits in a compact buffer.
+struct Slot {
+    /// Start of the field's length.
+    start: usize,
+    /// The value's bytes.
+    value: std::ops::Range<usize>,
+}
+
+fn put_len(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn len_size(mut n: usize) -> usize {
+    let mut size = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        size += 1;
+    }
+    size
+}
+
+/// Read a length at `*pos` and return the string's range, moving `*pos` past it.
+#[inline]
+fn take(buf: &[u8], pos: &mut usize) -> std::ops::Range<usize> {
+    let mut n = 0usize;
+    let mut shift = 0;
+    loop {
+        let b = buf[*pos];
+        *pos += 1;
+        n |= ((b & 0x7f) as usize) << shift;
+        if b < 0x80 {
+            break;
+        }
+        shift += 7;
+    }
+    let start = *pos;
+    *pos += n;
+    start..*pos
+}
+
+impl Compact {
+    fn find(&self, field: &[u8]) -> Option<Slot> {
+        let buf = &self.buf[..];
+        let mut pos = 0;
+        while pos < buf.len() {
+            let start = pos;
+            let f = take(buf, &mut pos);
+            let value = take(buf, &mut pos);
+            if &buf[f] == field {
+                return Some(Slot { start, value });
+            }
+        }
+        None
+    }
+
+    fn iter(&self) -> CompactIter<'_> {
+        CompactIter {
+            buf: &self.buf,
+            pos: 0,
+        }
+    }
+
+    /// Set `field` to `value`; true when the field is new.
+    fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
+        match self.find(field) {
+            Some(slot) if slot.value.len() == value.len() => {
+                self.buf[slot.value].copy_from_slice(value);
+                false
+            }
+            Some(slot) => {
+                let old_end = slot.value.end;
+                let value_at = slot.value.start - len_size(slot.value.len());
+                let mut out = Vec::with_capacity(
+                    self.buf.len() - (old_end - value_at) + len_size(value.len()) + value.len(),
+                );
+                out.extend_from_slice(&self.buf[..value_at]);
+                put_len(&mut out, value.len());
+                out.extend_from_slice(value);
+                out.extend_from_slice(&self.buf[old_end..]);
+                self.buf = out.into_boxed_slice();
+                false
+            }
+            None => {
+                let add = len_size(field.len()) + field.len() + len_size(value.len()) + value.len();
+                let mut out = Vec::with_capacity(self.buf.len() + add);
+                out.extend_from_slice(&self.buf);
+                put_len(&mut out, field.len());
+                out.extend_from_slice(field);
+                put_len(&mut out, value.len());
+                out.extend_from_slice(value);
+                self.buf = out.into_boxed_slice();
+                self.len += 1;
+                true
+            }
+        }
+    }
+
+    /// Remove `field`, keeping the order of the others; true when it was there.
+    fn remove(&mut self, field: &[u8]) -> bool {
+        let Some(slot) = self.find(field) else {
+            return false;
+        };
+        let end = slot.value.end;
+        let mut out = Vec::with_capacity(self.buf.len() - (end - slot.start));
+        out.extend_from_slice(&self.buf[..slot.start]);
+        out.extend_from_slice(&self.buf[end..]);
+        self.buf = out.into_boxed_slice();
+        self.len -= 1;
+        true
+    }
+
+    fn to_table(&self) -> Table {
+        let mut t = Table::with_capacity_and_hasher(self.len as usize + 1, KeyHasher);
+        for (f, v) in self.iter() {
+            t.insert(Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
+        }
+        t
+    }
+}
+
+/// The pairs of a compact hash in order.
+pub struct CompactIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for CompactIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let f = take(self.buf, &mut self.pos);
+        let v = take(self.buf, &mut self.pos);
+        Some((&self.buf[f], &self.buf[v]))
+    }
+}
+
+/// The field/value pairs of a hash in insertion order.
+pub enum Iter<'a> {
+    /// Of a compact hash.
+    Compact(CompactIter<'a>),
+    /// Of a table.
+    Table(indexmap::map::Iter<'a, Bytes, Bytes>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Iter::Compact(i) => i.next(),
+            Iter::Table(i) => i.next().map(|(f, v)| (&f[..], &v[..])),
+        }
+    }
+}
+
+impl HashValue {
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        match self {
+            HashValue::Compact(c) => c.len as usize,
+            HashValue::Table(t) => t.len(),
+        }
+    }
+
+    /// Whether there are no fields.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The encoding OBJECT ENCODING reports: `listpack` or `hashtable`.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            HashValue::Compact(_) => "listpack",
+            HashValue::Table(_) => "hashtable",
+        }
+    }
+
+    /// The value of `field`.
+    pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
+        match self {
+            HashValue::Compact(c) => c.find(field).map(|s| &c.buf[s.value]),
+            HashValue::Table(t) => t.get(field).map(|v| &v[..]),
+        }
+    }
+
+    /// Whether `field` exists.
+    pub fn contains_key(&self, field: &[u8]) -> bool {
+        match self {
+            HashValue::Compact(c) => c.find(field).is_some(),
+            HashValue::Table(t) => t.contains_key(field),
+        }
+    }
+
+    /// The pairs in insertion order.
+    pub fn iter(&self) -> Iter<'_> {
+        match self {
+            HashValue::Compact(c) => Iter::Compact(c.iter()),
+            HashValue::Table(t) => Iter::Table(t.iter()),
+        }
+    }
+
+    /// The `i`th pair in insertion order (O(1) in a table, O(i) in a compact hash).
+    pub fn get_index(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        match self {
+            HashValue::Compact(c) => c.iter().nth(i),
+            HashValue::Table(t) => t.get_index(i).map(|(f, v)| (&f[..], &v[..])),
+        }
+    }
+
+    /// Whether `get_index` is O(1).
+    pub fn indexes_fast(&self) -> bool {
+        matches!(self, HashValue::Table(_))
+    }
+
+    /// Set `field` to `value`, converting to a table when Redis would (the field or value
+    /// is longer than `limits.value`, or the hash then has more than `limits.entries`
+    /// fields). True when the field is new.
+    pub fn insert(&mut self, field: &[u8], value: &[u8], limits: HashLimits) -> bool {
+        if let HashValue::Compact(c) = self {
+            if field.len() > limits.value || value.len() > limits.value {
+                *self = HashValue::Table(Box::new(c.to_table()));
+            } else {
+                let added = c.insert(field, value);
+                if c.len as usize > limits.entries {
+                    *self = HashValue::Table(Box::new(c.to_table()));
+                }
+                return added;
+            }
+        }
+        let HashValue::Table(t) = self else {
+            unreachable!("converted above")
+        };
+        match t.get_mut(field) {
+            Some(v) => {
+                *v = Bytes::copy_from_slice(value);
+                false
+            }
+            None => {
+                t.insert(Bytes::copy_from_slice(field), Bytes::copy_from_slice(value));
+                true
+            }
+        }
+    }
+
+    /// Remove `field`, keeping the others' order (a table longer than 512 fields moves its
+    /// last field into the hole). True when it was there.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        match self {
+            HashValue::Compact(c) => c.remove(field),
+            HashValue::Table(t) if t.len() <= ORDERED_REMOVE_MAX => t.shift_remove(field).is_some(),
+            HashValue::Table(t) => t.swap_remove(field).is_some(),
+        }
+    }
+
+    /// A hash of `pairs` in order, encoded as Redis encodes a loaded hash (compact when
+    /// within `limits`); `None` when a field repeats.
+    pub fn from_pairs<F, V>(
+        pairs: impl IntoIterator<Item = (F, V)>,
+        limits: HashLimits,
+    ) -> Option<Self>
+    where
+        F: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let mut h = HashValue::default();
+        for (f, v) in pairs {
+            if !h.insert(f.as_ref(), v.as_ref(), limits) {
+                return None;
+            }
+        }
+        Some(h)
+    }
+
+    /// The same pairs encoded by `limits` as if loaded (RESTORE of a value decoded by the
+    /// default thresholds).
+    pub fn reencode(self, limits: HashLimits) -> Self {
+        let fits = self.len() <= limits.entries
+            && self
+                .iter()
+                .all(|(f, v)| f.len() <= limits.value && v.len() <= limits.value);
+        match (&self, fits) {
+            (HashValue::Compact(_), true) => self,
+            (HashValue::Compact(_), false) => self.into_table(),
+            (HashValue::Table(_), true) => Self::from_pairs(self.iter(), limits).unwrap_or(self),
+            (HashValue::Table(_), false) => self,
+        }
+    }
+
+    /// The same pairs as a table (a snapshot restores a hash that was a table as one).
+    pub fn into_table(self) -> Self {
+        match self {
+            HashValue::Compact(c) => HashValue::Table(Box::new(c.to_table())),
+            t => t,
+        }
+    }
+
+    /// A rough count of the heap bytes held, for INFO memory.
+    pub fn memory_estimate(&self) -> usize {
+        match self {
+            HashValue::Compact(c) => c.buf.len(),
+            HashValue::Table(t) => t.iter().map(|(k, v)| k.len() + v.len() + 64).sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(entries: usize, value: usize) -> HashLimits {
+        HashLimits { entries, value }
+    }
+
+    #[test]
+    fn value_stays_small() {
+        assert!(std::mem::size_of::<HashValue>() <= 24);
+    }
+
+    #[test]
+    fn compact_sets_updates_and_removes_in_order() {
+        let lim = HashLimits::default();
+        let mut h = HashValue::default();
+        assert!(h.insert(b"a", b"1", lim));
+        assert!(h.insert(b"b", b"22", lim));
+        assert!(h.insert(b"c", b"", lim));
+        assert!(!h.insert(b"a", b"9", lim));
+        assert!(!h.insert(b"b", &[b'x'; 60], lim));
+        assert_eq!(h.encoding(), "listpack");
+        assert_eq!(h.len(), 3);
+        assert_eq!(h.get(b"b"), Some(&[b'x'; 60][..]));
+        assert_eq!(h.get(b"c"), Some(&b""[..]));
+        assert_eq!(h.get(b"d"), None);
+        let pairs: Vec<_> = h.iter().map(|(f, _)| f.to_vec()).collect();
+        assert_eq!(pairs, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+        assert!(h.remove(b"b"));
+        assert!(!h.remove(b"b"));
+        assert_eq!(h.get_index(1), Some((&b"c"[..], &b""[..])));
+        assert_eq!(h.len(), 2);
+        assert!(h.remove(b"a") && h.remove(b"c") && h.is_empty());
+    }
+
+    #[test]
+    fn converts_where_redis_does_and_never_back() {
+        let mut h = HashValue::default();
+        for i in 0..3 {
+            h.insert(format!("f{i}").as_bytes(), b"v", limits(3, 4));
+        }
+        assert_eq!(h.encoding(), "listpack");
+        h.insert(b"f3", b"v", limits(3, 4));
+        assert_eq!(h.encoding(), "hashtable");
+        h.remove(b"f3");
+        h.remove(b"f2");
+        assert_eq!(h.encoding(), "hashtable");
+        let pairs: Vec<_> = h.iter().map(|(f, _)| f.to_vec()).collect();
+        assert_eq!(pairs, [b"f0".to_vec(), b"f1".to_vec()]);
+
+        let mut long = HashValue::default();
+        long.insert(b"f", b"1234", limits(3, 4));
+        assert_eq!(long.encoding(), "listpack");
+        long.insert(b"f", b"12345", limits(3, 4));
+        assert_eq!(long.encoding(), "hashtable");
+        assert_eq!(long.get(b"f"), Some(&b"12345"[..]));
+        let mut field = HashValue::default();
+        field.insert(b"12345", b"", limits(3, 4));
+        assert_eq!(field.encoding(), "hashtable");
+        let mut none = HashValue::default();
+        none.insert(b"f", b"v", limits(0, 4));
+        assert_eq!(none.encoding(), "hashtable");
+    }
+
+    #[test]
+    fn long_lengths_round_trip() {
+        let lim = limits(10, 100_000);
+        let big = vec![7u8; 20_000];
+        let mut h = HashValue::default();
+        h.insert(&big, &big[..300], lim);
+        h.insert(b"x", &big, lim);
+        assert_eq!(h.get(&big), Some(&big[..300]));
+        assert_eq!(h.get(b"x"), Some(&big[..]));
+        assert!(HashValue::from_pairs([("a", "1"), ("a", "2")], lim).is_none());
+    }
+}
