@@ -15,6 +15,7 @@
 //! | --- | --- |
 //! | `table.rs` | the row type, the list of families, name lookup |
 //! | `args.rs` | argument parsing shared by the families, Redis's common error texts |
+//! | `bitmaps.rs` | SETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD over string values |
 //! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
 //! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
@@ -24,6 +25,7 @@
 //! | `server.rs` | PING, ECHO, TIME, SELECT, and the rows of the connection commands |
 
 pub mod args;
+pub mod bitmaps;
 pub mod blocking;
 pub mod collection;
 pub mod docs;

@@ -252,6 +252,7 @@ macro_rules! cmd {
 /// Every command family's table.
 static FAMILIES: &[&[CommandSpec]] = &[
     super::strings::COMMANDS,
+    super::bitmaps::COMMANDS,
     super::keys::COMMANDS,
     super::dump::COMMANDS,
     super::hashes::COMMANDS,
