@@ -163,3 +163,81 @@ fn bitmap_offsets_past_512_mb_are_refused_and_the_last_one_works() {
         both(&mut r, &mut t, &args(cmd));
     }
 }
+
+/// PFADD of binary elements in growing batches (sparse, the promotion, dense), PFCOUNT's
+/// cached cardinality, PFMERGE of sparse and dense: every reply and the stored bytes
+/// equal Redis's at every step.
+#[test]
+fn hyperloglog_bytes_and_counts_match_redis() {
+    let redis = RedisServer::start();
+    let tollgate = TestServer::start();
+    let (mut r, mut t) = (redis.conn(), tollgate.conn());
+    let mut rng = Rng(0x1111_2222);
+    for key in ["h1", "h2"] {
+        let mut added = 0;
+        while added < 20_000 {
+            let batch = 1 + rng.below(if added < 2000 { 40 } else { 4000 });
+            let mut call = vec![b"PFADD".to_vec(), key.as_bytes().to_vec()];
+            for _ in 0..batch {
+                let len = rng.below(12) as usize;
+                call.push((0..len).map(|_| rng.next() as u8).collect());
+            }
+            both(&mut r, &mut t, &call);
+            added += batch;
+            both(&mut r, &mut t, &args(&["PFCOUNT", key]));
+            both(&mut r, &mut t, &args(&["GET", key]));
+        }
+    }
+    both(&mut r, &mut t, &args(&["PFADD", "small", "a", "b", "c"]));
+    for call in [
+        &["PFCOUNT", "h1", "h2", "small", "missing"][..],
+        &["PFMERGE", "small", "h1"],
+        &["GET", "small"],
+        &["PFMERGE", "fresh", "small", "h2"],
+        &["GET", "fresh"],
+        &["PFCOUNT", "fresh"],
+        &["GET", "fresh"],
+    ] {
+        both(&mut r, &mut t, &args(call));
+    }
+}
+
+/// Values SET from Redis's bytes work on Tollgate; corrupted ones (random bytes written
+/// into sparse and dense HyperLogLogs) get Redis's replies, and nothing crashes.
+#[test]
+fn corrupted_hyperloglogs_get_redis_s_answers() {
+    let redis = RedisServer::start();
+    let tollgate = TestServer::start();
+    let (mut r, mut t) = (redis.conn(), tollgate.conn());
+    let mut rng = Rng(0x0bad_cafe);
+    for round in 0..300 {
+        both(&mut r, &mut t, &args(&["DEL", "h", "m"]));
+        let n = if round % 3 == 0 { 3000 } else { rng.below(300) };
+        let mut call = args(&["PFADD", "h"]);
+        call.extend((0..n).map(|i| format!("{round}:{i}").into_bytes()));
+        both(&mut r, &mut t, &call);
+        let bytes = match redis::cmd("GET").arg("h").query::<Vec<u8>>(&mut r) {
+            Ok(b) => b,
+            Err(e) => panic!("GET: {e}"),
+        };
+        for _ in 0..1 + rng.below(3) {
+            let mut broken = bytes.clone();
+            let at = rng.below(broken.len() as u64) as usize;
+            broken[at] = rng.next() as u8;
+            if rng.below(4) == 0 {
+                broken.truncate(rng.below(broken.len() as u64) as usize);
+            }
+            both(&mut r, &mut t, &[b"SET".to_vec(), b"h".to_vec(), broken]);
+            for call in [
+                &["PFCOUNT", "h"][..],
+                &["PFCOUNT", "h", "missing"],
+                &["PFADD", "h", "x", "y", "z"],
+                &["PFMERGE", "m", "h"],
+                &["GET", "h"],
+                &["GET", "m"],
+            ] {
+                both(&mut r, &mut t, &args(call));
+            }
+        }
+    }
+}

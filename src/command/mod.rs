@@ -16,6 +16,7 @@
 //! | `table.rs` | the row type, the list of families, name lookup |
 //! | `args.rs` | argument parsing shared by the families, Redis's common error texts |
 //! | `bitmaps.rs` | SETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD over string values |
+//! | `hyperloglog.rs`, `hll_format.rs` | PFADD, PFCOUNT, PFMERGE; Redis's HyperLogLog format and estimator |
 //! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
 //! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
@@ -31,6 +32,8 @@ pub mod collection;
 pub mod docs;
 pub mod dump;
 pub mod hashes;
+pub mod hll_format;
+pub mod hyperloglog;
 pub mod keys;
 pub mod limiter;
 pub mod lists;

@@ -253,6 +253,7 @@ macro_rules! cmd {
 static FAMILIES: &[&[CommandSpec]] = &[
     super::strings::COMMANDS,
     super::bitmaps::COMMANDS,
+    super::hyperloglog::COMMANDS,
     super::keys::COMMANDS,
     super::dump::COMMANDS,
     super::hashes::COMMANDS,

@@ -67,6 +67,8 @@ pub enum Apply {
     Tls,
     /// `slowlog-log-slower-than`, `slowlog-max-len` (the engine's slow log).
     Slowlog,
+    /// `hll-sparse-max-bytes` (the keyspace's copy).
+    Hll,
 }
 
 /// What setting a parameter does.
@@ -374,7 +376,10 @@ pub static PARAMS: &[Param] = &[
     Param::stored("list-compress-depth", Kind::Int(0, INT_MAX), "0", ENCODING),
     Param::stored("stream-node-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "4096", "tunes streams, which Tollgate does not have"),
     Param::stored("stream-node-max-entries", Kind::Int(0, LONG_MAX), "100", "tunes streams, which Tollgate does not have"),
-    Param::stored("hll-sparse-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "3000", "tunes HyperLogLog, which Tollgate does not have yet"),
+    Param::live("hll-sparse-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "3000", |c| c.hll_sparse_max_bytes.to_string(), |c, v| {
+        c.hll_sparse_max_bytes = number(v);
+        Ok(())
+    }, Apply::Hll),
     // Replication.
     Param::stored("repl-ping-replica-period", Kind::Int(1, INT_MAX), "10", REPLICATION).alias("repl-ping-slave-period"),
     Param::stored("repl-timeout", Kind::Int(1, INT_MAX), "60", REPLICATION),

@@ -136,6 +136,7 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         state.scripts.import(&data.scripts.clone())?;
         ks.share_clock(state.memory.clock());
         ks.share_pubsub(&state.ks.pubsub.clone());
+        ks.hll_sparse_max_bytes = state.ks.hll_sparse_max_bytes;
         state.ks = ks;
         state.evictor.clear();
         Ok(())

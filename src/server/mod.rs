@@ -274,6 +274,7 @@ impl Server {
             .slowlog
             .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
+        engine.set_hll_sparse_max_bytes(config.hll_sparse_max_bytes);
         engine.memory().configure(&config.memory);
         engine.pubsub().set_events(config.notify_keyspace_events);
         engine.pubsub().set_limit(config.output_buffer_limits[2]);
@@ -658,6 +659,12 @@ pub fn apply_config(
             Ok(())
         }
         Apply::Tls => tls::apply(shared, new),
+        Apply::Hll => {
+            shared
+                .engine
+                .set_hll_sparse_max_bytes(new.hll_sparse_max_bytes);
+            Ok(())
+        }
         Apply::Slowlog => {
             shared
                 .engine

@@ -588,7 +588,13 @@ pub struct Keyspace {
     /// This node's pub/sub subscribers: PUBLISH and keyspace events, which run while the
     /// keyspace is applied to, deliver through it (delivery changes no keyspace state).
     pub pubsub: Arc<crate::pubsub::Hub>,
+    /// `hll-sparse-max-bytes`: the longest sparse HyperLogLog before it becomes dense
+    /// (a setting, not data: kept when the databases are replaced).
+    pub hll_sparse_max_bytes: usize,
 }
+
+/// `hll-sparse-max-bytes`'s default.
+pub const HLL_SPARSE_MAX_BYTES: usize = 3000;
 
 impl Default for Keyspace {
     fn default() -> Self {
@@ -604,6 +610,7 @@ impl Keyspace {
                 .map(|_| Db::with_clock(clock.clone()))
                 .collect(),
             pubsub: Arc::default(),
+            hll_sparse_max_bytes: HLL_SPARSE_MAX_BYTES,
         };
         let hub = ks.pubsub.clone();
         ks.share_pubsub(&hub);
