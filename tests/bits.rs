@@ -241,3 +241,35 @@ fn corrupted_hyperloglogs_get_redis_s_answers() {
         }
     }
 }
+
+/// LCS of random strings over small alphabets (many equal-length answers, so the walk
+/// back must be Redis's), with every option; and Redis's refusal of a table larger than
+/// 512 MB, answered before anything is allocated.
+#[test]
+fn lcs_matches_redis() {
+    let redis = RedisServer::start();
+    let tollgate = TestServer::start();
+    let (mut r, mut t) = (redis.conn(), tollgate.conn());
+    let mut rng = Rng(0x0123_4567);
+    for _ in 0..150 {
+        let alphabet = 2 + rng.below(4);
+        for key in ["a", "b"] {
+            let len = rng.below(60);
+            let s: Vec<u8> = (0..len).map(|_| b'a' + rng.below(alphabet) as u8).collect();
+            both(&mut r, &mut t, &[b"SET".to_vec(), key.into(), s]);
+        }
+        let min = rng.below(5).to_string();
+        for call in [
+            &["LCS", "a", "b"][..],
+            &["LCS", "a", "b", "LEN"],
+            &["LCS", "a", "b", "IDX"],
+            &["LCS", "b", "a", "IDX", "MINMATCHLEN", &min, "WITHMATCHLEN"],
+        ] {
+            both(&mut r, &mut t, &args(call));
+        }
+    }
+    // (11585 + 1)^2 * 4 bytes is just below 512 MB; one more byte on each side is above.
+    let big = "x".repeat(11_586);
+    both(&mut r, &mut t, &args(&["MSET", "a", &big, "b", &big]));
+    both(&mut r, &mut t, &args(&["LCS", "a", "b", "LEN"]));
+}

@@ -17,6 +17,7 @@
 //! | `args.rs` | argument parsing shared by the families, Redis's common error texts |
 //! | `bitmaps.rs` | SETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD over string values |
 //! | `hyperloglog.rs`, `hll_format.rs` | PFADD, PFCOUNT, PFMERGE; Redis's HyperLogLog format and estimator |
+//! | `lcs.rs` | LCS (longest common subsequence of two strings) |
 //! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
 //! | `limiter.rs` | CL.THROTTLE, INCREX and LIMIT.* over `crate::limiter` |
@@ -35,6 +36,7 @@ pub mod hashes;
 pub mod hll_format;
 pub mod hyperloglog;
 pub mod keys;
+pub mod lcs;
 pub mod limiter;
 pub mod lists;
 pub mod pubsub;

@@ -254,6 +254,7 @@ static FAMILIES: &[&[CommandSpec]] = &[
     super::strings::COMMANDS,
     super::bitmaps::COMMANDS,
     super::hyperloglog::COMMANDS,
+    super::lcs::COMMANDS,
     super::keys::COMMANDS,
     super::dump::COMMANDS,
     super::hashes::COMMANDS,
