@@ -121,6 +121,14 @@ fn setbit_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         _ => return Err(Reply::err(BAD_BIT)),
     };
     let now = ctx.now_ms;
+    // A bit that already has the value changes nothing: like Redis, the key is then not
+    // touched (a WATCH on it stays clean).
+    let mut digits = itoa::Buffer::new();
+    if let Some(b) = read_bytes(ctx.db(), a[1], now, &mut digits)? {
+        if (offset >> 3) < b.len() as u64 && (get_bit(b, offset) == 1) == on {
+            return Ok(Reply::Integer(i64::from(on)));
+        }
+    }
     let (bytes, grown) = write_bytes(ctx.db(), a[1], now, (offset >> 3) as usize + 1)?;
     let old = get_bit(bytes, offset);
     if grown || (old == 1) != on {

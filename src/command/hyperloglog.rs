@@ -72,6 +72,8 @@ pub fn pfadd(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     let (mut updated, dense) = match read_hll(db, key, now) {
         Err(e) => return e,
         Ok(None) => (true, false),
+        // Nothing to raise: like Redis, the key is not touched (a WATCH stays clean).
+        Ok(Some(s)) if s[4] == hll::DENSE && !raises_any(s, &a[2..]) => return Reply::Integer(0),
         Ok(Some(s)) => (false, s[4] == hll::DENSE),
     };
     let result = if dense {
@@ -114,6 +116,14 @@ pub fn pfadd(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
         ctx.notify(STRING, "pfadd", key);
     }
     Reply::Integer(i64::from(updated))
+}
+
+/// Whether adding `elements` to the dense HyperLogLog `s` would raise a register.
+fn raises_any(s: &[u8], elements: &[&[u8]]) -> bool {
+    elements.iter().any(|ele| {
+        let (index, count) = hll::pattern(ele);
+        count > hll::dense_get(&s[hll::HEADER..], index)
+    })
 }
 
 /// PFCOUNT key [key ...]
