@@ -7,7 +7,10 @@
 # Besides redis-benchmark's own tests, HINCRBY on random small hashes (the token bucket's
 # and sliding window's write) runs at each pipeline depth. After them come command rows on
 # prepared data (`zunionstore`: ZUNIONSTORE of two 100-member sorted sets with 50 members in
-# common).
+# common). Then rows for commands redis-benchmark has no test for
+# (EXTRA, ';'-separated, __rand_int__ replaced by redis-benchmark): SETBIT at random
+# offsets of one bitmap (12.5 KB), BITCOUNT of that bitmap, PFADD of random elements to one
+# HyperLogLog (dense after the first few thousand). EXTRA="" leaves them out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -17,6 +20,7 @@ if ! command -v redis-benchmark >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
 cargo build --release -q
+EXTRA=${EXTRA-setbit bits __rand_int__ 1;bitcount bits;pfadd hll __rand_int__}
 RPORT=${RPORT:-16379}
 TPORT=${TPORT:-16380}
 redis-server --port "$RPORT" --save "" --appendonly no >/tmp/bench-redis.log 2>&1 &
@@ -37,10 +41,21 @@ rps() {
     | tail -n +2 | tr -d '"' | cut -d, -f2 | sed 's/^/HINCRBY,/'
 }
 
+# extra <port> <pipeline> -> "command,rps" lines, one per EXTRA command
+extra() {
+  local cmd
+  IFS=';' read -ra cmds <<<"$EXTRA"
+  for cmd in "${cmds[@]}"; do
+    # shellcheck disable=SC2086
+    redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 --csv $cmd 2>/dev/null \
+      | tail -n +2 | tr -d '"' | cut -d, -f1,2 | sed 's/ .*,/,/'
+  done
+}
+
 printf '%-10s %-8s %14s %14s %8s\n' test pipeline redis_rps tollgate_rps ratio
 for P in 1 32; do
   # Alternate the servers so that machine noise hits both alike.
-  R=$(rps $RPORT $P); T=$(rps $TPORT $P)
+  R=$(rps $RPORT $P; extra $RPORT $P); T=$(rps $TPORT $P; extra $TPORT $P)
   while IFS=, read -r name r; do
     t=$(echo "$T" | grep "^$name," | cut -d, -f2 || true)
     if [ -n "$t" ]; then ratio=$(python3 -c "print(f'{$t/$r:.2f}x')"); else t="failed"; ratio="-"; fi

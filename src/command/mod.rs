@@ -15,6 +15,9 @@
 //! | --- | --- |
 //! | `table.rs` | the row type, the list of families, name lookup |
 //! | `args.rs` | argument parsing shared by the families, Redis's common error texts |
+//! | `bitmaps.rs` | SETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD over string values |
+//! | `hyperloglog.rs`, `hll_format.rs` | PFADD, PFCOUNT, PFMERGE; Redis's HyperLogLog format and estimator |
+//! | `lcs.rs` | LCS (longest common subsequence of two strings) |
 //! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
 //! | `zset_algebra.rs` | ZUNION, ZINTER, ZDIFF, their STORE forms, ZINTERCARD |
 //! | `object.rs` | OBJECT (the encoding rules are `store::encoding`) |
@@ -27,12 +30,16 @@
 //! | `server.rs` | PING, ECHO, TIME, SELECT, and the rows of the connection commands |
 
 pub mod args;
+pub mod bitmaps;
 pub mod blocking;
 pub mod collection;
 pub mod docs;
 pub mod dump;
 pub mod hashes;
+pub mod hll_format;
+pub mod hyperloglog;
 pub mod keys;
+pub mod lcs;
 pub mod limiter;
 pub mod lists;
 pub mod object;

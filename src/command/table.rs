@@ -252,6 +252,9 @@ macro_rules! cmd {
 /// Every command family's table.
 static FAMILIES: &[&[CommandSpec]] = &[
     super::strings::COMMANDS,
+    super::bitmaps::COMMANDS,
+    super::hyperloglog::COMMANDS,
+    super::lcs::COMMANDS,
     super::keys::COMMANDS,
     super::dump::COMMANDS,
     super::hashes::COMMANDS,

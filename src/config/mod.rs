@@ -550,6 +550,8 @@ pub struct Config {
     pub client_query_buffer_limit: usize,
     /// busy-reply-threshold in ms.
     pub busy_reply_threshold: u64,
+    /// hll-sparse-max-bytes.
+    pub hll_sparse_max_bytes: u64,
     /// Whether DEBUG is allowed.
     pub enable_debug_command: bool,
     /// `maxmemory`, its policy and the LFU settings.
@@ -605,6 +607,7 @@ impl Default for Config {
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
             busy_reply_threshold: 5000,
+            hll_sparse_max_bytes: 3000,
             enable_debug_command: false,
             memory: MemorySettings::default(),
             save: String::new(),

@@ -73,6 +73,8 @@ pub enum Apply {
     /// The compact encodings' thresholds (`hash-max-listpack-entries`, ...), which the
     /// keyspace reads on every write.
     Encodings,
+    /// `hll-sparse-max-bytes` (the keyspace's copy).
+    Hll,
 }
 
 /// What setting a parameter does.
@@ -417,7 +419,10 @@ pub static PARAMS: &[Param] = &[
     Param::stored("list-compress-depth", Kind::Int(0, INT_MAX), "0", ENCODING),
     Param::stored("stream-node-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "4096", "tunes streams, which Tollgate does not have"),
     Param::stored("stream-node-max-entries", Kind::Int(0, LONG_MAX), "100", "tunes streams, which Tollgate does not have"),
-    Param::stored("hll-sparse-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "3000", "tunes HyperLogLog, which Tollgate does not have yet"),
+    Param::live("hll-sparse-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "3000", |c| c.hll_sparse_max_bytes.to_string(), |c, v| {
+        c.hll_sparse_max_bytes = number(v);
+        Ok(())
+    }, Apply::Hll),
     // Replication.
     Param::stored("repl-ping-replica-period", Kind::Int(1, INT_MAX), "10", REPLICATION).alias("repl-ping-slave-period"),
     Param::stored("repl-timeout", Kind::Int(1, INT_MAX), "60", REPLICATION),

@@ -442,6 +442,11 @@ impl Engine {
         *self.object.write() = s;
     }
 
+    /// Change the longest sparse HyperLogLog (CONFIG SET hll-sparse-max-bytes).
+    pub fn set_hll_sparse_max_bytes(&self, n: u64) {
+        self.state.lock().ks.hll_sparse_max_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+
     /// Change the BUSY threshold (CONFIG SET busy-reply-threshold).
     pub fn set_busy_threshold(&self, d: Duration) {
         self.settings.write().busy_reply_threshold = d;

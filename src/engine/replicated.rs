@@ -167,6 +167,7 @@ impl tollgate_raft::StateMachine for ReplicatedState {
         ks.share_clock(state.memory.clock());
         ks.share_pubsub(&state.ks.pubsub.clone());
         ks.object = state.ks.object.clone();
+        ks.hll_sparse_max_bytes = state.ks.hll_sparse_max_bytes;
         state.ks = ks;
         state.evictor.clear();
         if !data.users.is_empty() {

@@ -278,6 +278,7 @@ impl Server {
             .slowlog
             .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
+        engine.set_hll_sparse_max_bytes(config.hll_sparse_max_bytes);
         engine.memory().configure(&config.memory);
         engine.set_object_settings(config.object_settings());
         engine.encodings().configure(&config.encodings);
@@ -677,6 +678,12 @@ pub fn apply_config(
                 .engine
                 .acl()
                 .set_requirepass(new.requirepass.as_deref());
+            Ok(())
+        }
+        Apply::Hll => {
+            shared
+                .engine
+                .set_hll_sparse_max_bytes(new.hll_sparse_max_bytes);
             Ok(())
         }
         Apply::Slowlog => {

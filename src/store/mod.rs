@@ -596,7 +596,13 @@ pub struct Keyspace {
     pub object: Arc<parking_lot::RwLock<encoding::ObjectSettings>>,
     /// The thresholds of the compact encodings (shared with the engine's configuration).
     pub encodings: Arc<encoding::Encodings>,
+    /// `hll-sparse-max-bytes`: the longest sparse HyperLogLog before it becomes dense
+    /// (a setting, not data: kept when the databases are replaced).
+    pub hll_sparse_max_bytes: usize,
 }
+
+/// `hll-sparse-max-bytes`'s default.
+pub const HLL_SPARSE_MAX_BYTES: usize = 3000;
 
 impl Default for Keyspace {
     fn default() -> Self {
@@ -614,6 +620,7 @@ impl Keyspace {
             pubsub: Arc::default(),
             object: Arc::default(),
             encodings: Arc::default(),
+            hll_sparse_max_bytes: HLL_SPARSE_MAX_BYTES,
         };
         let hub = ks.pubsub.clone();
         ks.share_pubsub(&hub);

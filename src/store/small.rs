@@ -61,6 +61,36 @@ impl<const N: usize> SmallBytes<N> {
     pub fn to_bytes(&self) -> Bytes {
         Bytes::copy_from_slice(self.as_slice())
     }
+
+    /// The bytes, for editing in place (SETBIT, BITFIELD, PFADD).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            SmallBytes::Inline(len, buf) => &mut buf[..usize::from(*len)],
+            SmallBytes::Heap(b) => b,
+        }
+    }
+
+    /// Pad with zero bytes to at least `len` bytes (Redis's `sdsgrowzero`). A longer
+    /// string gets a new zeroed allocation of the exact size (fresh zeroed pages from the
+    /// allocator: SETBIT at a 512 MB offset must not write half a gigabyte of zeros).
+    pub fn grow_zeroed(&mut self, len: usize) {
+        match self {
+            SmallBytes::Inline(n, buf) if len <= N => {
+                let cur = usize::from(*n);
+                if len > cur {
+                    buf[cur..len].fill(0);
+                    *n = len as u8;
+                }
+            }
+            SmallBytes::Heap(b) if len <= b.len() => {}
+            _ => {
+                let mut v = vec![0; len].into_boxed_slice();
+                let old = self.as_slice();
+                v[..old.len()].copy_from_slice(old);
+                *self = SmallBytes::Heap(v);
+            }
+        }
+    }
 }
 
 impl<const N: usize> Deref for SmallBytes<N> {

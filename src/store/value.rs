@@ -78,6 +78,22 @@ impl StrValue {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The bytes for editing in place, zero-padded to at least `len` bytes (the bit
+    /// commands and HyperLogLog edit stored strings this way). An integer becomes its
+    /// decimal text as raw bytes, as Redis's `dbUnshareStringValue` decodes it.
+    pub fn bytes_mut(&mut self, len: usize) -> &mut [u8] {
+        if let StrValue::Int(n) = *self {
+            *self = StrValue::Raw(StrBytes::new(itoa::Buffer::new().format(n).as_bytes()));
+        }
+        match self {
+            StrValue::Raw(b) => {
+                b.grow_zeroed(len);
+                b.as_mut_slice()
+            }
+            StrValue::Int(_) => unreachable!("converted above"),
+        }
+    }
 }
 
 impl Value {
