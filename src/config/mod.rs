@@ -548,6 +548,8 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     /// `slowlog-max-len`.
     pub slowlog_max_len: usize,
+    /// `latency-monitor-threshold`, in milliseconds (0: the latency monitor is off).
+    pub latency_monitor_threshold: u64,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -590,6 +592,7 @@ impl Default for Config {
             stored: BTreeMap::new(),
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
+            latency_monitor_threshold: 0,
             log: DEFAULT_LOG.into(),
             log_format: LogFormat::Text,
             http_port: 0,

@@ -704,6 +704,9 @@ impl Engine {
                 return 0;
             }
             let now = self.now_ms();
+            // The leader's scan for due keys is its `expire-cycle` latency event (the
+            // deletions are applied from the log like any write).
+            let started = crate::metrics::now_ns();
             let ops: Vec<Op> = {
                 let Some(state) = self.state.try_lock() else {
                     return 0;
@@ -718,6 +721,8 @@ impl Engine {
                     .map(|(db, keys)| Op::PurgeExpired { db, keys })
                     .collect()
             };
+            let elapsed = crate::metrics::now_ns().saturating_sub(started);
+            self.metrics.latency.add_if_needed("expire-cycle", elapsed);
             let count = ops
                 .iter()
                 .map(|op| match op {
@@ -746,12 +751,17 @@ impl Engine {
         let Some(mut state) = self.state.try_lock() else {
             return 0;
         };
-        state
+        // The latency monitor's `expire-cycle` event (Redis's activeExpireCycle).
+        let started = crate::metrics::now_ns();
+        let deleted = state
             .ks
             .dbs
             .iter_mut()
             .map(|db| db.delete_expired(now, limit))
-            .sum()
+            .sum();
+        let elapsed = crate::metrics::now_ns().saturating_sub(started);
+        self.metrics.latency.add_if_needed("expire-cycle", elapsed);
+        deleted
     }
 }
 
@@ -1028,7 +1038,7 @@ fn apply_ops_with(
                 if let Some(spec) = spec {
                     let elapsed;
                     (started, elapsed) = record(&metrics, spec, started, &reply);
-                    if metrics.slowlog.is_slow(elapsed) {
+                    if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                         command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
                     }
                 }
@@ -1051,7 +1061,7 @@ fn apply_ops_with(
                 });
                 let elapsed;
                 (started, elapsed) = record(&metrics, spec, started, &reply);
-                if metrics.slowlog.is_slow(elapsed) {
+                if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                     frame.with_args(|a| slow(&metrics, a, elapsed, origin));
                 }
                 replies.push(reply);

@@ -17,6 +17,7 @@
 //! replicas count the commands their master sends them).
 
 pub mod export;
+pub mod latency;
 pub mod slowlog;
 
 use std::collections::BTreeMap;
@@ -232,6 +233,11 @@ pub struct Metrics {
     pub clusterdown: AtomicU64,
     /// SLOWLOG.
     pub slowlog: slowlog::SlowLog,
+    /// LATENCY.
+    pub latency: latency::LatencyMonitor,
+    /// The lower of the slow log's and the latency monitor's thresholds, in nanoseconds:
+    /// the one comparison per command that decides whether either looks at it.
+    watch_ns: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -244,6 +250,8 @@ impl Default for Metrics {
             net_output: AtomicU64::new(0),
             clusterdown: AtomicU64::new(0),
             slowlog: Default::default(),
+            latency: Default::default(),
+            watch_ns: AtomicU64::new(slowlog::SlowLog::default().threshold_ns()),
         }
     }
 }
@@ -255,6 +263,47 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
+    /// Follow `slowlog-log-slower-than` (microseconds, negative: off) and `slowlog-max-len`.
+    pub fn configure_slowlog(&self, threshold_us: i64, max_len: usize) {
+        self.slowlog.configure(threshold_us, max_len);
+        self.refresh_watch();
+    }
+
+    /// Follow `latency-monitor-threshold` (milliseconds, 0: off).
+    pub fn configure_latency(&self, threshold_ms: u64) {
+        self.latency.set_threshold(threshold_ms);
+        self.refresh_watch();
+    }
+
+    fn refresh_watch(&self) {
+        let ns = self
+            .slowlog
+            .threshold_ns()
+            .min(self.latency.threshold_ns());
+        self.watch_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Whether a command that ran `elapsed_ns` may interest the slow log or the latency
+    /// monitor (then [`Metrics::note_command`] decides): one relaxed load per command.
+    #[inline]
+    pub fn is_notable(&self, elapsed_ns: u64) -> bool {
+        elapsed_ns >= self.watch_ns.load(Ordering::Relaxed)
+    }
+
+    /// Give a command that [`Metrics::is_notable`] picked to the latency monitor (as a
+    /// `command` or `fast-command` event); true when the slow log wants it too (the caller
+    /// has its arguments and client).
+    #[cold]
+    pub fn note_command(&self, spec: &CommandSpec, elapsed_ns: u64) -> bool {
+        let event = if spec.has(command::flags::FAST) {
+            "fast-command"
+        } else {
+            "command"
+        };
+        self.latency.add_if_needed(event, elapsed_ns);
+        self.slowlog.is_slow(elapsed_ns)
+    }
+
     /// The counters of `spec`.
     pub fn command(&self, spec: &CommandSpec) -> &CommandStats {
         &self.commands[command::table::index(spec)]
