@@ -16,6 +16,7 @@
 //! entry: the counters of any one node cover the whole cluster's writes (as Redis
 //! replicas count the commands their master sends them).
 
+pub mod clock;
 pub mod export;
 pub mod latency;
 pub mod slowlog;
@@ -204,20 +205,7 @@ impl Decisions {
     }
 }
 
-/// Nanoseconds of the monotonic clock (`CLOCK_MONOTONIC`, what `Instant` reads), as a
-/// plain number: cheaper to subtract than `Instant`s on the per-command path.
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
+pub use clock::now_ns;
 
 /// Everything [`Metrics`] counts, per server.
 pub struct Metrics {
@@ -242,6 +230,7 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
+        clock::calibrate();
         Metrics {
             commands: command::all().map(|_| CommandStats::default()).collect(),
             errors: Mutex::new(BTreeMap::new()),
