@@ -21,9 +21,18 @@
 //! still runs inside the TLS session, as a second check: a certificate from the CA alone does
 //! not make a node (the same CA often signs the client certificates applications get for the
 //! client port), and the handshake is what binds a connection to the node id it claims.
+//!
+//! A peer's address may name a host instead of an IP. The name is looked up again at every
+//! connect and reconnect ([`dial`]), so peers can be given by stable DNS names whose addresses
+//! change (Kubernetes StatefulSet pods). For that to help, a connection to an address that
+//! went away silently (a machine lost, a pod moved: no FIN or RST ever comes) must end too:
+//! every cluster socket has a TCP user timeout and keepalives ([`LINK_DEAD_AFTER`]), so the
+//! kernel drops a connection whose data goes unacknowledged, or whose idle probes go
+//! unanswered, for that long, and the next call dials the name afresh.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -56,6 +65,13 @@ const HANDSHAKE_FRAME_MAX: usize = 512;
 const ADVERTISE_MAX: usize = 300;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest wait for a peer's host name to be looked up (DNS) before a connect attempt fails.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+/// A cluster connection whose sent data stays unacknowledged this long (TCP user timeout), or
+/// that is idle and answers no keepalive probe for about this long, is dropped by the kernel.
+/// Far above any round trip or pause of a live peer's kernel (which acknowledges even while
+/// the process is stopped), and short enough that a peer that moved is dialed again soon.
+pub(crate) const LINK_DEAD_AFTER: Duration = Duration::from_secs(10);
 const BACKOFF_BASE_MS: u64 = 20;
 const BACKOFF_MAX_MS: u64 = 1_000;
 
@@ -687,6 +703,9 @@ async fn serve_connection(
     handler: Arc<dyn RpcHandler>,
 ) {
     let _ = stream.set_nodelay(true);
+    if let Err(e) = detect_dead_link(&stream) {
+        tracing::warn!(%remote, error = %e, "cannot set the cluster connection's timeouts");
+    }
     let (reader, mut writer) = match &core.tls {
         None => split_tcp(stream),
         Some(tls) => {
@@ -793,16 +812,72 @@ fn nonce() -> [u8; 32] {
     n
 }
 
+/// Open a TCP connection to `addr` (`host:port`). The host is looked up again on every call
+/// (an IP address is used as it is), so a peer that comes back under the same name at a new
+/// address, as a restarted Kubernetes pod does, is reached at the new one: nothing keeps an
+/// address from an earlier lookup. Each address the name has is tried in turn.
+async fn dial(addr: &str) -> io::Result<TcpStream> {
+    let resolved: Vec<SocketAddr> =
+        match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(addr)).await {
+            Ok(Ok(found)) => found.collect(),
+            Ok(Err(e)) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot resolve {addr}: {e}"),
+                ))
+            }
+            Err(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("cannot resolve {addr}: no answer within {RESOLVE_TIMEOUT:?}"),
+                ))
+            }
+        };
+    if resolved.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("cannot resolve {addr}: no address"),
+        ));
+    }
+    let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&resolved[..]))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?;
+    // Name the address a host name led to, so a log line shows where the node looked.
+    let is_ip = addr.parse::<SocketAddr>().is_ok();
+    connected.map_err(|e| {
+        if is_ip {
+            e
+        } else {
+            let to: Vec<String> = resolved.iter().map(ToString::to_string).collect();
+            io::Error::new(e.kind(), format!("{e} (at {})", to.join(", ")))
+        }
+    })
+}
+
+/// Let the kernel end `stream` once its peer has been unreachable for [`LINK_DEAD_AFTER`]
+/// (see the module docs): a TCP user timeout for unacknowledged data, keepalives when idle.
+fn detect_dead_link(stream: &TcpStream) -> io::Result<()> {
+    let socket = socket2::SockRef::from(stream);
+    socket.set_tcp_user_timeout(Some(LINK_DEAD_AFTER))?;
+    let probes = 5;
+    let interval = LINK_DEAD_AFTER / (2 * probes);
+    socket.set_tcp_keepalive(
+        &socket2::TcpKeepalive::new()
+            .with_time(LINK_DEAD_AFTER / 2)
+            .with_interval(interval)
+            .with_retries(probes),
+    )
+}
+
 /// Dial `target` at `addr` and run the client side of the handshake.
 async fn connect(
     core: &Core,
     target: NodeId,
     addr: &str,
 ) -> io::Result<(BufReader<ReadHalf>, WriteHalf)> {
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    let stream = dial(addr).await?;
     stream.set_nodelay(true)?;
+    detect_dead_link(&stream)?;
     let (reader, mut writer) = match &core.tls {
         None => split_tcp(stream),
         Some(tls) => {

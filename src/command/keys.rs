@@ -271,17 +271,27 @@ pub fn renamenx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 }
 
 /// KEYS pattern
+///
+/// Shard by shard, each shard's keys in byte order: a shard's map iterates in an order
+/// that depends on its history (a replica restored from a snapshot inserted its keys in
+/// another order), and a script that acts on the first few keys must act alike everywhere.
 pub fn keys(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
     let pattern = &a[1];
     let all = pattern.as_ref() == b"*";
-    Reply::Array(
-        ctx.db()
-            .entries(now)
-            .filter(|(k, _)| all || glob_match(pattern, k, false))
-            .map(|(k, _)| Reply::Bulk(k.to_bytes()))
-            .collect(),
-    )
+    let db = ctx.db();
+    let mut out = Vec::new();
+    let mut shard_keys = Vec::new();
+    for shard in 0..SHARDS {
+        shard_keys.extend(
+            db.shard_entries(shard, now)
+                .map(|(k, _)| k)
+                .filter(|k| all || glob_match(pattern, k, false)),
+        );
+        shard_keys.sort_unstable_by(|x, y| x[..].cmp(&y[..]));
+        out.extend(shard_keys.drain(..).map(|k| Reply::Bulk(k.to_bytes())));
+    }
+    Reply::Array(out)
 }
 
 /// Options shared by SCAN, HSCAN, SSCAN and ZSCAN.
@@ -339,6 +349,8 @@ pub fn scan_reply(next: u64, items: Vec<Reply>) -> Reply {
 ///
 /// The cursor is the index of the next shard to visit; one call visits whole shards
 /// until it has looked at COUNT keys, so keys present for the whole scan come back once.
+/// With the hasher keyed alike on every replica ([`crate::store::seed_key_hasher`]) and
+/// each shard's keys sorted, a SCAN step answers the same on every replica.
 pub fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
     let opts = match parse_scan(a, 1, true) {
@@ -349,6 +361,7 @@ pub fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut shard = opts.cursor as usize;
     let mut seen = 0;
     let mut out = Vec::new();
+    let mut shard_keys = Vec::new();
     while shard < SHARDS && seen < opts.count {
         for (k, e) in db.shard_entries(shard, now) {
             seen += 1;
@@ -361,9 +374,12 @@ pub fn scan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 .as_ref()
                 .is_none_or(|p| glob_match(p, k, false));
             if type_ok && match_ok {
-                out.push(Reply::Bulk(k.to_bytes()));
+                shard_keys.push(k);
             }
         }
+        // In byte order within the shard, as KEYS does (the same reply on every replica).
+        shard_keys.sort_unstable_by(|x, y| x[..].cmp(&y[..]));
+        out.extend(shard_keys.drain(..).map(|k| Reply::Bulk(k.to_bytes())));
         shard += 1;
     }
     scan_reply(if shard >= SHARDS { 0 } else { shard as u64 }, out)

@@ -988,6 +988,28 @@ mod tests {
     }
 
     #[test]
+    fn systemd_example_config_loads() {
+        // deploy/systemd/tollgate.toml with the secret from the environment, as the unit runs it.
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/systemd/tollgate.toml");
+        let c = Config::load(Cli {
+            config: Some(path),
+            cluster_secret: Some("0123456789abcdef0123".into()),
+            ..Cli::default()
+        })
+        .unwrap();
+        assert_eq!((c.bind.as_str(), c.port), ("0.0.0.0", 6379));
+        assert_eq!(c.memory.maxmemory, 1 << 30);
+        let cluster = c.cluster.unwrap();
+        assert_eq!(cluster.node_id, 1);
+        assert_eq!(cluster.peers.len(), 3);
+        assert_eq!(cluster.cluster_addr, "node1.example.net:16379");
+        assert_eq!(cluster.cluster_bind, "0.0.0.0:16379");
+        // The unit's StateDirectory=tollgate.
+        assert_eq!(cluster.data_dir, PathBuf::from("/var/lib/tollgate"));
+        assert_eq!(cluster.fsync, AppendFsync::Always);
+    }
+
+    #[test]
     fn unknown_file_settings_are_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.toml");

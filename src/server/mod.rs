@@ -295,6 +295,8 @@ impl Server {
                         ))
                     })?;
                 }
+                crate::store::seed_key_hasher(c.secret.as_bytes())
+                    .map_err(std::io::Error::other)?;
                 if !c.standalone {
                     if let Some(warning) = bind_mismatch(&config.bind, &c.cluster_addr) {
                         tracing::warn!("{warning}");

@@ -37,14 +37,36 @@ pub const DATABASES: usize = 16;
 /// Shards per database; a SCAN step returns one shard's keys (or more, to reach COUNT).
 pub const SHARDS: usize = 1024;
 
-/// The hasher for all maps: seeded once per process (HashDoS resistance); nothing
-/// observable depends on it, since results never depend on hash-map iteration order.
+/// The hasher for all maps, keyed once per process (HashDoS resistance). A key's hash picks
+/// its shard, and RANDOMKEY, SCAN and KEYS walk the shards in order, so every replica of one
+/// Raft group must key it alike: a node with a cluster secret keys it from the secret
+/// ([`seed_key_hasher`], before any key is stored), which every member shares and no client
+/// knows; an in-memory node, the only copy of its data, takes random keys.
 #[derive(Clone, Copy, Default, Debug)]
 pub struct KeyHasher;
 
+static HASHER_STATE: OnceLock<ahash::RandomState> = OnceLock::new();
+
 fn process_state() -> &'static ahash::RandomState {
-    static STATE: OnceLock<ahash::RandomState> = OnceLock::new();
-    STATE.get_or_init(ahash::RandomState::new)
+    HASHER_STATE.get_or_init(ahash::RandomState::new)
+}
+
+/// Key the process's [`KeyHasher`] from the cluster secret, so that every member of one
+/// Raft group puts each key in the same shard. Errors when a key was hashed already (the
+/// keying would then come too late to hold for every key).
+pub fn seed_key_hasher(secret: &[u8]) -> Result<(), String> {
+    let word = |label: &str| {
+        let mut h = sha1_smol::Sha1::new();
+        h.update(b"tollgate key hasher ");
+        h.update(label.as_bytes());
+        h.update(secret);
+        let d = h.digest().bytes();
+        u64::from_le_bytes(d[..8].try_into().expect("a SHA-1 digest has 20 bytes"))
+    };
+    let state = ahash::RandomState::with_seeds(word("k0"), word("k1"), word("k2"), word("k3"));
+    HASHER_STATE
+        .set(state)
+        .map_err(|_| "the key hasher was used before the cluster secret keyed it".to_string())
 }
 
 impl BuildHasher for KeyHasher {
