@@ -713,11 +713,16 @@ fn mask_digits(s: &str) -> String {
 fn shape(v: &redis::Value) -> String {
     match v {
         redis::Value::Int(_) => "int".into(),
-        redis::Value::BulkString(b) => format!("bulk({})", mask_digits(&String::from_utf8_lossy(b))),
+        redis::Value::BulkString(b) => {
+            format!("bulk({})", mask_digits(&String::from_utf8_lossy(b)))
+        }
         redis::Value::SimpleString(s) => format!("status({s})"),
         redis::Value::VerbatimString { text, .. } => format!("verbatim({})", mask_digits(text)),
         redis::Value::Array(items) => {
-            format!("[{}]", items.iter().map(shape).collect::<Vec<_>>().join(", "))
+            format!(
+                "[{}]",
+                items.iter().map(shape).collect::<Vec<_>>().join(", ")
+            )
         }
         redis::Value::Map(pairs) => format!(
             "{{{}}}",
@@ -847,19 +852,40 @@ fn latency_matches_redis_reply_by_reply() {
     };
     assert_eq!(latest.len(), 1, "{latest:?}");
     assert_eq!(latest[0].0, "command");
-    assert!(latest[0].2 >= 100 && latest[0].3 >= latest[0].2, "{latest:?}");
+    assert!(
+        latest[0].2 >= 100 && latest[0].3 >= latest[0].2,
+        "{latest:?}"
+    );
     let graph = text_of(&reply(&mut con, &["LATENCY", "GRAPH", "command"]));
-    assert_eq!(graph.lines().nth(1), Some("-".repeat(80).as_str()), "{graph}");
+    assert_eq!(
+        graph.lines().nth(1),
+        Some("-".repeat(80).as_str()),
+        "{graph}"
+    );
 
     // HISTOGRAM: RESP3 maps of calls and power-of-two levels on both; the same calls.
     for _ in 0..5 {
-        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut rcon).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query(&mut rcon)
+            .unwrap();
         let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
     }
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut rcon).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut rcon)
+        .unwrap();
     for _ in 0..3 {
-        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut rcon).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query(&mut rcon)
+            .unwrap();
         let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
     }
     let mut r3 = redis::Client::open(format!("redis://127.0.0.1:{port}/?protocol=resp3"))
@@ -867,7 +893,9 @@ fn latency_matches_redis_reply_by_reply() {
         .get_connection()
         .unwrap();
     let mut c3 = s.conn3();
-    let levels = [1, 2, 4, 8, 16, 33, 66, 132, 264, 528, 1056, 2113, 4227, 8454];
+    let levels = [
+        1, 2, 4, 8, 16, 33, 66, 132, 264, 528, 1056, 2113, 4227, 8454,
+    ];
     for con in [&mut r3, &mut c3] {
         let v = reply(con, &["LATENCY", "HISTOGRAM", "set", "get", "set"]);
         let redis::Value::Map(entries) = &v else {

@@ -928,17 +928,36 @@ fn command_ctx(
     }
 }
 
+/// The counters of the command a batch recorded last: batches often repeat one command (a
+/// pipeline of INCRs, a MULTI of limiter calls), and finding a command's counters is the
+/// dearest part of recording it.
+type LastStats<'m> = Option<(*const CommandSpec, &'m crate::metrics::CommandStats)>;
+
 /// Count a command that ran from `started` until now and answered `reply`; returns now
 /// and how long it ran.
 #[inline]
-fn record(metrics: &Metrics, spec: &CommandSpec, started: u64, reply: &Reply) -> (u64, u64) {
+fn record<'m>(
+    metrics: &'m Metrics,
+    last: &mut LastStats<'m>,
+    spec: &CommandSpec,
+    started: u64,
+    reply: &Reply,
+) -> (u64, u64) {
     let now = crate::metrics::now_ns();
     let elapsed = now.saturating_sub(started);
+    let stats = match *last {
+        Some((at, stats)) if std::ptr::eq(at, spec) => stats,
+        _ => {
+            let stats = metrics.command(spec);
+            *last = Some((spec, stats));
+            stats
+        }
+    };
     if let Reply::Error(e) = reply {
-        metrics.record_call_ns(spec, elapsed, true);
+        stats.record(elapsed, true);
         metrics.record_error(e);
     } else {
-        metrics.record_call_ns(spec, elapsed, false);
+        stats.record(elapsed, false);
     }
     (now, elapsed)
 }
@@ -999,6 +1018,7 @@ fn apply_ops_with(
     let metrics = state.metrics.clone();
     // One clock read per command: each one's time runs from the end of the previous one.
     let mut started = crate::metrics::now_ns();
+    let mut last: LastStats = None;
     for (position, op) in ops.iter().enumerate() {
         if serve_blocked && !replies.is_empty() {
             blocking::serve_ready(state, stamp);
@@ -1037,7 +1057,7 @@ fn apply_ops_with(
                 db = next_db;
                 if let Some(spec) = spec {
                     let elapsed;
-                    (started, elapsed) = record(&metrics, spec, started, &reply);
+                    (started, elapsed) = record(&metrics, &mut last, spec, started, &reply);
                     if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                         command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
                     }
@@ -1060,7 +1080,7 @@ fn apply_ops_with(
                     }
                 });
                 let elapsed;
-                (started, elapsed) = record(&metrics, spec, started, &reply);
+                (started, elapsed) = record(&metrics, &mut last, spec, started, &reply);
                 if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                     frame.with_args(|a| slow(&metrics, a, elapsed, origin));
                 }

@@ -35,9 +35,10 @@ pub fn calibrate() {
     CALIBRATE.call_once(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            let source =
-                std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-                    .unwrap_or_default();
+            let source = std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            )
+            .unwrap_or_default();
             if source.trim() != "tsc" {
                 return;
             }

@@ -191,7 +191,13 @@ impl LatencyMonitor {
             if from != 0 {
                 out.push('\n');
             }
-            out.push_str(&sparkline(&values[from..to], &labels[from..to], min, max, 4));
+            out.push_str(&sparkline(
+                &values[from..to],
+                &labels[from..to],
+                min,
+                max,
+                4,
+            ));
             from = to;
         }
         out
@@ -378,14 +384,26 @@ mod tests {
         m.add("command", 100, 30);
         m.add("command", 100, 25);
         let (_, s) = m.event(b"command").unwrap();
-        assert_eq!(s.samples(), vec![Sample { time: 100, latency: 30 }]);
+        assert_eq!(
+            s.samples(),
+            vec![Sample {
+                time: 100,
+                latency: 30
+            }]
+        );
         for t in 101..400 {
             m.add("command", t, t);
         }
         let (_, s) = m.event(b"command").unwrap();
         assert_eq!(s.samples().len(), SAMPLES);
         assert_eq!(s.samples()[0].time, 400 - SAMPLES as u64);
-        assert_eq!(s.latest(), Sample { time: 399, latency: 399 });
+        assert_eq!(
+            s.latest(),
+            Sample {
+                time: 399,
+                latency: 399
+            }
+        );
         assert_eq!(s.max, 399);
         assert_eq!(m.reset(Some(b"COMMAND")), 1);
         assert_eq!(m.reset(None), 0);
@@ -398,7 +416,10 @@ mod tests {
         s.add(101, 40);
         let g = LatencyMonitor::graph("command", &s, 101);
         let lines: Vec<&str> = g.lines().collect();
-        assert_eq!(lines[0], "command - high 40 ms, low 10 ms (all time high 40 ms)");
+        assert_eq!(
+            lines[0],
+            "command - high 40 ms, low 10 ms (all time high 40 ms)"
+        );
         assert_eq!(lines[1], "-".repeat(80));
         // The highest sample reaches the top row; the lowest sits on the bottom one.
         assert_eq!(lines[2], " #");

@@ -767,12 +767,7 @@ fn latency_histogram(metrics: &crate::metrics::Metrics, names: &[Bytes]) -> Repl
         names
             .iter()
             .filter_map(|n| command::lookup(n))
-            .filter_map(|spec| {
-                called
-                    .iter()
-                    .find(|(s, _)| std::ptr::eq(*s, spec))
-                    .copied()
-            })
+            .filter_map(|spec| called.iter().find(|(s, _)| std::ptr::eq(*s, spec)).copied())
             .collect()
     };
     let entries = chosen
