@@ -690,3 +690,250 @@ fn slowlog_logs_every_command_at_threshold_zero() {
     let len: i64 = redis::cmd("SLOWLOG").arg("LEN").query(&mut con).unwrap();
     assert_eq!(len, 0);
 }
+
+/// Every run of digits as `N`: replies whose times and durations differ, compared by shape.
+fn mask_digits(s: &str) -> String {
+    let mut out = String::new();
+    let mut in_number = false;
+    for ch in s.chars() {
+        if ch.is_ascii_digit() {
+            if !in_number {
+                out.push('N');
+            }
+            in_number = true;
+        } else {
+            out.push(ch);
+            in_number = false;
+        }
+    }
+    out
+}
+
+/// A reply as text, every integer masked, for comparing reply shapes.
+fn shape(v: &redis::Value) -> String {
+    match v {
+        redis::Value::Int(_) => "int".into(),
+        redis::Value::BulkString(b) => {
+            format!("bulk({})", mask_digits(&String::from_utf8_lossy(b)))
+        }
+        redis::Value::SimpleString(s) => format!("status({s})"),
+        redis::Value::VerbatimString { text, .. } => format!("verbatim({})", mask_digits(text)),
+        redis::Value::Array(items) => {
+            format!(
+                "[{}]",
+                items.iter().map(shape).collect::<Vec<_>>().join(", ")
+            )
+        }
+        redis::Value::Map(pairs) => format!(
+            "{{{}}}",
+            pairs
+                .iter()
+                .map(|(k, v)| format!("{}: {}", shape(k), shape(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        redis::Value::Nil => "nil".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The reply to `args`, errors included, as a value.
+fn reply(con: &mut redis::Connection, args: &[&str]) -> redis::Value {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<redis::Value>(con) {
+        Ok(v) => v,
+        Err(e) => redis::Value::SimpleString(format!(
+            "ERROR {} {}",
+            e.code().unwrap_or(""),
+            e.detail().unwrap_or("")
+        )),
+    }
+}
+
+/// The text of a verbatim or bulk reply.
+fn text_of(v: &redis::Value) -> String {
+    match v {
+        redis::Value::VerbatimString { text, .. } => text.clone(),
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+/// A child process killed when the test ends, failed or not.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start redis-server 7.0.15 on a free port with `extra` arguments.
+fn start_redis(extra: &[&str]) -> (Reaped, u16) {
+    let port = free_port();
+    let mut args = vec![
+        "--port".to_string(),
+        port.to_string(),
+        "--save".into(),
+        String::new(),
+        "--appendonly".into(),
+        "no".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let child = std::process::Command::new("redis-server")
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server 7.0.15 must be installed for this test");
+    (Reaped(child), port)
+}
+
+/// LATENCY against redis-server 7.0.15: the same sequence (monitor off, a DEBUG SLEEP
+/// above a 100 ms threshold (high enough that no other command of a loaded machine
+/// reaches it), the reports, RESET, HISTOGRAM, the errors) gives replies of the
+/// same shape, with the durations and times masked.
+#[test]
+fn latency_matches_redis_reply_by_reply() {
+    let (_redis, port) = start_redis(&["--enable-debug-command", "yes"]);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut rcon = eventually("redis-server", Duration::from_secs(10), || {
+        client.get_connection().ok()
+    });
+    let s = TestServer::start();
+    let mut con = s.conn();
+    let steps: &[&[&str]] = &[
+        &["LATENCY", "DOCTOR"],
+        &["LATENCY", "LATEST"],
+        &["CONFIG", "GET", "latency-monitor-threshold"],
+        &["CONFIG", "SET", "latency-monitor-threshold", "100"],
+        &["CONFIG", "SET", "latency-monitor-threshold", "-1"],
+        &["CONFIG", "SET", "latency-monitor-threshold", "x"],
+        &["DEBUG", "SLEEP", "0.2"],
+        &["LATENCY", "LATEST"],
+        &["LATENCY", "HISTORY", "command"],
+        &["LATENCY", "HISTORY", "fast-command"],
+        &["LATENCY", "GRAPH", "command"],
+        &["LATENCY", "GRAPH", "nosuch"],
+        &["LATENCY", "DOCTOR"],
+        &["LATENCY", "RESET", "nosuch"],
+        &["LATENCY", "RESET", "COMMAND"],
+        &["LATENCY", "LATEST"],
+        &["LATENCY", "DOCTOR"],
+        &["LATENCY", "HISTORY"],
+        &["LATENCY", "LATEST", "x"],
+        &["LATENCY", "FOO"],
+        &["LATENCY"],
+        &["LATENCY", "HELP"],
+        &["LATENCY", "HISTOGRAM", "nosuch", "lpush"],
+        &["LATENCY", "HISTOGRAM", "debug", "set"],
+    ];
+    // Redis adds advice about transparent huge pages when its own process has some: that
+    // depends on the machine, not on the command.
+    let strip_thp = |s: String| -> String {
+        s.lines()
+            .filter(|l| !l.contains("anonymous huge pages"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    for step in steps {
+        let (theirs, ours) = (reply(&mut rcon, step), reply(&mut con, step));
+        if step.get(..2) == Some(&["LATENCY", "DOCTOR"][..]) {
+            assert_eq!(
+                mask_digits(&strip_thp(text_of(&ours))),
+                mask_digits(&strip_thp(text_of(&theirs))),
+                "{step:?}"
+            );
+        } else {
+            assert_eq!(shape(&ours), shape(&theirs), "{step:?}");
+        }
+    }
+    // The sample is the sleep's: at least the threshold, and LATEST's worst is it too.
+    let latest: Vec<(String, i64, i64, i64)> = {
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("0.15")
+            .query(&mut con)
+            .unwrap();
+        redis::cmd("LATENCY").arg("LATEST").query(&mut con).unwrap()
+    };
+    assert_eq!(latest.len(), 1, "{latest:?}");
+    assert_eq!(latest[0].0, "command");
+    assert!(
+        latest[0].2 >= 100 && latest[0].3 >= latest[0].2,
+        "{latest:?}"
+    );
+    let graph = text_of(&reply(&mut con, &["LATENCY", "GRAPH", "command"]));
+    assert_eq!(
+        graph.lines().nth(1),
+        Some("-".repeat(80).as_str()),
+        "{graph}"
+    );
+
+    // HISTOGRAM: RESP3 maps of calls and power-of-two levels on both; the same calls.
+    for _ in 0..5 {
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query(&mut rcon)
+            .unwrap();
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut rcon)
+        .unwrap();
+    for _ in 0..3 {
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query(&mut rcon)
+            .unwrap();
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    }
+    let mut r3 = redis::Client::open(format!("redis://127.0.0.1:{port}/?protocol=resp3"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut c3 = s.conn3();
+    let levels = [
+        1, 2, 4, 8, 16, 33, 66, 132, 264, 528, 1056, 2113, 4227, 8454,
+    ];
+    for con in [&mut r3, &mut c3] {
+        let v = reply(con, &["LATENCY", "HISTOGRAM", "set", "get", "set"]);
+        let redis::Value::Map(entries) = &v else {
+            panic!("{v:?}")
+        };
+        // GET was not called since RESETSTAT; SET is there twice, as asked.
+        assert_eq!(entries.len(), 2, "{v:?}");
+        for (name, h) in entries {
+            assert_eq!(text_of(name), "set");
+            let redis::Value::Map(fields) = h else {
+                panic!("{h:?}")
+            };
+            assert_eq!(text_of(&fields[0].0), "calls");
+            assert_eq!(fields[0].1, redis::Value::Int(3));
+            assert_eq!(text_of(&fields[1].0), "histogram_usec");
+            let redis::Value::Map(buckets) = &fields[1].1 else {
+                panic!("{fields:?}")
+            };
+            let mut last = 0;
+            for (level, count) in buckets {
+                let (redis::Value::Int(level), redis::Value::Int(count)) = (level, count) else {
+                    panic!("{buckets:?}")
+                };
+                assert!(levels.contains(level), "level {level} in {v:?}");
+                assert!(*count > last, "{v:?}");
+                last = *count;
+            }
+            assert_eq!(last, 3, "{v:?}");
+        }
+    }
+}

@@ -571,6 +571,8 @@ pub struct Config {
     pub slowlog_max_len: usize,
     /// The compact encodings' thresholds (`hash-max-listpack-entries`, ...).
     pub encodings: crate::store::encoding::EncodingLimits,
+    /// `latency-monitor-threshold`, in milliseconds (0: the latency monitor is off).
+    pub latency_monitor_threshold: u64,
     /// Log filter.
     pub log: String,
     /// Log format.
@@ -619,6 +621,7 @@ impl Default for Config {
                 hash: Default::default(),
                 zset: crate::store::zset::ZsetLimits::REDIS,
             },
+            latency_monitor_threshold: 0,
             log: DEFAULT_LOG.into(),
             log_format: LogFormat::Text,
             http_port: 0,

@@ -66,7 +66,8 @@ pub enum Apply {
     PubSub,
     /// The TLS files and options: certificates are read again for new handshakes.
     Tls,
-    /// `slowlog-log-slower-than`, `slowlog-max-len` (the engine's slow log).
+    /// `slowlog-log-slower-than`, `slowlog-max-len`, `latency-monitor-threshold` (the slow
+    /// log and the latency monitor).
     Slowlog,
     /// `requirepass`: the default user's password.
     Requirepass,
@@ -276,6 +277,10 @@ pub static PARAMS: &[Param] = &[
     .alias("lua-time-limit"),
     Param::live("slowlog-log-slower-than", Kind::Int(-1, LONG_MAX), "10000", |c| c.slowlog_log_slower_than.to_string(), |c, v| {
         c.slowlog_log_slower_than = number(v);
+        Ok(())
+    }, Apply::Slowlog),
+    Param::live("latency-monitor-threshold", Kind::Int(0, LONG_MAX), "0", |c| c.latency_monitor_threshold.to_string(), |c, v| {
+        c.latency_monitor_threshold = number(v);
         Ok(())
     }, Apply::Slowlog),
     Param::live("slowlog-max-len", Kind::UInt(0, LONG_MAX as u64), "128", |c| c.slowlog_max_len.to_string(), |c, v| {

@@ -756,6 +756,9 @@ impl Engine {
                 return 0;
             }
             let now = self.now_ms();
+            // The leader's scan for due keys is its `expire-cycle` latency event (the
+            // deletions are applied from the log like any write).
+            let started = crate::metrics::now_ns();
             let ops: Vec<Op> = {
                 let Some(state) = self.state.try_lock() else {
                     return 0;
@@ -770,6 +773,8 @@ impl Engine {
                     .map(|(db, keys)| Op::PurgeExpired { db, keys })
                     .collect()
             };
+            let elapsed = crate::metrics::now_ns().saturating_sub(started);
+            self.metrics.latency.add_if_needed("expire-cycle", elapsed);
             let count = ops
                 .iter()
                 .map(|op| match op {
@@ -798,12 +803,17 @@ impl Engine {
         let Some(mut state) = self.state.try_lock() else {
             return 0;
         };
-        state
+        // The latency monitor's `expire-cycle` event (Redis's activeExpireCycle).
+        let started = crate::metrics::now_ns();
+        let deleted = state
             .ks
             .dbs
             .iter_mut()
             .map(|db| db.delete_expired(now, limit))
-            .sum()
+            .sum();
+        let elapsed = crate::metrics::now_ns().saturating_sub(started);
+        self.metrics.latency.add_if_needed("expire-cycle", elapsed);
+        deleted
     }
 }
 
@@ -974,17 +984,36 @@ fn command_ctx(
     }
 }
 
+/// The counters of the command a batch recorded last: batches often repeat one command (a
+/// pipeline of INCRs, a MULTI of limiter calls), and finding a command's counters is the
+/// dearest part of recording it.
+type LastStats<'m> = Option<(*const CommandSpec, &'m crate::metrics::CommandStats)>;
+
 /// Count a command that ran from `started` until now and answered `reply`; returns now
 /// and how long it ran.
 #[inline]
-fn record(metrics: &Metrics, spec: &CommandSpec, started: u64, reply: &Reply) -> (u64, u64) {
+fn record<'m>(
+    metrics: &'m Metrics,
+    last: &mut LastStats<'m>,
+    spec: &CommandSpec,
+    started: u64,
+    reply: &Reply,
+) -> (u64, u64) {
     let now = crate::metrics::now_ns();
     let elapsed = now.saturating_sub(started);
+    let stats = match *last {
+        Some((at, stats)) if std::ptr::eq(at, spec) => stats,
+        _ => {
+            let stats = metrics.command(spec);
+            *last = Some((spec, stats));
+            stats
+        }
+    };
     if let Reply::Error(e) = reply {
-        metrics.record_call_ns(spec, elapsed, true);
+        stats.record(elapsed, true);
         metrics.record_error(e);
     } else {
-        metrics.record_call_ns(spec, elapsed, false);
+        stats.record(elapsed, false);
     }
     (now, elapsed)
 }
@@ -1047,6 +1076,7 @@ fn apply_ops_with(
     let metrics = state.metrics.clone();
     // One clock read per command: each one's time runs from the end of the previous one.
     let mut started = crate::metrics::now_ns();
+    let mut last: LastStats = None;
     for (position, op) in ops.iter().enumerate() {
         if serve_blocked && !replies.is_empty() {
             blocking::serve_ready(state, stamp);
@@ -1099,8 +1129,8 @@ fn apply_ops_with(
                 db = next_db;
                 if let Some(spec) = spec {
                     let elapsed;
-                    (started, elapsed) = record(&metrics, spec, started, &reply);
-                    if metrics.slowlog.is_slow(elapsed) {
+                    (started, elapsed) = record(&metrics, &mut last, spec, started, &reply);
+                    if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                         command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
                     }
                 }
@@ -1122,8 +1152,8 @@ fn apply_ops_with(
                     }
                 });
                 let elapsed;
-                (started, elapsed) = record(&metrics, spec, started, &reply);
-                if metrics.slowlog.is_slow(elapsed) {
+                (started, elapsed) = record(&metrics, &mut last, spec, started, &reply);
+                if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                     frame.with_args(|a| slow(&metrics, a, elapsed, origin));
                 }
                 replies.push(reply);

@@ -16,7 +16,9 @@
 //! entry: the counters of any one node cover the whole cluster's writes (as Redis
 //! replicas count the commands their master sends them).
 
+pub mod clock;
 pub mod export;
+pub mod latency;
 pub mod slowlog;
 
 use std::collections::BTreeMap;
@@ -55,6 +57,19 @@ impl CommandStats {
     /// Calls executed.
     pub fn calls(&self) -> u64 {
         self.time().map_or(0, Histogram::count)
+    }
+
+    /// Count one call that ran `elapsed_ns`; `failed` when it answered an error.
+    #[inline]
+    pub fn record(&self, elapsed_ns: u64, failed: bool) {
+        if failed {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        let hist = match self.time.get() {
+            Some(h) => h,
+            None => self.time.get_or_init(Default::default),
+        };
+        hist.record_ns(elapsed_ns);
     }
 }
 
@@ -100,6 +115,9 @@ const CELLS: usize = 3;
 /// Prefix slots: `(none)`, the registered prefixes, `other`.
 const SLOTS: usize = MAX_PREFIXES + 2;
 
+/// Entries of [`Decisions`]' cache of short prefixes (a power of two).
+const CACHED: usize = 256;
+
 /// Limiter decisions by command, outcome and key prefix.
 pub struct Decisions {
     /// How many prefixes get their own label (0: no prefix label).
@@ -107,6 +125,11 @@ pub struct Decisions {
     /// The registered prefixes, slot `i + 1` for `prefixes[i]`.
     prefixes: Box<[OnceLock<Box<[u8]>>]>,
     cells: Box<[AtomicU64]>,
+    /// A cache of the slot of each prefix of at most 6 bytes (in keys of 8 bytes or more):
+    /// each entry is one word, the prefix packed with its length ([`packed_prefix`]) in
+    /// the low 56 bits and its slot in the top 8 (0: empty), written once. A key whose
+    /// prefix is there costs a load and a compare instead of the hashed search.
+    cached: Box<[AtomicU64]>,
 }
 
 impl Default for Decisions {
@@ -117,8 +140,27 @@ impl Default for Decisions {
             cells: (0..DECIDERS.len() * SLOTS * CELLS)
                 .map(|_| AtomicU64::new(0))
                 .collect(),
+            cached: (0..CACHED).map(|_| AtomicU64::new(0)).collect(),
         }
     }
+}
+
+/// A key's prefix packed with its length, when the key has 8 bytes or more and a `:`
+/// among its first 7: the prefix's bytes (little-endian, at most 6) with `length + 1` in
+/// bits 48..51. None otherwise.
+#[inline]
+fn packed_prefix(key: &[u8]) -> Option<u64> {
+    let first: [u8; 8] = key.get(..8)?.try_into().ok()?;
+    let word = u64::from_le_bytes(first);
+    // The bytes equal to `:` become 0; the lowest zero byte's high bit is set exactly.
+    let x = word ^ 0x3a3a_3a3a_3a3a_3a3a;
+    let zeros = x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080;
+    let len = u64::from(zeros.trailing_zeros() / 8);
+    if len > 6 {
+        return None;
+    }
+    let prefix = word & ((1u64 << (len * 8)) - 1);
+    Some(prefix | ((len + 1) << 48))
 }
 
 /// One row of [`Decisions::rows`]: command, prefix label (None: no prefix label), allowed,
@@ -134,7 +176,38 @@ impl Decisions {
 
     /// The slot of `key`'s prefix: 0 without a `:`, `1 + i` for registered prefix `i`,
     /// `SLOTS - 1` for `other`.
+    #[inline]
     fn slot(&self, key: &[u8]) -> usize {
+        if self.limit.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let Some(packed) = packed_prefix(key) else {
+            return self.slot_searched(key);
+        };
+        const KEY: u64 = (1 << 56) - 1;
+        let cell =
+            &self.cached[(packed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % CACHED];
+        let entry = cell.load(Ordering::Relaxed);
+        if entry & KEY == packed {
+            return (entry >> 56) as usize;
+        }
+        let slot = self.slot_searched(key);
+        // A prefix's slot never changes (prefixes are never forgotten): an entry is
+        // written once, prefix and slot in one word.
+        if entry == 0 {
+            let _ = cell.compare_exchange(
+                0,
+                packed | ((slot as u64) << 56),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        slot
+    }
+
+    /// [`Decisions::slot`] without the cache: hash the prefix and search the registered
+    /// ones (registering it if there is room).
+    fn slot_searched(&self, key: &[u8]) -> usize {
         let limit = self.limit.load(Ordering::Relaxed);
         if limit == 0 {
             return 0;
@@ -203,20 +276,7 @@ impl Decisions {
     }
 }
 
-/// Nanoseconds of the monotonic clock (`CLOCK_MONOTONIC`, what `Instant` reads), as a
-/// plain number: cheaper to subtract than `Instant`s on the per-command path.
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
+pub use clock::now_ns;
 
 /// Everything [`Metrics`] counts, per server.
 pub struct Metrics {
@@ -232,10 +292,16 @@ pub struct Metrics {
     pub clusterdown: AtomicU64,
     /// SLOWLOG.
     pub slowlog: slowlog::SlowLog,
+    /// LATENCY.
+    pub latency: latency::LatencyMonitor,
+    /// The lower of the slow log's and the latency monitor's thresholds, in nanoseconds:
+    /// the one comparison per command that decides whether either looks at it.
+    watch_ns: AtomicU64,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
+        clock::calibrate();
         Metrics {
             commands: command::all().map(|_| CommandStats::default()).collect(),
             errors: Mutex::new(BTreeMap::new()),
@@ -244,6 +310,8 @@ impl Default for Metrics {
             net_output: AtomicU64::new(0),
             clusterdown: AtomicU64::new(0),
             slowlog: Default::default(),
+            latency: Default::default(),
+            watch_ns: AtomicU64::new(slowlog::SlowLog::default().threshold_ns()),
         }
     }
 }
@@ -255,6 +323,44 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
+    /// Follow `slowlog-log-slower-than` (microseconds, negative: off) and `slowlog-max-len`.
+    pub fn configure_slowlog(&self, threshold_us: i64, max_len: usize) {
+        self.slowlog.configure(threshold_us, max_len);
+        self.refresh_watch();
+    }
+
+    /// Follow `latency-monitor-threshold` (milliseconds, 0: off).
+    pub fn configure_latency(&self, threshold_ms: u64) {
+        self.latency.set_threshold(threshold_ms);
+        self.refresh_watch();
+    }
+
+    fn refresh_watch(&self) {
+        let ns = self.slowlog.threshold_ns().min(self.latency.threshold_ns());
+        self.watch_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Whether a command that ran `elapsed_ns` may interest the slow log or the latency
+    /// monitor (then [`Metrics::note_command`] decides): one relaxed load per command.
+    #[inline]
+    pub fn is_notable(&self, elapsed_ns: u64) -> bool {
+        elapsed_ns >= self.watch_ns.load(Ordering::Relaxed)
+    }
+
+    /// Give a command that [`Metrics::is_notable`] picked to the latency monitor (as a
+    /// `command` or `fast-command` event); true when the slow log wants it too (the caller
+    /// has its arguments and client).
+    #[cold]
+    pub fn note_command(&self, spec: &CommandSpec, elapsed_ns: u64) -> bool {
+        let event = if spec.has(command::flags::FAST) {
+            "fast-command"
+        } else {
+            "command"
+        };
+        self.latency.add_if_needed(event, elapsed_ns);
+        self.slowlog.is_slow(elapsed_ns)
+    }
+
     /// The counters of `spec`.
     pub fn command(&self, spec: &CommandSpec) -> &CommandStats {
         &self.commands[command::table::index(spec)]
@@ -273,15 +379,7 @@ impl Metrics {
     /// [`Metrics::record_call`] with the time in nanoseconds.
     #[inline]
     pub fn record_call_ns(&self, spec: &CommandSpec, elapsed_ns: u64, failed: bool) {
-        let stats = self.command(spec);
-        if failed {
-            stats.failed.fetch_add(1, Ordering::Relaxed);
-        }
-        let hist = match stats.time.get() {
-            Some(h) => h,
-            None => stats.time.get_or_init(Default::default),
-        };
-        hist.record_ns(elapsed_ns);
+        self.command(spec).record(elapsed_ns, failed);
     }
 
     /// Count a call of `spec` refused before it ran.
@@ -354,6 +452,35 @@ mod tests {
         assert_eq!(find("other"), Some((1, 0, 1)));
         assert_eq!(find("(none)"), Some((1, 0, 1)));
         assert!(rows.iter().all(|r| r.0 == "limit.token"));
+    }
+
+    #[test]
+    fn cached_prefixes_count_like_searched_ones() {
+        let d = Decisions::default();
+        d.set_prefix_limit(2);
+        // Long keys (the cache) and short ones (the search), twice each.
+        for _ in 0..2 {
+            for key in [
+                &b"t:000000000001"[..],
+                b"t:1",
+                b"abcdef:000001",
+                b"abcdefg:00001",
+            ] {
+                d.record(Decider::Rule(0x84), key, true, 1);
+            }
+            d.record(Decider::Rule(0x84), b"nocolon-at-all", true, 1);
+            d.record(Decider::Rule(0x84), b":leading", true, 1);
+        }
+        let rows = d.rows();
+        let find = |p: &str| rows.iter().find(|r| r.1.as_deref() == Some(p)).map(|r| r.2);
+        assert_eq!(find("t"), Some(4));
+        assert_eq!(find("abcdef"), Some(2));
+        // The third distinct prefix (and the fourth) is over the limit of 2.
+        assert_eq!(find("other"), Some(4));
+        assert_eq!(find("(none)"), Some(2));
+        assert_eq!(packed_prefix(b"abcdefg:1"), None);
+        assert_eq!(packed_prefix(b"t:1"), None);
+        assert_eq!(packed_prefix(b":0000000"), Some(1 << 48));
     }
 
     #[test]

@@ -55,12 +55,17 @@ impl Default for SlowLog {
 
 impl SlowLog {
     /// Follow `slowlog-log-slower-than` and `slowlog-max-len`.
-    pub fn configure(&self, threshold_us: i64, max_len: usize) {
+    pub(super) fn configure(&self, threshold_us: i64, max_len: usize) {
         let ns = u64::try_from(threshold_us).map_or(u64::MAX, |us| us.saturating_mul(1000));
         self.threshold_ns.store(ns, Ordering::Relaxed);
         self.max_len.store(max_len, Ordering::Relaxed);
         let mut e = self.entries.lock();
         e.truncate(max_len);
+    }
+
+    /// The threshold in nanoseconds (`u64::MAX`: log nothing).
+    pub fn threshold_ns(&self) -> u64 {
+        self.threshold_ns.load(Ordering::Relaxed)
     }
 
     /// Whether a command that ran for `elapsed_ns` nanoseconds is logged.

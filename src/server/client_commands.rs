@@ -679,3 +679,154 @@ pub async fn slowlog(c: &mut Client, a: &[Bytes]) -> Answer {
     };
     reply.into()
 }
+
+/// LATENCY LATEST | HISTORY | RESET | HISTOGRAM | DOCTOR | GRAPH | HELP, over
+/// `crate::metrics::latency` and the per-command histograms.
+pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
+    use crate::metrics::latency::{self, LatencyMonitor};
+    let metrics = c.shared.engine.metrics();
+    let monitor = &metrics.latency;
+    let sub = &a[1];
+    let now = super::unix_secs();
+    let reply = if is(sub, "latest") && a.len() == 2 {
+        Reply::Array(
+            monitor
+                .events()
+                .into_iter()
+                .map(|(event, s)| {
+                    let last = s.latest();
+                    Reply::Array(vec![
+                        Reply::bulk(event),
+                        Reply::Integer(last.time as i64),
+                        Reply::Integer(last.latency as i64),
+                        Reply::Integer(s.max as i64),
+                    ])
+                })
+                .collect(),
+        )
+    } else if is(sub, "history") && a.len() == 3 {
+        Reply::Array(monitor.event(&a[2]).map_or_else(Vec::new, |(_, s)| {
+            s.samples()
+                .into_iter()
+                .map(|x| {
+                    Reply::Array(vec![
+                        Reply::Integer(x.time as i64),
+                        Reply::Integer(x.latency as i64),
+                    ])
+                })
+                .collect()
+        }))
+    } else if is(sub, "graph") && a.len() == 3 {
+        match monitor.event(&a[2]) {
+            Some((event, s)) => {
+                Reply::Verbatim("txt", Bytes::from(LatencyMonitor::graph(event, &s, now)))
+            }
+            None => Reply::err(format!(
+                "ERR No samples available for event '{}'",
+                String::from_utf8_lossy(&a[2])
+            )),
+        }
+    } else if is(sub, "doctor") && a.len() == 2 {
+        let ctx = latency::DoctorContext {
+            threshold_ms: monitor.threshold_ms(),
+            slowlog_us: c.shared.config.read().slowlog_log_slower_than,
+        };
+        let report = latency::doctor(&monitor.events(), &ctx, now);
+        Reply::Verbatim("txt", Bytes::from(report))
+    } else if is(sub, "reset") {
+        let resets = if a.len() == 2 {
+            monitor.reset(None)
+        } else {
+            a[2..].iter().map(|e| monitor.reset(Some(e))).sum()
+        };
+        Reply::Integer(resets as i64)
+    } else if is(sub, "histogram") {
+        latency_histogram(metrics, &a[2..])
+    } else if is(sub, "help") && a.len() == 2 {
+        Reply::Array(
+            [
+                "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return a human readable latency analysis report.",
+                "GRAPH <event>",
+                "    Return an ASCII latency graph for the <event> class.",
+                "HISTORY <event>",
+                "    Return time-latency samples for the <event> class.",
+                "LATEST",
+                "    Return the latest latency samples for all events.",
+                "RESET [<event> ...]",
+                "    Reset latency data of one or more <event> classes.",
+                "    (default: reset all data for all event classes)",
+                "HISTOGRAM [COMMAND ...]",
+                "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+                "    If no commands are specified then all histograms are replied.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|l| Reply::Status(l.to_string()))
+            .collect(),
+        )
+    } else if ["latest", "history", "graph", "doctor", "help"]
+        .iter()
+        .any(|s| is(sub, s))
+    {
+        command::arity_error(&format!(
+            "latency|{}",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        ))
+    } else {
+        Reply::err(format!(
+            "ERR unknown subcommand '{}'. Try LATENCY HELP.",
+            command::arg_text(sub)
+        ))
+    };
+    reply.into()
+}
+
+/// LATENCY HISTOGRAM [command ...]: for each command called since the last CONFIG
+/// RESETSTAT (the named ones, repeats and all, or every one), a map of `calls` and
+/// `histogram_usec`: the cumulative count at each power of two from 1024 ns, labelled in
+/// microseconds as Redis's HDR histogram labels them (1, 2, 4, 8, 16, 33, 66, ...), the
+/// levels where the count does not grow left out.
+fn latency_histogram(metrics: &crate::metrics::Metrics, names: &[Bytes]) -> Reply {
+    let called: Vec<_> = metrics.commands().filter(|(_, s)| s.calls() > 0).collect();
+    let chosen: Vec<_> = if names.is_empty() {
+        called
+    } else {
+        names
+            .iter()
+            .filter_map(|n| command::lookup(n))
+            .filter_map(|spec| called.iter().find(|(s, _)| std::ptr::eq(*s, spec)).copied())
+            .collect()
+    };
+    let entries = chosen
+        .into_iter()
+        .filter_map(|(spec, stats)| {
+            let hist = stats.time()?;
+            let (levels, total) = hist.cumulative(10, 41);
+            let mut buckets = Vec::new();
+            let mut previous = 0;
+            for (edge, below) in levels {
+                if below > previous {
+                    // Redis's level value is the highest value its HDR histogram (two
+                    // significant digits) counts with `edge`: edge + edge/128 - 1.
+                    let usec = (edge + edge / 128 - 1) / 1000;
+                    buckets.push((Reply::Integer(usec as i64), Reply::Integer(below as i64)));
+                    previous = below;
+                }
+                if below >= total {
+                    break;
+                }
+            }
+            Some((
+                Reply::bulk(spec.name),
+                Reply::Map(vec![
+                    (Reply::bulk("calls"), Reply::Integer(total as i64)),
+                    (Reply::bulk("histogram_usec"), Reply::Map(buckets)),
+                ]),
+            ))
+        })
+        .collect();
+    Reply::Map(entries)
+}

@@ -679,10 +679,8 @@ impl Client {
                 if let Answer::Reply(Reply::Error(e)) = &answer {
                     metrics.record_error(e);
                 }
-                if metrics
-                    .slowlog
-                    .is_slow(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
-                {
+                let elapsed_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+                if metrics.is_notable(elapsed_ns) && metrics.note_command(spec, elapsed_ns) {
                     let (addr, name) = {
                         let info = self.handle.info.lock();
                         (info.addr.to_string(), info.name.clone())

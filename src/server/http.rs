@@ -113,8 +113,23 @@ pub fn readiness(shared: &Shared) -> (bool, String) {
     }
     match shared.engine.cluster() {
         None => (true, "accepting commands".into()),
-        Some(node) => cluster_readiness(&node.status()),
+        Some(node) => {
+            let status = node.status();
+            // A durable node (single or in a cluster) that restarted re-applies the log it
+            // found before it serves what it held (INFO's `loading:1` meanwhile).
+            if shared.loading.load(std::sync::atomic::Ordering::Acquire) {
+                return (false, loading_reason(&status));
+            }
+            cluster_readiness(&status)
+        }
     }
+}
+
+fn loading_reason(s: &ClusterStatus) -> String {
+    format!(
+        "loading: re-applying the log found at start (applied index {}, commit index {})",
+        s.applied_index, s.commit_index
+    )
 }
 
 fn cluster_readiness(s: &ClusterStatus) -> (bool, String) {

@@ -275,8 +275,10 @@ impl Server {
             .set_prefix_limit(config.metrics_key_prefixes);
         engine
             .metrics()
-            .slowlog
-            .configure(config.slowlog_log_slower_than, config.slowlog_max_len);
+            .configure_slowlog(config.slowlog_log_slower_than, config.slowlog_max_len);
+        engine
+            .metrics()
+            .configure_latency(config.latency_monitor_threshold);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.set_hll_sparse_max_bytes(config.hll_sparse_max_bytes);
         engine.memory().configure(&config.memory);
@@ -687,11 +689,9 @@ pub fn apply_config(
             Ok(())
         }
         Apply::Slowlog => {
-            shared
-                .engine
-                .metrics()
-                .slowlog
-                .configure(new.slowlog_log_slower_than, new.slowlog_max_len);
+            let metrics = shared.engine.metrics();
+            metrics.configure_slowlog(new.slowlog_log_slower_than, new.slowlog_max_len);
+            metrics.configure_latency(new.latency_monitor_threshold);
             Ok(())
         }
         Apply::Encodings => {
