@@ -100,6 +100,28 @@ fn ping(port: u16, ca: &Path, client: Option<&Issued>) -> Result<String, String>
     redis::cmd("PING").query(&mut c).map_err(|e| e.to_string())
 }
 
+/// A PING over TLS from Python's ssl module, which can pin what a client offers: `max` is
+/// the highest version (`TLSv1_2`, `TLSv1_3`), `ciphers` the TLS 1.2 suites ("" = its
+/// defaults). Prints the reply and `show` (a Python expression on the socket `s`), or
+/// `refused` when the handshake fails.
+fn py_handshake(ca: &Path, port: u16, max: &str, ciphers: &str, show: &str) -> String {
+    let set_ciphers = if ciphers.is_empty() {
+        String::new()
+    } else {
+        format!("ctx.set_ciphers('{ciphers}')")
+    };
+    let script = format!(
+        "import socket, ssl\nctx = ssl.create_default_context(cafile='{}')\nctx.maximum_version = ssl.TLSVersion.{max}\n{set_ciphers}\ntry:\n  s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {port}), 5), server_hostname='127.0.0.1')\n  s.sendall(b'PING\\r\\n'); print(s.recv(100).decode().strip(), {show})\nexcept ssl.SSLError as e:\n  print('refused')",
+        arg(ca)
+    );
+    let py = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{py:?}");
+    String::from_utf8_lossy(&py.stdout).trim().to_string()
+}
+
 /// Everything a TLS test needs: a CA, a server and a client certificate, another CA with a
 /// client certificate, and a server on a plaintext and a TLS port.
 struct Setup {
@@ -384,18 +406,7 @@ fn port_0_turns_plaintext_off_and_tls_protocols_are_honoured() {
     );
     // TLSv1.3 only: a client limited to TLS 1.2 is refused, one allowing 1.3 is served
     // (Python's ssl module pins the versions).
-    let handshake = |max: &str| {
-        let script = format!(
-            "import socket, ssl\nctx = ssl.create_default_context(cafile='{}')\nctx.maximum_version = ssl.TLSVersion.{max}\ntry:\n  s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {tls_port}), 5), server_hostname='127.0.0.1')\n  s.sendall(b'PING\\r\\n'); print(s.recv(100).decode().strip(), s.version())\nexcept ssl.SSLError as e:\n  print('refused')",
-            arg(&ca.pem)
-        );
-        let py = Command::new("python3")
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(py.status.success(), "{py:?}");
-        String::from_utf8_lossy(&py.stdout).trim().to_string()
-    };
+    let handshake = |max: &str| py_handshake(&ca.pem, tls_port, max, "", "s.version()");
     assert_eq!(handshake("TLSv1_2"), "refused");
     assert_eq!(handshake("TLSv1_3"), "+PONG TLSv1.3");
     let e: redis::RedisError = redis::cmd("CONFIG")
@@ -463,20 +474,8 @@ fn tls_ciphers_and_ciphersuites_limit_the_handshake() {
         "--tls-ciphersuites",
         "TLS_CHACHA20_POLY1305_SHA256",
     ]);
-    // Python's ssl module: `max` pins the version, `ciphers` (TLS 1.2 only) what it offers.
     let handshake = |max: &str, ciphers: &str| {
-        let script = format!(
-            "import socket, ssl\nctx = ssl.create_default_context(cafile='{}')\nctx.maximum_version = ssl.TLSVersion.{max}\n{}\ntry:\n  s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {}), 5), server_hostname='127.0.0.1')\n  s.sendall(b'PING\\r\\n'); print(s.recv(100).decode().strip(), s.cipher()[0])\nexcept ssl.SSLError as e:\n  print('refused')",
-            arg(&s.ca.pem),
-            if ciphers.is_empty() { String::new() } else { format!("ctx.set_ciphers('{ciphers}')") },
-            s.tls_port
-        );
-        let py = Command::new("python3")
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(py.status.success(), "{py:?}");
-        String::from_utf8_lossy(&py.stdout).trim().to_string()
+        py_handshake(&s.ca.pem, s.tls_port, max, ciphers, "s.cipher()[0]")
     };
     assert_eq!(
         handshake("TLSv1_2", ""),
