@@ -162,6 +162,12 @@ impl User {
     /// A new user as ACL SETUSER creates it: off, no password, no commands, keys or
     /// channels (Redis 7.0's `acl-pubsub-default resetchannels`).
     pub fn new(name: &str) -> User {
+        User::new_with(name, false)
+    }
+
+    /// A new user with `acl-pubsub-default`: every channel when `allchannels` (the
+    /// setting's `allchannels`), none otherwise.
+    pub fn new_with(name: &str, allchannels: bool) -> User {
         User {
             name: name.to_string(),
             enabled: false,
@@ -172,7 +178,7 @@ impl User {
             all_future: false,
             allkeys: false,
             keys: Vec::new(),
-            allchannels: false,
+            allchannels,
             channels: Vec::new(),
             unrestricted: false,
         }
@@ -280,11 +286,22 @@ impl User {
         self.all_future = on;
     }
 
-    /// Apply several rules atomically: either all of them or none (ACL SETUSER).
+    /// Apply several rules atomically: either all of them or none (ACL SETUSER), with
+    /// `acl-pubsub-default resetchannels`.
     pub fn apply_all<S: AsRef<str>>(&mut self, rules: &[S]) -> Result<(), String> {
+        self.apply_all_with(rules, false)
+    }
+
+    /// [`User::apply_all`] with `acl-pubsub-default`: `reset` gives every channel when
+    /// `pubsub_all`.
+    pub fn apply_all_with<S: AsRef<str>>(
+        &mut self,
+        rules: &[S],
+        pubsub_all: bool,
+    ) -> Result<(), String> {
         let mut copy = self.clone();
         for r in rules {
-            copy.apply(r.as_ref())?;
+            copy.apply_with(r.as_ref(), pubsub_all)?;
         }
         *self = copy;
         Ok(())
@@ -292,12 +309,17 @@ impl User {
 
     /// Apply one rule; the error is ACL SETUSER's text.
     pub fn apply(&mut self, rule: &str) -> Result<(), String> {
-        let r = self.apply_inner(rule);
+        self.apply_with(rule, false)
+    }
+
+    /// Apply one rule with `acl-pubsub-default` (`pubsub_all`: `allchannels`).
+    pub fn apply_with(&mut self, rule: &str, pubsub_all: bool) -> Result<(), String> {
+        let r = self.apply_inner(rule, pubsub_all);
         self.refresh();
         r
     }
 
-    fn apply_inner(&mut self, rule: &str) -> Result<(), String> {
+    fn apply_inner(&mut self, rule: &str, pubsub_all: bool) -> Result<(), String> {
         let lower = rule.to_ascii_lowercase();
         match lower.as_str() {
             "on" => self.enabled = true,
@@ -331,8 +353,10 @@ impl User {
             "sanitize-payload" => self.sanitize = Some(true),
             "skip-sanitize-payload" => self.sanitize = Some(false),
             "reset" => {
+                // Redis: resetpass resetkeys resetchannels (allchannels under
+                // `acl-pubsub-default allchannels`) off sanitize-payload -@all.
                 let name = std::mem::take(&mut self.name);
-                *self = User::new(&name);
+                *self = User::new_with(&name, pubsub_all);
                 self.sanitize = Some(true);
             }
             _ => return self.apply_pattern_or_command(rule),
@@ -744,6 +768,17 @@ pub enum Change {
     /// ACL LOAD: every user as (name, rules); the node that ran ACL LOAD read and checked
     /// the file.
     Replace(Vec<(String, Vec<String>)>),
+    /// ACL SETUSER name rules... with the proposing node's `acl-pubsub-default`
+    /// (`pubsub_all`: `allchannels`), which decides the channels of a new user and of
+    /// `reset`: carried in the entry so every node applies the same.
+    SetUserWith {
+        /// The user.
+        name: String,
+        /// Its rules.
+        rules: Vec<String>,
+        /// `acl-pubsub-default allchannels`.
+        pubsub_all: bool,
+    },
 }
 
 /// Apply `change` to `store`: ACL SETUSER's, DELUSER's or LOAD's reply. Deterministic
@@ -751,7 +786,15 @@ pub enum Change {
 pub fn apply(store: &Acl, change: &Change) -> crate::protocol::Reply {
     use crate::protocol::Reply;
     match change {
-        Change::SetUser(name, rules) => match store.set_user(name, rules) {
+        Change::SetUser(name, rules) => match store.set_user(name, rules, false) {
+            Ok(()) => Reply::ok(),
+            Err(e) => Reply::err(e),
+        },
+        Change::SetUserWith {
+            name,
+            rules,
+            pubsub_all,
+        } => match store.set_user(name, rules, *pubsub_all) {
             Ok(()) => Reply::ok(),
             Err(e) => Reply::err(e),
         },
@@ -765,6 +808,7 @@ pub fn apply(store: &Acl, change: &Change) -> crate::protocol::Reply {
                     .iter()
                     .map(|(n, rules)| User::from_rules(n, rules))
                     .collect(),
+                Event::Loaded,
             );
             Reply::ok()
         }
@@ -806,14 +850,45 @@ impl ScriptUser {
     }
 }
 
+/// A change to the users, told to the [`Observer`] after it is made, so the server can
+/// close the connections Redis closes (`ACLKillPubsubClientsIfNeeded`, the clients of a
+/// deleted user, ACL LOAD's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// ACL SETUSER changed or created this user: its clients subscribed to channels or
+    /// patterns it may no longer use are closed.
+    Changed(&'a str),
+    /// ACL DELUSER removed these users: their clients are closed.
+    Deleted(&'a [String]),
+    /// ACL LOAD replaced every user: the clients of every user but `default` are closed
+    /// (as redis-server 7.0.15 does, even for a user the file left unchanged).
+    Loaded,
+    /// A snapshot replaced every user: clients of users that are gone are closed, and
+    /// subscribers are checked against their user's new channels.
+    Installed,
+}
+
+/// What the server does after a change (see [`Event`]); runs where the change is applied
+/// (the state machine, on every node), after the users' lock is released.
+pub type Observer = Box<dyn Fn(&Acl, Event<'_>) + Send + Sync>;
+
 /// The server's users, with the ACL LOG.
-#[derive(Debug)]
 pub struct Acl {
     users: RwLock<BTreeMap<String, Arc<User>>>,
     /// Moves on every change to any user: connections compare it with the one they saw.
     epoch: AtomicU64,
     /// ACL LOG.
     pub log: Mutex<log::Log>,
+    observer: RwLock<Option<Observer>>,
+}
+
+impl std::fmt::Debug for Acl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acl")
+            .field("users", &self.users)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Acl {
@@ -828,6 +903,18 @@ impl Acl {
             users: RwLock::new(users),
             epoch: AtomicU64::new(1),
             log: Mutex::new(log::Log::default()),
+            observer: RwLock::new(None),
+        }
+    }
+
+    /// Set what runs after each change (the server's connection closer).
+    pub fn set_observer(&self, observer: Observer) {
+        *self.observer.write() = Some(observer);
+    }
+
+    fn tell(&self, event: Event<'_>) {
+        if let Some(o) = &*self.observer.read() {
+            o(self, event);
         }
     }
 
@@ -862,8 +949,9 @@ impl Acl {
         self.users.read().values().cloned().collect()
     }
 
-    /// ACL SETUSER: create or change a user with `rules`, all or nothing.
-    pub fn set_user(&self, name: &str, rules: &[String]) -> Result<(), String> {
+    /// ACL SETUSER: create or change a user with `rules`, all or nothing
+    /// (`pubsub_all`: `acl-pubsub-default allchannels`, for a new user and `reset`).
+    pub fn set_user(&self, name: &str, rules: &[String], pubsub_all: bool) -> Result<(), String> {
         if name.bytes().any(|b| b == b' ' || b == 0) {
             return Err("ERR Usernames can't contain spaces or null characters".into());
         }
@@ -871,11 +959,12 @@ impl Acl {
         let mut user = users
             .get(name)
             .map(|u| (**u).clone())
-            .unwrap_or_else(|| User::new(name));
-        user.apply_all(rules)?;
+            .unwrap_or_else(|| User::new_with(name, pubsub_all));
+        user.apply_all_with(rules, pubsub_all)?;
         users.insert(name.to_string(), Arc::new(user));
         drop(users);
         self.changed();
+        self.tell(Event::Changed(name));
         Ok(())
     }
 
@@ -888,6 +977,7 @@ impl Acl {
         let n = names.iter().filter(|n| users.remove(*n).is_some()).count();
         drop(users);
         self.changed();
+        self.tell(Event::Deleted(names));
         Ok(n)
     }
 
@@ -904,8 +994,9 @@ impl Acl {
         self.changed();
     }
 
-    /// Replace every user (ACL LOAD, a snapshot); `new` includes the default user.
-    pub fn replace(&self, new: Vec<User>) {
+    /// Replace every user (ACL LOAD: `Event::Loaded`, a snapshot: `Event::Installed`, at
+    /// start); `new` includes the default user.
+    pub fn replace(&self, new: Vec<User>, event: Event<'_>) {
         let mut users = self.users.write();
         users.clear();
         for u in new {
@@ -916,6 +1007,7 @@ impl Acl {
         }
         drop(users);
         self.changed();
+        self.tell(event);
     }
 
     /// The users in the aclfile format (`user <name> <rules>` lines), as ACL SAVE writes.
@@ -931,8 +1023,9 @@ impl Acl {
 /// Parse an aclfile (Redis's format: `user <name> <rule> ...` lines; blank lines and `#`
 /// comments are skipped). Without a `default` line the default user is Redis's (on,
 /// nopass, every permission). The error lists every bad line as redis-server 7.0.15's
-/// ACL LOAD does (`<path>:<line>: <why>. `), for the file at `path`.
-pub fn parse_file(text: &str, path: &str) -> Result<Vec<User>, String> {
+/// ACL LOAD does (`<path>:<line>: <why>. `), for the file at `path`. New users get
+/// `acl-pubsub-default` (`pubsub_all`: every channel).
+pub fn parse_file(text: &str, path: &str, pubsub_all: bool) -> Result<Vec<User>, String> {
     let mut users: Vec<User> = Vec::new();
     let mut errors = String::new();
     for (n, line) in text.lines().enumerate() {
@@ -953,8 +1046,8 @@ pub fn parse_file(text: &str, path: &str) -> Result<Vec<User>, String> {
             errors.push_str(&format!("{path}:{n}: Duplicate user '{name}' found. "));
             continue;
         }
-        let mut u = User::new(name);
-        match u.apply_all(&words[2..]) {
+        let mut u = User::new_with(name, pubsub_all);
+        match u.apply_all_with(&words[2..], pubsub_all) {
             Ok(()) => users.push(u),
             Err(e) => {
                 let why = e.split_once("': ").map_or(e.as_str(), |(_, w)| w);
@@ -1036,16 +1129,17 @@ mod tests {
                 "on", ">secret", "~cache:*", "%R~ro:*", "&news", "+@read", "-get",
             ]
             .map(String::from),
+            false,
         )
         .unwrap();
         let text = acl.to_file();
-        let users = parse_file(&text, "f").unwrap();
+        let users = parse_file(&text, "f", false).unwrap();
         let again = Acl::new(None);
-        again.replace(users);
+        again.replace(users, Event::Installed);
         assert_eq!(again.to_file(), text);
         assert!(again.get("alice").unwrap().password_ok(b"secret"));
         assert_eq!(
-            parse_file("user bob on bogus\nfoo\n", "f").unwrap_err(),
+            parse_file("user bob on bogus\nfoo\n", "f", false).unwrap_err(),
             "f:1: Syntax error. f:2 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"
         );
     }

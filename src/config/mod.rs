@@ -540,6 +540,9 @@ pub struct Config {
     pub aclfile: Option<std::path::PathBuf>,
     /// `protected-mode`: refuse non-loopback clients while the default user has no password.
     pub protected_mode: bool,
+    /// `acl-pubsub-default allchannels` (true) or `resetchannels` (false, Redis 7.0's
+    /// default): the channels of a new ACL user and of the `reset` rule.
+    pub acl_pubsub_all: bool,
     /// TLS on the client port and the cluster link.
     pub tls: TlsConfig,
     /// Connection cap.
@@ -604,6 +607,7 @@ impl Default for Config {
             requirepass: None,
             aclfile: None,
             protected_mode: true,
+            acl_pubsub_all: false,
             tls: TlsConfig::default(),
             maxclients: 10_000,
             proto_max_bulk_len: 512 * 1024 * 1024,

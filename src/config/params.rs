@@ -195,6 +195,10 @@ pub static PARAMS: &[Param] = &[
         Ok(())
     }, Apply::Nothing)
     .at_start_only(),
+    Param::live("acl-pubsub-default", Kind::Enum(&["allchannels", "resetchannels"]), "resetchannels", |c| if c.acl_pubsub_all { "allchannels" } else { "resetchannels" }.into(), |c, v| {
+        c.acl_pubsub_all = v == "allchannels";
+        Ok(())
+    }, Apply::Nothing),
     Param::live("protected-mode", Kind::Bool, "yes", |c| yes_no(c.protected_mode), |c, v| {
         c.protected_mode = v == "yes";
         Ok(())
