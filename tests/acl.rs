@@ -362,3 +362,60 @@ fn command_info_lists_the_acl_categories() {
     );
     assert!(format!("{:?}", info[1][6]).contains("@ratelimit"));
 }
+
+#[test]
+fn first_argument_rules_allow_a_command_with_one_first_argument() {
+    let s = TestServer::start();
+    let mut admin = s.conn();
+    let _: () = q(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "fa",
+            "on",
+            ">pw",
+            "+@all",
+            "-select",
+            "+select|0",
+            "+SELECT|Db2",
+            "-client|kill",
+            "~*",
+        ],
+    );
+    let getuser: Vec<Value> = q(&mut admin, &["ACL", "GETUSER", "fa"]);
+    assert_eq!(
+        getuser[5],
+        Value::BulkString(b"+@all -select +select|0 +select|Db2 -client|kill".to_vec())
+    );
+    let mut u = login(&s, "fa", "pw");
+    let _: () = q(&mut u, &["SELECT", "0"]);
+    assert_eq!(
+        err(&mut u, &["SELECT", "1"]),
+        "NOPERM this user has no permissions to run the 'select' command"
+    );
+    // Compared in any case, then the command runs (and refuses the argument itself).
+    assert_eq!(
+        err(&mut u, &["SELECT", "db2"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        err(&mut u, &["CLIENT", "KILL", "ID", "1"]),
+        "NOPERM this user has no permissions to run the 'client|kill' command"
+    );
+    // Allowing or denying the command (or a category with it) forgets its first arguments.
+    let _: () = q(&mut admin, &["ACL", "SETUSER", "fa", "-@connection"]);
+    let getuser: Vec<Value> = q(&mut admin, &["ACL", "GETUSER", "fa"]);
+    assert_eq!(
+        getuser[5],
+        Value::BulkString(b"+@all -@connection".to_vec())
+    );
+    assert_eq!(
+        err(&mut admin, &["ACL", "SETUSER", "fa", "-select|0"]),
+        "ERR Error in ACL SETUSER modifier '-select|0': Unknown command or category name in ACL"
+    );
+    assert_eq!(
+        err(&mut admin, &["ACL", "SETUSER", "fa", "+config|get|x"]),
+        "ERR Error in ACL SETUSER modifier '+config|get|x': Allowing first-arg of a subcommand is not supported"
+    );
+}

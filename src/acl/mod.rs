@@ -1,6 +1,6 @@
 //! ACL users: who may log in with which password, and which commands, keys and pub/sub
-//! channels each user may use (Redis 7.0's ACL, without selectors and first-argument
-//! rules).
+//! channels each user may use (Redis 7.0's ACL, with first-argument rules, without
+//! selectors).
 //!
 //! - [`User`] is one user: its flags, SHA-256 password hashes and permissions; rules
 //!   (`on`, `>pass`, `+@read`, `~key*`, `&chan*`, ...) change it ([`User::apply`]) and
@@ -61,6 +61,10 @@ pub struct User {
     /// `+@all` was the last word about all commands: commands added later are allowed too
     /// (Redis's reserved "future commands" bit; decides `+@all` vs `-@all` in ACL LIST).
     all_future: bool,
+    /// First-argument rules (`+select|0`): a command that is not allowed may still run
+    /// with one of these first arguments (compared in any case). Set by
+    /// [`User::apply_first_arg`], cleared when the command's permission is set.
+    first_args: BTreeMap<usize, Vec<String>>,
     /// `allkeys` (`~*`).
     pub allkeys: bool,
     /// Key patterns (when not `allkeys`).
@@ -176,6 +180,7 @@ impl User {
             passwords: Vec::new(),
             allowed: vec![0; commands().len().div_ceil(64)],
             all_future: false,
+            first_args: BTreeMap::new(),
             allkeys: false,
             keys: Vec::new(),
             allchannels,
@@ -262,11 +267,14 @@ impl User {
         }
     }
 
-    /// A command and all its subcommands (Redis's `ACLChangeSelectorPerm`).
+    /// A command and all its subcommands (Redis's `ACLChangeSelectorPerm`, which also
+    /// forgets their first-argument rules).
     fn set_command(&mut self, id: usize, on: bool) {
         self.set_bit(id, on);
+        self.first_args.remove(&id);
         for s in commands().list[id].subs.clone() {
             self.set_bit(s, on);
+            self.first_args.remove(&s);
         }
     }
 
@@ -283,6 +291,7 @@ impl User {
         for id in 0..n {
             self.set_bit(id, on);
         }
+        self.first_args.clear();
         self.all_future = on;
     }
 
@@ -407,31 +416,49 @@ impl User {
                     let cmds = commands();
                     match cmds.find(what) {
                         Some(id) => self.set_command(id, on),
-                        None => {
-                            // `+select|0`: Redis's first-argument rules, which Tollgate does
-                            // not have (a container's unknown subcommand is unknown).
-                            if let Some((container, rest)) = what.split_once('|') {
-                                if rest.contains('|') && cmds.find(container).is_some() {
-                                    return Err(rule_error(
-                                        rule,
-                                        "Allowing first-arg of a subcommand is not supported",
-                                    ));
-                                }
-                                if let Some(id) = cmds.find(container) {
-                                    if cmds.list[id].subs.is_empty() {
-                                        return Err(rule_error(
-                                            rule,
-                                            "Tollgate does not support first-argument rules; allow or deny the whole command",
-                                        ));
-                                    }
-                                }
-                            }
-                            return Err(rule_error(rule, UNKNOWN));
-                        }
+                        None => return self.apply_first_arg(rule, on),
                     }
                 }
             }
             _ => return Err(rule_error(rule, SYNTAX)),
+        }
+        Ok(())
+    }
+
+    /// `+cmd|arg` for a command without subcommands (`+select|0`): Redis's first-argument
+    /// rules, allowing the command only with that first argument (any case) while the
+    /// command itself is not allowed. Anything else with a `|` is refused in Redis's words.
+    fn apply_first_arg(&mut self, rule: &str, on: bool) -> Result<(), String> {
+        let cmds = commands();
+        let what = &rule[1..];
+        let Some((container, arg)) = what.split_once('|') else {
+            return Err(rule_error(rule, UNKNOWN));
+        };
+        let Some(id) = cmds.find(container) else {
+            return Err(rule_error(rule, UNKNOWN));
+        };
+        if !on {
+            return Err(rule_error(rule, UNKNOWN));
+        }
+        if !cmds.list[id].subs.is_empty() {
+            return Err(rule_error(
+                rule,
+                if arg.contains('|') {
+                    "Allowing first-arg of a subcommand is not supported"
+                } else {
+                    UNKNOWN
+                },
+            ));
+        }
+        if arg.is_empty() {
+            return Err(rule_error(rule, SYNTAX));
+        }
+        if arg.contains('|') {
+            return Err(rule_error(rule, UNKNOWN));
+        }
+        let args = self.first_args.entry(id).or_default();
+        if !args.iter().any(|a| a.eq_ignore_ascii_case(arg)) {
+            args.push(arg.to_string());
         }
         Ok(())
     }
@@ -523,6 +550,17 @@ impl User {
             })
     }
 
+    /// Whether a first-argument rule allows this call of command `id` (Redis's
+    /// `ACLCheckFirstArg`: the first argument equals one of the rule's, in any case).
+    fn first_arg_allowed(&self, id: usize, args: &[&[u8]]) -> bool {
+        match (self.first_args.get(&id), args.get(1)) {
+            (Some(allowed), Some(first)) => allowed
+                .iter()
+                .any(|a| a.as_bytes().eq_ignore_ascii_case(first)),
+            _ => false,
+        }
+    }
+
     /// Check a call of `spec` (`args[0]` is the name): the command, then its keys, then
     /// its channels, as Redis's `ACLCheckAllUserCommandPerm`.
     pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
@@ -531,7 +569,7 @@ impl User {
         }
         let cmds = commands();
         let id = cmds.id_of_call(spec, args);
-        if !self.bit(id) {
+        if !self.bit(id) && !self.first_arg_allowed(id, args) {
             return Err(Denied::Command);
         }
         // The shard channel commands name their channel as a key (for the cluster's slot
@@ -694,6 +732,11 @@ impl User {
                     } else {
                         fake.set_bit(i, mine);
                     }
+                }
+            }
+            if !self.bit(id) {
+                for arg in self.first_args.get(&id).into_iter().flatten() {
+                    rules.push(format!("+{}|{arg}", c.name));
                 }
             }
         }

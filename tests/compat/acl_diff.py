@@ -20,6 +20,8 @@ USERS = [
     ("admin", ["on", ">pw", "allcommands", "allkeys", "allchannels", "-config|set", "-flushall"]),
     ("disabled", ["off", ">pw", "+@all"]),
     ("mixed", ["on", ">pw", "+@all", "-@dangerous", "+info", "resetkeys", "~a*", "~b*"]),
+    # First-argument rules: SELECT only with 0 or db2 (any case), CLIENT without KILL.
+    ("firstarg", ["on", ">pw", "+@all", "-select", "+select|0", "+SELECT|Db2", "-client|kill", "~*"]),
 ]
 
 # Commands run on the admin (default) connection: rules, descriptions and their errors.
@@ -73,6 +75,32 @@ ADMIN = [
     "ACL GENPASS x",
     "ACL LOG x",
     "ACL HELP",
+    "ACL GETUSER firstarg",
+    "ACL SETUSER fa +select|0 +select|0 +select|1 +get|x",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa -select|0",
+    "ACL SETUSER fa +config|get|x",
+    "ACL SETUSER fa +client|kill|x",
+    "ACL SETUSER fa +select|",
+    "ACL SETUSER fa +config|nosuch",
+    "ACL SETUSER fa +select|a|b",
+    "ACL SETUSER fa +nosuch|a",
+    "ACL SETUSER fa +@keyspace",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa -@connection",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa +select|0 +select",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa -select +select|9 +@all",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa -@all +select|9 +ping|x nocommands",
+    "ACL GETUSER fa",
+    "ACL DRYRUN firstarg select 1",
+    "ACL DRYRUN firstarg select 0",
+    "ACL DRYRUN firstarg select DB2",
+    "ACL DRYRUN firstarg client kill id 1",
+    "ACL DRYRUN firstarg client id",
+    "ACL DELUSER fa",
     "AUTH nobody pw",
     "AUTH disabled pw",
     "AUTH reader wrong",
@@ -112,6 +140,11 @@ AS_USER = [
     ("mixed", "INFO nosuchsection"),
     ("mixed", "SET a1 x"),
     ("mixed", "SET c1 x"),
+    ("firstarg", "SELECT 0"),
+    ("firstarg", "SELECT 1"),
+    ("firstarg", "SELECT db2"),
+    ("firstarg", "CLIENT KILL ID 999999"),
+    ("firstarg", "CLIENT GETNAME"),
 ]
 
 # A transaction as `scripter`: a refused command dooms EXEC.
