@@ -419,3 +419,86 @@ fn first_argument_rules_allow_a_command_with_one_first_argument() {
         "ERR Error in ACL SETUSER modifier '+config|get|x': Allowing first-arg of a subcommand is not supported"
     );
 }
+
+#[test]
+fn selectors_allow_a_call_any_one_of_them_allows() {
+    let s = TestServer::start();
+    let mut admin = s.conn();
+    // One selector given as one argument, another split over two (ACL SETUSER joins them).
+    let _: () = q(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "sel",
+            "on",
+            ">pw",
+            "+set",
+            "~w*",
+            "(+get ~k*)",
+            "(+set",
+            "~x*)",
+        ],
+    );
+    let list: Vec<String> = q(&mut admin, &["ACL", "LIST"]);
+    let want = format!(
+        "user sel on #{} ~w* resetchannels -@all +set (~k* resetchannels -@all +get) (~x* resetchannels -@all +set)",
+        sha256_hex("pw")
+    );
+    assert!(list.contains(&want), "{list:?}");
+    let mut u = login(&s, "sel", "pw");
+    let _: () = q(&mut u, &["SET", "w1", "v"]);
+    let _: () = q(&mut u, &["SET", "x1", "v"]);
+    let _: Value = q(&mut u, &["GET", "k1"]);
+    // No selector allows it: the most relevant refusal (a key over a command).
+    assert_eq!(err(&mut u, &["SET", "k1", "v"]), NOPERM_KEY);
+    assert_eq!(
+        err(&mut u, &["DEL", "w1"]),
+        "NOPERM this user has no permissions to run the 'del' command"
+    );
+    let dry: String = q(&mut admin, &["ACL", "DRYRUN", "sel", "mget", "k1", "w1"]);
+    assert_eq!(
+        dry,
+        "This user has no permissions to run the 'mget' command"
+    );
+    assert_eq!(
+        err(&mut admin, &["ACL", "SETUSER", "sel", "(+get"]),
+        "ERR Unmatched parenthesis in acl selector starting at '(+get'."
+    );
+    assert_eq!(
+        err(&mut admin, &["ACL", "SETUSER", "sel", "(on)"]),
+        "ERR Error in ACL SETUSER modifier '(on)': Syntax error"
+    );
+    // GETUSER lists each selector's commands, keys and channels.
+    let getuser: Vec<Value> = q(&mut admin, &["ACL", "GETUSER", "sel"]);
+    let Value::Array(selectors) = &getuser[11] else {
+        panic!("{getuser:?}")
+    };
+    assert_eq!(selectors.len(), 2);
+    assert_eq!(
+        format!("{:?}", selectors[0]),
+        format!(
+            "{:?}",
+            Value::Array(
+                ["commands", "-@all +get", "keys", "~k*", "channels", ""]
+                    .iter()
+                    .map(|w| Value::BulkString(w.as_bytes().to_vec()))
+                    .collect()
+            )
+        )
+    );
+    let _: () = q(&mut admin, &["ACL", "SETUSER", "sel", "clearselectors"]);
+    assert_eq!(
+        err(&mut u, &["SET", "x1", "v"]),
+        NOPERM_KEY,
+        "the change applies to the connected client at once"
+    );
+}
+
+fn sha256_hex(p: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(p.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -163,6 +163,20 @@ fn losing_a_channel_closes_the_subscribers_that_use_it() {
             "another user's subscriber, after {rules:?}"
         );
     }
+    // A selector's channels count too: taking the selector away closes the subscriber.
+    for (rules, kept) in [
+        (&["(&other +@all)"][..], true),
+        (&["clearselectors"][..], false),
+    ] {
+        setuser(
+            &mut admin,
+            "u",
+            &["reset", "on", "nopass", "+@all", "~*", "(&ch* +@pubsub)"],
+        );
+        let mut sub = client(&s, "u", &["SUBSCRIBE", "ch1"]);
+        setuser(&mut admin, "u", rules);
+        assert_eq!(alive(&mut sub), kept, "after {rules:?}");
+    }
     // A client that unsubscribed is a plain client again.
     setuser(&mut admin, "u", BASE);
     let mut was = client(&s, "u", &["SUBSCRIBE", "ch1"]);

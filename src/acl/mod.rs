@@ -1,6 +1,6 @@
 //! ACL users: who may log in with which password, and which commands, keys and pub/sub
-//! channels each user may use (Redis 7.0's ACL, with first-argument rules, without
-//! selectors).
+//! channels each user may use (Redis 7.0's ACL, with selectors and first-argument
+//! rules).
 //!
 //! - [`User`] is one user: its flags, SHA-256 password hashes and permissions; rules
 //!   (`on`, `>pass`, `+@read`, `~key*`, `&chan*`, ...) change it ([`User::apply`]) and
@@ -75,6 +75,10 @@ pub struct User {
     pub channels: Vec<Vec<u8>>,
     /// Every command, key and channel: no check is needed.
     unrestricted: bool,
+    /// Redis 7.0's selectors (`(+get ~key*)`): more sets of command, key and channel
+    /// permissions, each a `User` of which only those are used. A call is allowed when
+    /// the user's own permissions (the root selector) or any one selector allows all of it.
+    pub selectors: Vec<User>,
 }
 
 /// Why a call is refused.
@@ -186,6 +190,7 @@ impl User {
             allchannels,
             channels: Vec::new(),
             unrestricted: false,
+            selectors: Vec::new(),
         }
     }
 
@@ -193,8 +198,9 @@ impl User {
     /// ACL LOAD's log entries carry users. Rules that no longer parse are skipped.
     pub fn from_rules<S: AsRef<str>>(name: &str, rules: &[S]) -> User {
         let mut u = User::new(name);
-        for r in rules {
-            let _ = u.apply(r.as_ref());
+        let rules: Vec<String> = rules.iter().map(|r| r.as_ref().to_string()).collect();
+        for r in merge_selectors(&rules).unwrap_or(rules) {
+            let _ = u.apply(&r);
         }
         u
     }
@@ -308,9 +314,10 @@ impl User {
         rules: &[S],
         pubsub_all: bool,
     ) -> Result<(), String> {
+        let rules = merge_selectors(rules)?;
         let mut copy = self.clone();
-        for r in rules {
-            copy.apply_with(r.as_ref(), pubsub_all)?;
+        for r in &rules {
+            copy.apply_with(r, pubsub_all)?;
         }
         *self = copy;
         Ok(())
@@ -329,8 +336,14 @@ impl User {
     }
 
     fn apply_inner(&mut self, rule: &str, pubsub_all: bool) -> Result<(), String> {
+        if rule.len() >= 2 && rule.starts_with('(') && rule.ends_with(')') {
+            let selector = User::selector(rule, pubsub_all)?;
+            self.selectors.push(selector);
+            return Ok(());
+        }
         let lower = rule.to_ascii_lowercase();
         match lower.as_str() {
+            "clearselectors" => self.selectors.clear(),
             "on" => self.enabled = true,
             "off" => self.enabled = false,
             "nopass" => {
@@ -423,6 +436,36 @@ impl User {
             _ => return Err(rule_error(rule, SYNTAX)),
         }
         Ok(())
+    }
+
+    /// A selector from its rule, `(<rules>)` (Redis's `ACLCreateSelectorFromOpSet`): only
+    /// the command, key and channel rules are allowed inside; an error names the whole
+    /// selector as the modifier.
+    fn selector(rule: &str, pubsub_all: bool) -> Result<User, String> {
+        let mut s = User::new_with("", pubsub_all);
+        for inner in rule[1..rule.len() - 1].split_ascii_whitespace() {
+            let lower = inner.to_ascii_lowercase();
+            let allowed = matches!(
+                lower.as_str(),
+                "allkeys"
+                    | "resetkeys"
+                    | "allchannels"
+                    | "resetchannels"
+                    | "allcommands"
+                    | "nocommands"
+            ) || matches!(inner.as_bytes()[0], b'~' | b'%' | b'&' | b'+' | b'-');
+            let r = if allowed {
+                s.apply_inner(inner, pubsub_all)
+            } else {
+                Err(rule_error(inner, SYNTAX))
+            };
+            if let Err(e) = r {
+                let why = e.split_once("': ").map_or(e.as_str(), |(_, w)| w);
+                return Err(rule_error(rule, why));
+            }
+        }
+        s.refresh();
+        Ok(s)
     }
 
     /// `+cmd|arg` for a command without subcommands (`+select|0`): Redis's first-argument
@@ -561,9 +604,47 @@ impl User {
         }
     }
 
+    /// Whether a subscription may stay: any selector (the root or another) allows the
+    /// channel (`pattern`: the pattern), as Redis's `ACLKillPubsubClientsIfNeeded` checks
+    /// against the channels of all selectors.
+    pub fn subscription_allowed(&self, channel: &[u8], pattern: bool) -> bool {
+        self.channel_allowed(channel, pattern)
+            || self
+                .selectors
+                .iter()
+                .any(|s| s.channel_allowed(channel, pattern))
+    }
+
     /// Check a call of `spec` (`args[0]` is the name): the command, then its keys, then
     /// its channels, as Redis's `ACLCheckAllUserCommandPerm`.
     pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
+        if self.unrestricted {
+            return Ok(());
+        }
+        let root = self.check_selector(spec, args);
+        if root.is_ok() || self.selectors.is_empty() {
+            return root;
+        }
+        // Redis's `ACLCheckAllUserCommandPerm`: allowed by any selector; otherwise the
+        // most relevant refusal (channel over key over command, then the later argument).
+        let rank = |d: Denied| match d {
+            Denied::Command => (1, 0),
+            Denied::Key(at) => (2, at),
+            Denied::Channel(at) => (4, at),
+        };
+        let mut worst = root.unwrap_err();
+        for s in &self.selectors {
+            match s.check_selector(spec, args) {
+                Ok(()) => return Ok(()),
+                Err(d) if rank(d) > rank(worst) => worst = d,
+                Err(_) => {}
+            }
+        }
+        Err(worst)
+    }
+
+    /// One selector's check (the root's: this user's own permissions).
+    fn check_selector(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
         if self.unrestricted {
             return Ok(());
         }
@@ -612,6 +693,21 @@ impl User {
             None => {}
         }
         words.extend(self.passwords.iter().map(|p| format!("#{}", hex(p))));
+        let keys = self.describe_keys();
+        if !keys.is_empty() {
+            words.push(keys);
+        }
+        words.push(self.describe_channels());
+        words.push(self.describe_commands());
+        for s in &self.selectors {
+            words.push(format!("({})", s.describe_selector()));
+        }
+        words.join(" ")
+    }
+
+    /// A selector's rules, as inside its parentheses in ACL LIST.
+    pub fn describe_selector(&self) -> String {
+        let mut words = Vec::new();
         let keys = self.describe_keys();
         if !keys.is_empty() {
             words.push(keys);
@@ -741,6 +837,35 @@ impl User {
             }
         }
         rules.join(" ")
+    }
+}
+
+/// Join the rules that make up one selector (`(+get`, `~key*)` -> `(+get ~key*)`), as
+/// Redis's `ACLMergeSelectorArguments` does for ACL SETUSER and the aclfile; an open
+/// parenthesis that never closes is refused in Redis's words.
+pub fn merge_selectors<S: AsRef<str>>(rules: &[S]) -> Result<Vec<String>, String> {
+    let mut out = Vec::with_capacity(rules.len());
+    let mut open: Option<(usize, String)> = None;
+    for (i, r) in rules.iter().enumerate() {
+        let r = r.as_ref();
+        if let Some((_, sel)) = &mut open {
+            sel.push(' ');
+            sel.push_str(r);
+            if r.ends_with(')') {
+                out.push(open.take().unwrap().1);
+            }
+        } else if r.starts_with('(') && !r.ends_with(')') {
+            open = Some((i, r.to_string()));
+        } else {
+            out.push(r.to_string());
+        }
+    }
+    match open {
+        Some((i, _)) => Err(format!(
+            "ERR Unmatched parenthesis in acl selector starting at '{}'.",
+            rules[i].as_ref()
+        )),
+        None => Ok(out),
     }
 }
 
@@ -1093,7 +1218,9 @@ pub fn parse_file(text: &str, path: &str, pubsub_all: bool) -> Result<Vec<User>,
         match u.apply_all_with(&words[2..], pubsub_all) {
             Ok(()) => users.push(u),
             Err(e) => {
-                let why = e.split_once("': ").map_or(e.as_str(), |(_, w)| w);
+                let e = e.strip_prefix("ERR ").unwrap_or(&e);
+                let why = e.split_once("': ").map_or(e, |(_, w)| w);
+                let why = why.strip_suffix('.').unwrap_or(why);
                 errors.push_str(&format!("{path}:{n}: {why}. "));
             }
         }
@@ -1147,6 +1274,35 @@ mod tests {
         let u = user(&["+@slow"]);
         let config = lookup(b"config").unwrap();
         assert!(u.check(config, &[b"config", b"set", b"x", b"y"]).is_ok());
+    }
+
+    #[test]
+    fn selectors_round_trip_through_their_description() {
+        let u = user(&[
+            "on",
+            "+set",
+            "~w*",
+            "(+get ~k*)",
+            "(+set",
+            "~x*)",
+            "(&c* +select|0)",
+        ]);
+        assert_eq!(
+            u.describe(),
+            "on ~w* resetchannels -@all +set (~k* resetchannels -@all +get) \
+             (~x* resetchannels -@all +set) (resetchannels &c* -@all +select|0)"
+        );
+        // Snapshots and the Raft log carry a user as its description's words.
+        assert_eq!(User::from_rules("u", &u.rules()), u);
+        let set = lookup(b"set").unwrap();
+        assert!(u.check(set, &[b"set", b"x1", b"v"]).is_ok());
+        assert_eq!(u.check(set, &[b"set", b"k1", b"v"]), Err(Denied::Key(1)));
+        let publish = lookup(b"publish").unwrap();
+        assert_eq!(
+            u.check(publish, &[b"publish", b"c1", b"m"]),
+            Err(Denied::Command)
+        );
+        assert!(u.subscription_allowed(b"c1", false));
     }
 
     #[test]

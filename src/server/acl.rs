@@ -172,12 +172,12 @@ pub fn close_clients(shared: &super::Shared, store: &acl::Acl, event: acl::Event
 
 /// Whether `user` may keep every subscription client `id` has on this node.
 pub fn subscriptions_allowed(user: &User, hub: &crate::pubsub::Hub, id: u64) -> bool {
-    if user.allchannels {
+    if user.allchannels || user.selectors.iter().any(|s| s.allchannels) {
         return true;
     }
     let (channels, patterns) = hub.subscriptions_of(id);
-    channels.iter().all(|c| user.channel_allowed(c, false))
-        && patterns.iter().all(|p| user.channel_allowed(p, true))
+    channels.iter().all(|c| user.subscription_allowed(c, false))
+        && patterns.iter().all(|p| user.subscription_allowed(p, true))
 }
 
 fn getuser(u: &User) -> Reply {
@@ -199,7 +199,21 @@ fn getuser(u: &User) -> Reply {
         (Reply::bulk("commands"), Reply::bulk(u.describe_commands())),
         (Reply::bulk("keys"), Reply::bulk(u.describe_keys())),
         (Reply::bulk("channels"), Reply::bulk(u.getuser_channels())),
-        (Reply::bulk("selectors"), Reply::Array(vec![])),
+        (
+            Reply::bulk("selectors"),
+            Reply::Array(
+                u.selectors
+                    .iter()
+                    .map(|s| {
+                        Reply::Map(vec![
+                            (Reply::bulk("commands"), Reply::bulk(s.describe_commands())),
+                            (Reply::bulk("keys"), Reply::bulk(s.describe_keys())),
+                            (Reply::bulk("channels"), Reply::bulk(s.getuser_channels())),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
     ])
 }
 
