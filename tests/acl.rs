@@ -502,3 +502,100 @@ fn sha256_hex(p: &str) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// ACL LOG's entries as (count, reason, context, object, username).
+fn log_rows(c: &mut redis::Connection, n: &str) -> Vec<(i64, String, String, String, String)> {
+    let entries: Vec<Vec<Value>> = q(c, &["ACL", "LOG", n]);
+    entries
+        .iter()
+        .map(|e| {
+            let field = |name: &str| {
+                let at = e
+                    .iter()
+                    .position(|v| *v == Value::BulkString(name.as_bytes().to_vec()))
+                    .unwrap();
+                e[at + 1].clone()
+            };
+            let text = |name: &str| match field(name) {
+                Value::BulkString(b) => String::from_utf8(b).unwrap(),
+                v => panic!("{v:?}"),
+            };
+            let Value::Int(count) = field("count") else {
+                panic!("{e:?}")
+            };
+            (
+                count,
+                text("reason"),
+                text("context"),
+                text("object"),
+                text("username"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn acl_log_groups_like_redis_and_keeps_acllog_max_len_entries() {
+    let s = TestServer::start();
+    let mut admin = s.conn();
+    let _: () = q(
+        &mut admin,
+        &["ACL", "SETUSER", "lg", "on", ">pw", "+get", "+multi", "~k*"],
+    );
+    let mut u = login(&s, "lg", "pw");
+    for k in ["z1", "z2", "z3", "z1"] {
+        assert_eq!(err(&mut u, &["GET", k]), NOPERM_KEY);
+    }
+    let row = |count, reason: &str, context: &str, object: &str| {
+        (
+            count,
+            reason.into(),
+            context.into(),
+            object.into(),
+            "lg".to_string(),
+        )
+    };
+    // The repeated refusal counts again and moves to the front (Redis's addACLLogEntry).
+    assert_eq!(
+        log_rows(&mut admin, "10"),
+        [
+            row(2, "key", "toplevel", "z1"),
+            row(1, "key", "toplevel", "z3"),
+            row(1, "key", "toplevel", "z2"),
+        ]
+    );
+    // A failed login is logged with the command's name as the client sent it.
+    let (reply, _) = s.closes_after(b"auth lg wrong\r\nQUIT\r\n");
+    assert!(reply.starts_with("-WRONGPASS"), "{reply}");
+    let _: () = q(&mut u, &["MULTI"]);
+    assert_eq!(
+        err(&mut u, &["SET", "k1", "v"]),
+        "NOPERM this user has no permissions to run the 'set' command"
+    );
+    assert_eq!(
+        log_rows(&mut admin, "2"),
+        [
+            row(1, "command", "multi", "set"),
+            row(1, "auth", "toplevel", "auth")
+        ]
+    );
+    let v: Vec<String> = q(&mut admin, &["CONFIG", "GET", "acllog-max-len"]);
+    assert_eq!(v, ["acllog-max-len", "128"]);
+    assert_eq!(
+        err(&mut admin, &["CONFIG", "SET", "acllog-max-len", "-1"]),
+        "ERR CONFIG SET failed (possibly related to argument 'acllog-max-len') - argument must be between 0 and 9223372036854775807 inclusive"
+    );
+    // A shorter log applies from the next new entry, as in Redis.
+    let _: () = q(&mut admin, &["CONFIG", "SET", "acllog-max-len", "2"]);
+    assert_eq!(log_rows(&mut admin, "100").len(), 5);
+    assert_eq!(err(&mut u, &["GET", "z9"]), NOPERM_KEY);
+    assert_eq!(
+        log_rows(&mut admin, "100"),
+        [
+            row(1, "key", "multi", "z9"),
+            row(1, "command", "multi", "set")
+        ]
+    );
+    let _: () = q(&mut admin, &["ACL", "LOG", "RESET"]);
+    assert!(log_rows(&mut admin, "100").is_empty());
+}

@@ -543,6 +543,8 @@ pub struct Config {
     /// `acl-pubsub-default allchannels` (true) or `resetchannels` (false, Redis 7.0's
     /// default): the channels of a new ACL user and of the `reset` rule.
     pub acl_pubsub_all: bool,
+    /// `acllog-max-len`: entries ACL LOG keeps.
+    pub acllog_max_len: usize,
     /// TLS on the client port and the cluster link.
     pub tls: TlsConfig,
     /// Connection cap.
@@ -608,6 +610,7 @@ impl Default for Config {
             aclfile: None,
             protected_mode: true,
             acl_pubsub_all: false,
+            acllog_max_len: 128,
             tls: TlsConfig::default(),
             maxclients: 10_000,
             proto_max_bulk_len: 512 * 1024 * 1024,

@@ -71,6 +71,8 @@ pub enum Apply {
     Slowlog,
     /// `requirepass`: the default user's password.
     Requirepass,
+    /// `acllog-max-len` (the ACL LOG's length).
+    AclLog,
     /// The compact encodings' thresholds (`hash-max-listpack-entries`, ...), which the
     /// keyspace reads on every write.
     Encodings,
@@ -199,6 +201,10 @@ pub static PARAMS: &[Param] = &[
         c.acl_pubsub_all = v == "allchannels";
         Ok(())
     }, Apply::Nothing),
+    Param::live("acllog-max-len", Kind::Int(0, LONG_MAX), "128", |c| c.acllog_max_len.to_string(), |c, v| {
+        c.acllog_max_len = number(v);
+        Ok(())
+    }, Apply::AclLog),
     Param::live("protected-mode", Kind::Bool, "yes", |c| yes_no(c.protected_mode), |c, v| {
         c.protected_mode = v == "yes";
         Ok(())

@@ -346,6 +346,7 @@ impl Server {
             }
         }
         engine.acl().set_requirepass(config.requirepass.as_deref());
+        engine.acl().log.lock().set_max_len(config.acllog_max_len);
         if let Some(path) = &config.aclfile {
             // As Redis: a server whose aclfile has errors does not start.
             let users = acl_file::read(path, config.acl_pubsub_all).map_err(|e| {
@@ -704,6 +705,15 @@ pub fn apply_config(
             shared
                 .engine
                 .set_hll_sparse_max_bytes(new.hll_sparse_max_bytes);
+            Ok(())
+        }
+        Apply::AclLog => {
+            shared
+                .engine
+                .acl()
+                .log
+                .lock()
+                .set_max_len(new.acllog_max_len);
             Ok(())
         }
         Apply::Slowlog => {
