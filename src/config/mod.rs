@@ -505,6 +505,12 @@ pub struct TlsConfig {
     pub ciphersuites: String,
     /// `tls-prefer-server-ciphers`: choose the suite by the server's order.
     pub prefer_server_ciphers: bool,
+    /// `tls-session-caching`: keep sessions clients may resume.
+    pub session_caching: bool,
+    /// `tls-session-cache-size`: how many (at least 1).
+    pub session_cache_size: usize,
+    /// `tls-session-cache-timeout`: for how many seconds.
+    pub session_cache_timeout: u64,
 }
 
 impl Default for TlsConfig {
@@ -522,6 +528,9 @@ impl Default for TlsConfig {
             ciphers: String::new(),
             ciphersuites: String::new(),
             prefer_server_ciphers: false,
+            session_caching: true,
+            session_cache_size: 20480,
+            session_cache_timeout: 300,
         }
     }
 }
