@@ -131,7 +131,7 @@ macro_rules! kind {
 
 kind!(HashValue, Hash, HashValue::default());
 kind!(VecDeque<Bytes>, List, VecDeque::new());
-kind!(SetValue, Set, Box::default());
+kind!(SetValue, Set, SetValue::default());
 kind!(SortedSet, ZSet, SortedSet::new());
 
 /// Borrow the value at `key` as type `T`; absent is Ok(None), another type is WRONGTYPE.
