@@ -110,11 +110,7 @@ impl Encodings {
     }
 }
 
-use std::collections::VecDeque;
-
-use bytes::Bytes;
-
-use super::value::{HashValue, SetValue, StrValue};
+use super::value::{HashValue, ListValue, SetValue, StrValue};
 use super::zset::SortedSet;
 use super::Value;
 
@@ -169,7 +165,7 @@ pub fn string_encoding(s: &StrValue) -> &'static str {
 }
 
 /// A list: Redis 7.0 always answers `quicklist` (its listpack-encoded lists came in 7.2).
-pub fn list_encoding(_l: &VecDeque<Bytes>, _s: &ObjectSettings) -> &'static str {
+pub fn list_encoding(_l: &ListValue, _s: &ObjectSettings) -> &'static str {
     "quicklist"
 }
 
@@ -213,6 +209,7 @@ pub fn refcount(v: &Value, s: &ObjectSettings) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     #[test]
     fn strings() {
@@ -245,6 +242,6 @@ mod tests {
         assert_eq!(set_encoding(&set, &s), "hashtable");
 
         let s = ObjectSettings::default();
-        assert_eq!(list_encoding(&VecDeque::new(), &s), "quicklist");
+        assert_eq!(list_encoding(&ListValue::default(), &s), "quicklist");
     }
 }

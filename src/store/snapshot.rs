@@ -70,7 +70,7 @@ fn snap_value(v: &Value, encoded: bool) -> SnapValue {
                 _ => SnapValue::Hash(pairs),
             }
         }
-        Value::List(l) => SnapValue::List(l.iter().cloned().collect()),
+        Value::List(l) => SnapValue::List(l.iter().collect()),
         Value::Set(s) => match s {
             SetValue::Table(_) if encoded => SnapValue::SetTable(s.iter().collect()),
             SetValue::Ints(i) if encoded => SnapValue::IntSet(i.to_redis_bytes().into()),

@@ -4,14 +4,13 @@
 //! insertion order as Redis's listpack, small integer sets ascending as Redis's intset,
 //! larger sets in insertion order), so iteration is the same on every replica.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 
 use super::small::{SmallBytes, VALUE_INLINE};
 use super::zset::SortedSet;
 
 pub use super::hash::HashValue;
+pub use super::list::ListValue;
 pub use super::set::SetValue;
 
 /// A Redis value.
@@ -21,8 +20,8 @@ pub enum Value {
     Str(StrValue),
     /// A hash of field -> value (compact or a boxed table: see `store::hash`).
     Hash(HashValue),
-    /// A list.
-    List(VecDeque<Bytes>),
+    /// A list (packed or a deque: see `store::list`).
+    List(ListValue),
     /// A set (an intset or a table: see `store::set`).
     Set(SetValue),
     /// A sorted set.
@@ -126,7 +125,7 @@ impl Value {
             Value::Str(StrValue::Raw(SmallBytes::Heap(b))) => b.len() + ITEM,
             Value::Str(StrValue::Raw(SmallBytes::Inline(..))) => 0,
             Value::Hash(h) => h.memory_estimate(),
-            Value::List(l) => l.iter().map(|v| v.len() + ITEM).sum(),
+            Value::List(l) => l.memory_estimate(),
             Value::Set(s) => s.memory_estimate(),
             Value::ZSet(z) => z.memory_estimate(),
         }

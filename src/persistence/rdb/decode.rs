@@ -103,7 +103,7 @@ pub fn read_value(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
             for _ in 0..n {
                 list.push_back(Bytes::from(r.string()?.into_owned()));
             }
-            Value::List(list)
+            Value::List(list.into_iter().collect())
         }
         types::LIST_QUICKLIST | types::LIST_QUICKLIST_2 => read_quicklist(r, type_id)?,
         types::LIST_ZIPLIST => {
@@ -261,7 +261,7 @@ fn read_quicklist(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
         // Redis skips empty nodes; an empty list in the end is an empty key.
         list.extend(items.into_iter().map(item_bytes));
     }
-    Ok(Value::List(list))
+    Ok(Value::List(list.into_iter().collect()))
 }
 
 /// A sorted set from its members and scores in any order; NaN scores and repeated

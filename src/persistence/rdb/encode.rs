@@ -55,7 +55,7 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
         }
         Value::List(items) => {
             out.push(types::LIST_QUICKLIST_2);
-            write_list(out, items.iter().map(|b| &b[..]));
+            write_list(out, items.iter());
         }
         Value::Set(set) => write_set(out, set),
         Value::ZSet(z) => write_zset(out, z),
@@ -71,7 +71,7 @@ fn write_string(out: &mut Vec<u8>, s: &StrValue) {
 }
 
 /// A quicklist: the node count, then each node's container and listpack.
-fn write_list<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a [u8]>) {
+fn write_list(out: &mut Vec<u8>, items: impl Iterator<Item = bytes::Bytes>) {
     let mut nodes: Vec<Vec<u8>> = Vec::new();
     let mut node = listpack::Writer::new();
     for item in items {
@@ -80,7 +80,7 @@ fn write_list<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a [u8]>) {
         if !node.is_empty() && node.bytes() + item.len() + NODE_ENTRY_OVERHEAD > LIST_NODE_BYTES {
             nodes.push(std::mem::take(&mut node).finish());
         }
-        node.push(item);
+        node.push(&item);
     }
     if !node.is_empty() {
         nodes.push(node.finish());
