@@ -100,15 +100,15 @@ impl Packed {
         }
     }
 
-    /// Start offsets of every item.
-    fn starts(&self) -> Vec<usize> {
-        let mut out = Vec::with_capacity(self.len as usize);
+    /// Start offset of the last item (the lengths are read forward: no back-lengths).
+    fn last_start(&self) -> Option<usize> {
         let mut pos = 0;
+        let mut last = None;
         while pos < self.buf.len() {
-            out.push(pos);
+            last = Some(pos);
             take(&self.buf, &mut pos);
         }
-        out
+        last
     }
 
     /// Bytes the buffer would have with `v` added.
@@ -155,7 +155,7 @@ impl Packed {
     }
 
     fn pop_back(&mut self) -> Option<Bytes> {
-        let start = *self.starts().last()?;
+        let start = self.last_start()?;
         let mut pos = start;
         let r = take(&self.buf, &mut pos);
         let v = Bytes::copy_from_slice(&self.buf[r]);
