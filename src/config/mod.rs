@@ -636,6 +636,7 @@ impl Default for Config {
             encodings: crate::store::encoding::EncodingLimits {
                 hash: Default::default(),
                 zset: crate::store::zset::ZsetLimits::REDIS,
+                set_intset_entries: crate::store::set::DEFAULT_INTSET_ENTRIES,
             },
             latency_monitor_threshold: 0,
             log: DEFAULT_LOG.into(),

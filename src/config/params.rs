@@ -464,7 +464,10 @@ pub static PARAMS: &[Param] = &[
         c.encodings.zset.value = number(v);
         Ok(())
     }, Apply::Encodings).alias("zset-max-ziplist-value"),
-    Param::stored("set-max-intset-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING),
+    Param::live("set-max-intset-entries", Kind::UInt(0, LONG_MAX as u64), "512", |c| c.encodings.set_intset_entries.to_string(), |c, v| {
+        c.encodings.set_intset_entries = number(v);
+        Ok(())
+    }, Apply::Encodings),
     Param::stored("list-max-listpack-size", Kind::Int(i32::MIN as i64, INT_MAX), "-2", ENCODING).alias("list-max-ziplist-size"),
     Param::stored("list-compress-depth", Kind::Int(0, INT_MAX), "0", ENCODING),
     Param::stored("stream-node-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "4096", "tunes streams, which Tollgate does not have"),
