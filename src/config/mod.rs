@@ -963,6 +963,51 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_node_keeps_the_encoding_thresholds_at_their_defaults() {
+        let node = |pairs: &[(&str, &str)]| {
+            Config::load(Cli {
+                node_id: Some(1),
+                peers: Some("1@127.0.0.1:17001,2@127.0.0.1:17002".into()),
+                cluster_secret: Some("0123456789abcdef".into()),
+                settings: settings(pairs),
+                ..Cli::default()
+            })
+        };
+        for (name, value) in [
+            ("set-max-intset-entries", "2"),
+            ("hash-max-listpack-entries", "1000"),
+            ("hash-max-ziplist-value", "1"),
+            ("zset-max-ziplist-entries", "0"),
+            ("zset-max-listpack-value", "1"),
+        ] {
+            let e = node(&[(name, value)]).unwrap_err();
+            assert!(
+                e.contains("a cluster node keeps the encoding thresholds at their defaults"),
+                "{e}"
+            );
+            assert!(e.contains(name), "{e}");
+            // A standalone server takes it.
+            let solo = Config::load(Cli {
+                settings: settings(&[(name, value)]),
+                ..Cli::default()
+            });
+            assert!(solo.is_ok(), "{name}");
+        }
+        let c = node(&[
+            ("set-max-intset-entries", "512"),
+            ("zset-max-listpack-value", "64"),
+        ])
+        .unwrap();
+        assert_eq!(c.encodings, Config::default().encodings);
+        let c = node(&[
+            ("zset-max-listpack-entries", "128"),
+            ("hash-max-listpack-value", "64b"),
+        ])
+        .unwrap();
+        assert_eq!(c.encodings, Config::default().encodings);
+    }
+
+    #[test]
     fn a_data_directory_or_appendonly_makes_a_durable_single_node() {
         let load = |cli: Cli| Config::load(cli).map(|c| c.cluster);
         assert!(

@@ -449,23 +449,23 @@ pub static PARAMS: &[Param] = &[
         set_output_buffer_limits, Apply::PubSub),
     // Encodings of collections.
     Param::live("hash-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "512", |c| c.encodings.hash.entries.to_string(), |c, v| {
-        c.encodings.hash.entries = number(v);
+        c.encodings.hash.entries = cluster_fixed(c, number(v), "512")?;
         Ok(())
     }, Apply::Encodings).alias("hash-max-ziplist-entries"),
     Param::live("hash-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", |c| c.encodings.hash.value.to_string(), |c, v| {
-        c.encodings.hash.value = number(v);
+        c.encodings.hash.value = cluster_fixed(c, number(v), "64")?;
         Ok(())
     }, Apply::Encodings).alias("hash-max-ziplist-value"),
     Param::live("zset-max-listpack-entries", Kind::UInt(0, LONG_MAX as u64), "128", |c| c.encodings.zset.entries.to_string(), |c, v| {
-        c.encodings.zset.entries = number(v);
+        c.encodings.zset.entries = cluster_fixed(c, number(v), "128")?;
         Ok(())
     }, Apply::Encodings).alias("zset-max-ziplist-entries"),
     Param::live("zset-max-listpack-value", Kind::MemoryU(0, LONG_MAX as u64), "64", |c| c.encodings.zset.value.to_string(), |c, v| {
-        c.encodings.zset.value = number(v);
+        c.encodings.zset.value = cluster_fixed(c, number(v), "64")?;
         Ok(())
     }, Apply::Encodings).alias("zset-max-ziplist-value"),
     Param::live("set-max-intset-entries", Kind::UInt(0, LONG_MAX as u64), "512", |c| c.encodings.set_intset_entries.to_string(), |c, v| {
-        c.encodings.set_intset_entries = number(v);
+        c.encodings.set_intset_entries = cluster_fixed(c, number(v), "512")?;
         Ok(())
     }, Apply::Encodings),
     Param::stored("list-max-listpack-size", Kind::Int(i32::MIN as i64, INT_MAX), "-2", ENCODING).alias("list-max-ziplist-size"),
@@ -524,6 +524,22 @@ fn refuse_unless_empty(v: &str, why: &str) -> Result<(), String> {
     } else {
         Err(why.into())
     }
+}
+
+/// An encoding threshold on a cluster node must stay at Redis's default: a set's
+/// encoding decides its iteration order (SPOP, SRANDMEMBER, SMEMBERS), a sorted set's
+/// whether a `-0` score survives, and a hash's whether HDEL keeps the field order, so
+/// nodes with different thresholds would apply the same replicated write differently.
+/// Refusing any other value on every node (file, flags and CONFIG SET alike) makes all
+/// nodes use the same thresholds without replicating them.
+/// `default` is the parameter's default as the registry row spells it.
+fn cluster_fixed(c: &Config, n: usize, default: &str) -> Result<usize, String> {
+    if c.cluster.is_some() && n != number::<usize>(default) {
+        return Err(format!(
+            "a cluster node keeps the encoding thresholds at their defaults ({default} here), so that every node applies a replicated write alike"
+        ));
+    }
+    Ok(n)
 }
 
 fn number<T: std::str::FromStr + Default>(v: &str) -> T {

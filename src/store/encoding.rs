@@ -3,9 +3,11 @@
 //!
 //! CONFIG SET changes them while the server runs, so the keyspace holds them in atomics
 //! shared with the engine ([`Encodings`]); a command loads the ones it needs once
-//! ([`Encodings::limits`]). They decide only how a value is stored, never a reply, so a
-//! replica configured differently still answers the same (only `OBJECT ENCODING` and
-//! memory differ, as between Redis replicas).
+//! ([`Encodings::limits`]). They decide how a value is stored, and that can show in a
+//! reply (a set's iteration order, a sorted set's `-0` scores, a large hash's order after
+//! HDEL), so a cluster node keeps them at Redis's defaults: the configuration refuses any
+//! other value there, at start-up and in CONFIG SET (`config::params::cluster_fixed`), and
+//! every node applies a replicated write alike. A standalone server takes any value.
 //!
 //! It also says which internal encoding Redis 7.0 would give a value (OBJECT ENCODING), and the
 //! settings that decide it: the `*-max-listpack-*` / `set-max-intset-entries` thresholds of

@@ -11,8 +11,10 @@
 //! both on every set, HINCRBY's and HINCRBYFLOAT's results included; nothing converts
 //! back). Lookups in the compact form are a linear scan of at most a few kilobytes, as
 //! in Redis. Both forms iterate in insertion order (what a small Redis hash answers to
-//! HGETALL), so replies do not depend on the encoding and conversion changes nothing a
-//! client sees but `OBJECT ENCODING` and memory.
+//! HGETALL). Deleting keeps that order, except in a table past [`ORDERED_REMOVE_MAX`]
+//! fields (swap removal), so with `hash-max-listpack-entries` above it the encoding can
+//! show in the order after HDEL; a cluster node keeps the thresholds at their defaults
+//! for that reason.
 //!
 //! The layout is not Redis's listpack byte format: DUMP writes a listpack from any
 //! representation (`persistence::rdb`), and the simpler length-prefixed layout makes

@@ -13,8 +13,9 @@
 //! An intset iterates in ascending order, as Redis's does (SMEMBERS, SSCAN, SPOP and
 //! SRANDMEMBER by index); a table iterates in insertion order (Redis's own order there is
 //! its hash table's, which no client can rely on). Which form a set has therefore shows in
-//! iteration order, as it does in Redis: replicas must share `set-max-intset-entries` to
-//! hold sets in the same order (the README says so).
+//! iteration order, as it does in Redis: nodes must share `set-max-intset-entries` to
+//! hold sets in the same order, so a cluster node keeps it at its default (the
+//! configuration refuses any other value there).
 
 use bytes::Bytes;
 use indexmap::IndexSet;

@@ -107,6 +107,11 @@ impl Node {
     /// (RLIMIT_FSIZE, with SIGXFSZ ignored so that a write past it fails with EFBIG, as a write
     /// to a full disk fails with ENOSPC).
     pub fn spawn_limited(&mut self, max_file_bytes: Option<u64>) {
+        self.launch_limited(max_file_bytes);
+        self.wait_answer();
+    }
+
+    fn launch_limited(&mut self, max_file_bytes: Option<u64>) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
         if let Some(limit) = max_file_bytes {
             use std::os::unix::process::CommandExt;
@@ -149,6 +154,14 @@ impl Node {
         // The log goes to stdout (as Redis's does by default); both streams to the file.
         cmd.stdout(log.try_clone().unwrap()).stderr(log);
         self.child = Some(cmd.spawn().expect("spawn tollgate"));
+    }
+
+    /// Start the node without waiting for it to answer (one expected to refuse to start).
+    pub fn launch(&mut self) {
+        self.launch_limited(None);
+    }
+
+    fn wait_answer(&self) {
         // The client port is bound before the cluster port, and commands are served once
         // both are: wait for an answer (RAFT.STATUS: answered without a leader), not just a
         // connection.
