@@ -318,6 +318,15 @@ pub fn call_name(spec: &CommandSpec, args: &[&[u8]]) -> &'static str {
     cmds.list[cmds.id_of_call(spec, args)].name.as_str()
 }
 
+/// Whether a call of `spec` with `args` is administrative (`@admin`, Redis's `admin` flag),
+/// decided for its subcommand when it has one: MONITOR never shows those.
+pub fn is_admin(spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    const ADMIN: u32 = 1 << 13;
+    debug_assert_eq!(category_bit("admin"), Some(ADMIN));
+    let cmds = commands();
+    cmds.list[cmds.id_of_call(spec, args)].mask & ADMIN != 0
+}
+
 /// COMMAND INFO's ACL categories of a row (`@read`, ...), as redis-server lists them.
 pub fn info_categories(spec: &CommandSpec) -> Vec<String> {
     commands().list[command::table::index(spec)]

@@ -98,6 +98,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("info", -1, 0, 0, 0, 0, client: conn::info),
     crate::cmd!("config", -2, CONN | ADMIN, 0, 0, 0, client: conn::config),
     crate::cmd!("slowlog", -2, CONN | ADMIN, 0, 0, 0, client: conn::slowlog),
+    crate::cmd!("monitor", 1, CONN | ADMIN, 0, 0, 0, client: conn::monitor),
     crate::cmd!("latency", -2, CONN | ADMIN, 0, 0, 0, client: conn::latency),
     crate::cmd!("command", -1, 0, 0, 0, 0, client: conn::command),
     crate::cmd!("debug", -2, CONN | ADMIN, 0, 0, 0, client: conn::debug),

@@ -49,6 +49,11 @@ pub async fn reset(c: &mut Client, _a: &[Bytes]) -> Answer {
     c.reset().await.into()
 }
 
+/// MONITOR: stream a line for each command the node runs (`pubsub::monitor`).
+pub async fn monitor(c: &mut Client, _a: &[Bytes]) -> Answer {
+    c.start_monitor().into()
+}
+
 /// CLIENT subcommand ...
 pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
     if is(&a[1], "reply") {
@@ -351,6 +356,7 @@ impl Client {
     }
 
     async fn reset(&mut self) -> Reply {
+        self.stop_monitor();
         let id = self.id();
         self.subs.clear(self.shared.engine.pubsub(), id);
         self.sync_subs();

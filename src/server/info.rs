@@ -376,8 +376,12 @@ fn human_bytes(n: usize) -> String {
 /// `obl`/`omem` the output buffer's pending bytes and size, `multi-mem` the queued MULTI
 /// commands, `tot-mem` their sum plus the connection's own state.
 pub fn client_line(c: &ClientInfo) -> String {
-    // Redis's order of the flag letters: P (pub/sub), x (MULTI), b (blocked); N: none.
+    // Redis's order of the flag letters: O (MONITOR), P (pub/sub), x (MULTI), b (blocked);
+    // N: none.
     let mut flags = String::new();
+    if c.monitor {
+        flags.push('O');
+    }
     if c.subs.0 + c.subs.1 + c.subs.2 > 0 {
         flags.push('P');
     }
@@ -537,6 +541,7 @@ fn flag_names(spec: &command::CommandSpec) -> Vec<Reply> {
         (flags::NO_MULTI, "no_multi"),
         (flags::NO_AUTH, "no_auth"),
         (flags::BLOCKING, "blocking"),
+        (flags::SKIP_MONITOR, "skip_monitor"),
         (flags::PUBSUB, "pubsub"),
         (flags::MAY_REPLICATE, "may_replicate"),
     ];

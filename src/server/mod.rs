@@ -148,6 +148,8 @@ pub struct ClientInfo {
     pub multi_mem: usize,
     /// Commands queued in MULTI.
     pub multi_len: usize,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: bool,
     /// The ACL user it is authenticated as (CLIENT LIST `user`).
     pub user: String,
 }
