@@ -937,3 +937,119 @@ fn latency_matches_redis_reply_by_reply() {
         }
     }
 }
+
+/// Per-subcommand statistics against redis-server 7.0.15: after the same calls, INFO
+/// commandstats and latencystats name the same commands and subcommands (`config|get`,
+/// `client|list`, `object|encoding`, a script's `redis.call('object', ...)` too) with the
+/// same call counts, and LATENCY HISTOGRAM answers a container and a `container|sub` name
+/// with the same entries.
+#[test]
+fn subcommand_stats_match_redis() {
+    let (_redis, port) = start_redis(&[]);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut rcon = eventually("redis-server", Duration::from_secs(10), || {
+        client.get_connection().ok()
+    });
+    let s = TestServer::start();
+    let mut con = s.conn();
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "RESETSTAT"],
+        &["SET", "k", "v"],
+        &["CLIENT", "ID"],
+        &["CLIENT", "LIST"],
+        &["CLIENT", "ID"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "HELP"],
+        &["OBJECT", "ENCODING", "k"],
+        &[
+            "EVAL",
+            "return redis.call('object', 'encoding', KEYS[1])",
+            "1",
+            "k",
+        ],
+        &["COMMAND", "COUNT"],
+        &["SLOWLOG", "LEN"],
+        &["MEMORY", "USAGE", "k"],
+        &["PUBSUB", "NUMPAT"],
+        &["SCRIPT", "EXISTS", "x"],
+        &["FUNCTION", "LIST"],
+        &["ACL", "WHOAMI"],
+        &["LATENCY", "LATEST"],
+    ];
+    let stats = |con: &mut redis::Connection| {
+        for step in steps {
+            let mut c = redis::cmd(step[0]);
+            for a in &step[1..] {
+                c.arg(*a);
+            }
+            let _: redis::Value = c.query(con).unwrap();
+        }
+        let text: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+        let mut calls: Vec<(String, String)> = info_sections(&text)
+            .into_iter()
+            .flat_map(|(_, fields)| fields)
+            .map(|(k, v)| (k, v.split(',').next().unwrap_or_default().to_string()))
+            .filter(|(k, _)| k != "cmdstat_info")
+            .collect();
+        calls.sort();
+        let text: String = redis::cmd("INFO").arg("latencystats").query(con).unwrap();
+        let mut latency: Vec<String> = info_sections(&text)
+            .into_iter()
+            .flat_map(|(_, fields)| fields)
+            .map(|(k, _)| k)
+            .filter(|k| !k.ends_with("_info"))
+            .collect();
+        latency.sort();
+        let mut histograms = Vec::new();
+        for names in [
+            &["client"][..],
+            &["client|id"],
+            &["config", "object|encoding"],
+        ] {
+            let v: redis::Value = redis::cmd("LATENCY")
+                .arg("HISTOGRAM")
+                .arg(names)
+                .query(con)
+                .unwrap();
+            let redis::Value::Array(items) = v else {
+                panic!("LATENCY HISTOGRAM: {v:?}")
+            };
+            let mut keys: Vec<String> = items
+                .iter()
+                .step_by(2)
+                .map(|k| match k {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            keys.sort();
+            histograms.push(keys);
+        }
+        (calls, latency, histograms)
+    };
+    let theirs = stats(&mut rcon);
+    let ours = stats(&mut con);
+    assert_eq!(
+        theirs.0, ours.0,
+        "INFO commandstats (calls), redis-server's then ours"
+    );
+    assert_eq!(theirs.1, ours.1, "INFO latencystats names");
+    assert_eq!(theirs.2, ours.2, "LATENCY HISTOGRAM keys");
+    // Not vacuous.
+    assert!(
+        ours.0
+            .contains(&("cmdstat_client|id".into(), "calls=2".into())),
+        "{:?}",
+        ours.0
+    );
+    assert!(ours
+        .0
+        .contains(&("cmdstat_object|encoding".into(), "calls=2".into())));
+    assert!(ours
+        .1
+        .contains(&"latency_percentiles_usec_config|get".to_string()));
+    assert_eq!(
+        ours.2[0],
+        vec!["client|id".to_string(), "client|list".to_string()]
+    );
+}

@@ -341,6 +341,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn containers_are_flagged_as_redis_has_them() {
+        let cmds = commands();
+        for spec in command::all() {
+            let redis_has_subcommands = !cmds.list[command::table::index(spec)].subs.is_empty();
+            assert_eq!(
+                spec.has(flags::SUBCOMMANDS),
+                redis_has_subcommands,
+                "{}: SUBCOMMANDS must be set exactly when redis-server has subcommands for it",
+                spec.name
+            );
+        }
+        // MONITOR's admin rule is decided per subcommand.
+        let client = command::lookup(b"client").unwrap();
+        assert!(is_admin(client, &[b"client", b"LIST"]));
+        assert!(!is_admin(client, &[b"client", b"setname", b"x"]));
+        assert!(is_admin(
+            command::lookup(b"monitor").unwrap(),
+            &[b"monitor"]
+        ));
+        assert!(!is_admin(command::lookup(b"get").unwrap(), &[b"get", b"k"]));
+    }
+
+    #[test]
     fn every_row_has_categories() {
         let cmds = commands();
         for spec in command::all() {

@@ -116,6 +116,11 @@ pub mod flags {
     /// it before it runs instead (the scripts, so that their `redis.call`s follow their
     /// line; see `pubsub::monitor`).
     pub const SKIP_MONITOR: u32 = 1 << 25;
+    /// A container of subcommands in Redis (CONFIG, CLIENT, OBJECT, ...): its calls are
+    /// counted per subcommand (`config|get`) in INFO commandstats, latencystats, LATENCY
+    /// HISTOGRAM and `/metrics`, as Redis 7.0 counts them. A unit test checks it is set
+    /// exactly on the rows Redis has subcommands for.
+    pub const SUBCOMMANDS: u32 = 1 << 26;
 }
 
 /// A keyspace command handler.

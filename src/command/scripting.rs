@@ -116,7 +116,9 @@ impl ScriptHost for Host<'_> {
                 let started = std::time::Instant::now();
                 let reply = super::execute_spec(&mut ctx, spec, args);
                 let failed = matches!(&reply, Reply::Error(_));
-                metrics.record_call(spec, started.elapsed(), failed);
+                super::with_slices(args, |a| {
+                    metrics.record_call(spec, a, started.elapsed(), failed)
+                });
                 if let Reply::Error(e) = &reply {
                     metrics.record_error(e);
                 }
@@ -313,7 +315,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!(
         "script",
         -2,
-        NOSCRIPT | WRITE,
+        NOSCRIPT | WRITE | super::flags::SUBCOMMANDS,
         0,
         0,
         0,
@@ -323,7 +325,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!(
         "function",
         -2,
-        NOSCRIPT | WRITE,
+        NOSCRIPT | WRITE | super::flags::SUBCOMMANDS,
         0,
         0,
         0,

@@ -1053,6 +1053,29 @@ fn record<'m>(
     (now, elapsed)
 }
 
+/// [`record`] for a container's call (`SUBCOMMANDS`), counted under its subcommand.
+#[cold]
+fn record_subcommand(
+    metrics: &Metrics,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    started: u64,
+    reply: &Reply,
+) -> (u64, u64) {
+    let now = crate::metrics::now_ns();
+    let elapsed = now.saturating_sub(started);
+    let failed = if let Reply::Error(e) = reply {
+        metrics.record_error(e);
+        true
+    } else {
+        false
+    };
+    command::with_slices(args, |a| {
+        metrics.command_call(spec, a).record(elapsed, failed)
+    });
+    (now, elapsed)
+}
+
 /// Put a command that ran for `elapsed` into the slow log, with its client's address and
 /// name when it came from a connection of this node.
 #[cold]
@@ -1181,7 +1204,11 @@ fn apply_ops_with(
                 }
                 if let Some(spec) = spec {
                     let elapsed;
-                    (started, elapsed) = record(&metrics, &mut last, spec, started, &reply);
+                    (started, elapsed) = if spec.has(flags::SUBCOMMANDS) {
+                        record_subcommand(&metrics, spec, args, started, &reply)
+                    } else {
+                        record(&metrics, &mut last, spec, started, &reply)
+                    };
                     if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                         command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
                     }

@@ -800,15 +800,27 @@ fn latency_histogram(metrics: &crate::metrics::Metrics, names: &[Bytes]) -> Repl
     let chosen: Vec<_> = if names.is_empty() {
         called
     } else {
+        // A name is a command or `container|subcommand`; a container also stands for its
+        // subcommands, as in Redis. Unknown names are skipped.
         names
             .iter()
-            .filter_map(|n| command::lookup(n))
-            .filter_map(|spec| called.iter().find(|(s, _)| std::ptr::eq(*s, spec)).copied())
+            .flat_map(|n| {
+                let name = String::from_utf8_lossy(n).to_ascii_lowercase();
+                called
+                    .iter()
+                    .filter(move |(c, _)| {
+                        *c == name
+                            || c.strip_prefix(name.as_str())
+                                .is_some_and(|r| r.starts_with('|'))
+                    })
+                    .copied()
+                    .collect::<Vec<_>>()
+            })
             .collect()
     };
     let entries = chosen
         .into_iter()
-        .filter_map(|(spec, stats)| {
+        .filter_map(|(name, stats)| {
             let hist = stats.time()?;
             let (levels, total) = hist.cumulative(10, 41);
             let mut buckets = Vec::new();
@@ -826,7 +838,7 @@ fn latency_histogram(metrics: &crate::metrics::Metrics, names: &[Bytes]) -> Repl
                 }
             }
             Some((
-                Reply::bulk(spec.name),
+                Reply::bulk(name),
                 Reply::Map(vec![
                     (Reply::bulk("calls"), Reply::Integer(total as i64)),
                     (Reply::bulk("histogram_usec"), Reply::Map(buckets)),

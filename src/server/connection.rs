@@ -707,7 +707,7 @@ impl Client {
                 let elapsed = started.elapsed();
                 let failed = matches!(&answer, Answer::Reply(Reply::Error(_)));
                 let metrics = self.shared.engine.metrics();
-                metrics.record_call(spec, elapsed, failed);
+                command::with_slices(&args, |a| metrics.record_call(spec, a, elapsed, failed));
                 if let Answer::Reply(Reply::Error(e)) = &answer {
                     metrics.record_error(e);
                 }

@@ -309,13 +309,13 @@ fn cpu_section(out: &mut String) {
 
 fn commandstats_section(shared: &Shared, out: &mut String) {
     out.push_str("# Commandstats\r\n");
-    for (spec, s) in shared.engine.metrics().commands() {
+    for (name, s) in shared.engine.metrics().commands() {
         let calls = s.calls();
         let usec = s.time().map_or(0, |h| h.sum_ns() / 1000);
         let _ = write!(
             out,
             "cmdstat_{}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
-            spec.name,
+            name,
             if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
             s.rejected.load(Ordering::Relaxed),
             s.failed.load(Ordering::Relaxed),
@@ -325,7 +325,7 @@ fn commandstats_section(shared: &Shared, out: &mut String) {
 
 fn latencystats_section(shared: &Shared, out: &mut String) {
     out.push_str("# Latencystats\r\n");
-    for (spec, s) in shared.engine.metrics().commands() {
+    for (name, s) in shared.engine.metrics().commands() {
         let Some(h) = s.time().filter(|h| h.count() > 0) else {
             continue;
         };
@@ -333,7 +333,7 @@ fn latencystats_section(shared: &Shared, out: &mut String) {
         let _ = write!(
             out,
             "latency_percentiles_usec_{}:p50={:.3},p99={:.3},p99.9={:.3}\r\n",
-            spec.name,
+            name,
             p(0.5),
             p(0.99),
             p(0.999)
