@@ -1053,3 +1053,120 @@ fn subcommand_stats_match_redis() {
         vec!["client|id".to_string(), "client|list".to_string()]
     );
 }
+
+/// INFO keyspace's `avg_ttl`: the average time left to the deadlines of the keys that have
+/// one, in milliseconds (Redis estimates it from its expiry cycle's samples; Tollgate from
+/// its deadline index, to the second), 0 for a database whose keys have none.
+#[test]
+fn keyspace_avg_ttl_is_the_average_time_left() {
+    let s = TestServer::start();
+    s.freeze_time();
+    let mut con = s.conn();
+    let avg_ttl = |con: &mut redis::Connection, db: &str| -> u64 {
+        let text: String = redis::cmd("INFO").arg("keyspace").query(con).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{db}:")))
+            .unwrap_or_else(|| panic!("no {db} in {text}"));
+        let v = line.split("avg_ttl=").nth(1).unwrap().trim();
+        v.parse().unwrap()
+    };
+    let _: () = redis::cmd("SET")
+        .arg("a")
+        .arg("1")
+        .arg("EX")
+        .arg(100)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("b")
+        .arg("1")
+        .arg("EX")
+        .arg(200)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("c").arg("1").query(&mut con).unwrap();
+    let ttl = avg_ttl(&mut con, "db0");
+    assert!(
+        (149_000..=151_000).contains(&ttl),
+        "avg_ttl={ttl}, about 150 s expected"
+    );
+    s.advance(50_000);
+    let ttl = avg_ttl(&mut con, "db0");
+    assert!(
+        (99_000..=101_000).contains(&ttl),
+        "avg_ttl={ttl}, about 100 s expected"
+    );
+    let _: i64 = redis::cmd("PERSIST").arg("a").query(&mut con).unwrap();
+    let ttl = avg_ttl(&mut con, "db0");
+    assert!(
+        (149_000..=151_000).contains(&ttl),
+        "avg_ttl={ttl}: b's 150 s left"
+    );
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("x").arg("1").query(&mut con).unwrap();
+    assert_eq!(avg_ttl(&mut con, "db1"), 0);
+}
+
+/// CLIENT INFO / CLIENT LIST against redis-server 7.0.15: the caller's line shows the
+/// CLIENT call it is in (`cmd=client|info`, `argv-mem` its arguments' bytes), a client
+/// blocked in BLPOP its command's arguments, and the others 0 between commands.
+#[test]
+fn client_list_argv_mem_and_cmd_match_redis() {
+    let (_redis, rport) = start_redis(&[]);
+    let rclient = redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap();
+    let _ = eventually("redis-server", Duration::from_secs(10), || {
+        rclient.get_connection().ok()
+    });
+    let s = TestServer::start();
+    let field = |line: &str, name: &str| -> String {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .to_string()
+    };
+    let mut seen = Vec::new();
+    for client in [rclient, s.client()] {
+        let mut con = client.get_connection().unwrap();
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).unwrap();
+        let own: String = redis::cmd("CLIENT").arg("INFO").query(&mut con).unwrap();
+        let mut blocked = client.get_connection().unwrap();
+        let blocked_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut blocked).unwrap();
+        let waiter = std::thread::spawn(move || {
+            let _: Option<Vec<String>> = redis::cmd("BLPOP")
+                .arg("nolist")
+                .arg(5)
+                .query(&mut blocked)
+                .unwrap();
+            blocked
+        });
+        let line_of = |con: &mut redis::Connection, id: i64| -> Option<String> {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(con).unwrap();
+            list.lines()
+                .find(|l| l.starts_with(&format!("id={id} ")))
+                .map(str::to_string)
+        };
+        let blocked_line = eventually("the BLPOP client blocked", Duration::from_secs(10), || {
+            line_of(&mut con, blocked_id).filter(|l| l.contains("flags=b"))
+        });
+        let listed = line_of(&mut con, id).unwrap();
+        let _: i64 = redis::cmd("LPUSH")
+            .arg("nolist")
+            .arg("x")
+            .query(&mut con)
+            .unwrap();
+        let _still_connected = waiter.join().unwrap();
+        let idle = line_of(&mut con, blocked_id).unwrap();
+        let mut row = Vec::new();
+        for (line, name) in [(&own, "argv-mem"), (&own, "cmd"), (&listed, "argv-mem")] {
+            row.push(field(line, name));
+        }
+        row.push(field(&listed, "cmd"));
+        row.push(field(&blocked_line, "argv-mem"));
+        row.push(field(&blocked_line, "cmd"));
+        row.push(field(&idle, "argv-mem"));
+        seen.push(row);
+    }
+    assert_eq!(seen[0], seen[1], "redis-server's fields, then Tollgate's");
+    assert_eq!(seen[1][..2], ["10".to_string(), "client|info".to_string()]);
+}

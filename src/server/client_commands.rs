@@ -371,6 +371,15 @@ impl Client {
         Reply::Status("RESET".into())
     }
 
+    /// This client's CLIENT LIST line while it runs the CLIENT call `a`: `argv-mem` is that
+    /// call's arguments, and `cmd` the call itself, as Redis shows its caller.
+    fn own_line(&self, a: &[Bytes]) -> String {
+        let mut info = self.handle.info.lock().clone();
+        info.argv_mem = a.iter().map(|x| x.len()).sum();
+        info.last_cmd = self.last_cmd();
+        info::client_line(&info)
+    }
+
     fn client(&mut self, a: &[Bytes]) -> Reply {
         let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
         match (sub.as_str(), a.len()) {
@@ -391,14 +400,18 @@ impl Client {
                 let clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
                 let text: String = clients
                     .iter()
-                    .map(|c| info::client_line(&c.info.lock()) + "\n")
+                    .map(|c| {
+                        if Arc::ptr_eq(c, &self.handle) {
+                            self.own_line(a)
+                        } else {
+                            info::client_line(&c.info.lock())
+                        }
+                    })
+                    .map(|line| line + "\n")
                     .collect();
                 Reply::Verbatim("txt", Bytes::from(text))
             }
-            ("info", 2) => Reply::Verbatim(
-                "txt",
-                Bytes::from(info::client_line(&self.handle.info.lock()) + "\n"),
-            ),
+            ("info", 2) => Reply::Verbatim("txt", Bytes::from(self.own_line(a) + "\n")),
             ("kill", n) if n >= 3 => self.client_kill(&a[2..]),
             ("setinfo", 4) => {
                 let mut info = self.handle.info.lock();

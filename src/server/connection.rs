@@ -155,6 +155,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             multi_mem: 0,
             multi_len: 0,
             monitor: false,
+            argv_mem: 0,
             user: crate::acl::DEFAULT_USER.into(),
         }),
         kill: Default::default(),
@@ -224,6 +225,7 @@ impl Client {
                     let mut info = self.handle.info.lock();
                     info.blocked = false;
                     info.blocked_with_timeout = false;
+                    info.argv_mem = 0;
                 }
                 let Some(reply) = released else {
                     return;
@@ -584,7 +586,19 @@ impl Client {
             .total_commands
             .fetch_add(1, Ordering::Relaxed);
         if let Some(spec) = spec {
-            self.last_cmd = spec.name;
+            self.last_cmd = if spec.has(flags::SUBCOMMANDS) {
+                // As Redis: `client|list`, not `client`.
+                match &request {
+                    Request::Frame(f) => {
+                        f.with_args(|a| crate::acl::categories::call_name(spec, a))
+                    }
+                    Request::Args(a) => {
+                        command::with_slices(a, |a| crate::acl::categories::call_name(spec, a))
+                    }
+                }
+            } else {
+                spec.name
+            };
         } else if self.shared.security.cross_protocol(request.name()) {
             // HTTP sent to the Redis port: close before this or anything after it runs.
             return Flow::Close;
@@ -733,6 +747,7 @@ impl Client {
                     let mut info = self.handle.info.lock();
                     info.blocked = true;
                     info.blocked_with_timeout = b.timeout.is_some();
+                    info.argv_mem = args.iter().map(|a| a.len()).sum();
                     drop(info);
                     self.blocked = Some(b);
                 }
@@ -866,6 +881,11 @@ impl Client {
             self.shared.engine.pubsub().monitors.remove(id);
             self.handle.info.lock().monitor = false;
         }
+    }
+
+    /// The name of the command being run (CLIENT LIST `cmd`, published once per read).
+    pub(super) fn last_cmd(&self) -> &'static str {
+        self.last_cmd
     }
 
     /// This client's id.

@@ -94,14 +94,16 @@ async fn section(shared: &Shared, name: &str, out: &mut String) {
         "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
+            let now = shared.engine.now_ms();
             let state = shared.engine.lock().await;
             for (i, db) in state.ks.dbs.iter().enumerate() {
                 if !db.is_empty() {
                     let _ = write!(
                         out,
-                        "db{i}:keys={},expires={},avg_ttl=0\r\n",
+                        "db{i}:keys={},expires={},avg_ttl={}\r\n",
                         db.len(),
-                        db.expires_count()
+                        db.expires_count(),
+                        db.average_ttl_ms(now)
                     );
                 }
             }
@@ -400,7 +402,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         + std::mem::size_of::<ClientInfo>()
         + std::mem::size_of::<super::connection::Client>();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -414,6 +416,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         if c.in_multi { c.multi_len as i64 } else { -1 },
         c.qbuf,
         c.qbuf_capacity.saturating_sub(c.qbuf),
+        c.argv_mem,
         c.multi_mem,
         c.qbuf_capacity,
         c.qbuf_capacity,
