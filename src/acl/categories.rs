@@ -318,6 +318,15 @@ pub fn call_name(spec: &CommandSpec, args: &[&[u8]]) -> &'static str {
     cmds.list[cmds.id_of_call(spec, args)].name.as_str()
 }
 
+/// Whether a call of `spec` with `args` is administrative (`@admin`, Redis's `admin` flag),
+/// decided for its subcommand when it has one: MONITOR never shows those.
+pub fn is_admin(spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    const ADMIN: u32 = 1 << 13;
+    debug_assert_eq!(category_bit("admin"), Some(ADMIN));
+    let cmds = commands();
+    cmds.list[cmds.id_of_call(spec, args)].mask & ADMIN != 0
+}
+
 /// COMMAND INFO's ACL categories of a row (`@read`, ...), as redis-server lists them.
 pub fn info_categories(spec: &CommandSpec) -> Vec<String> {
     commands().list[command::table::index(spec)]
@@ -330,6 +339,29 @@ pub fn info_categories(spec: &CommandSpec) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn containers_are_flagged_as_redis_has_them() {
+        let cmds = commands();
+        for spec in command::all() {
+            let redis_has_subcommands = !cmds.list[command::table::index(spec)].subs.is_empty();
+            assert_eq!(
+                spec.has(flags::SUBCOMMANDS),
+                redis_has_subcommands,
+                "{}: SUBCOMMANDS must be set exactly when redis-server has subcommands for it",
+                spec.name
+            );
+        }
+        // MONITOR's admin rule is decided per subcommand.
+        let client = command::lookup(b"client").unwrap();
+        assert!(is_admin(client, &[b"client", b"LIST"]));
+        assert!(!is_admin(client, &[b"client", b"setname", b"x"]));
+        assert!(is_admin(
+            command::lookup(b"monitor").unwrap(),
+            &[b"monitor"]
+        ));
+        assert!(!is_admin(command::lookup(b"get").unwrap(), &[b"get", b"k"]));
+    }
 
     #[test]
     fn every_row_has_categories() {

@@ -582,6 +582,9 @@ impl Engine {
                 Err(result) => return result,
             },
         };
+        if self.pubsub.monitors.active() {
+            feed_proposed(&self.pubsub, &batch);
+        }
         let n = batch.reply_count();
         let db = batch.db;
         if n == 0 && !refused.is_empty() {
@@ -863,6 +866,37 @@ pub fn cluster_error_reply(e: &ClusterError) -> Reply {
     }
 }
 
+/// MONITOR on a cluster node: the commands of a batch this node's client sends to the Raft
+/// log, fed when it is proposed (they run later, on every node, where no client is known).
+#[cold]
+fn feed_proposed(hub: &crate::pubsub::Hub, batch: &Batch) {
+    let Some(client) = &batch.client else {
+        return;
+    };
+    let source = crate::pubsub::monitor::Source::Client(client.info.lock().addr);
+    let feed = |db: &mut usize, spec: &CommandSpec, a: &[&[u8]]| {
+        if spec.name == "select" {
+            if let Some(d) = a
+                .get(1)
+                .and_then(|d| std::str::from_utf8(d).ok()?.parse().ok())
+            {
+                *db = d;
+            }
+        }
+        hub.monitors.before(spec, a, *db, source);
+        hub.monitors.after(spec, a, *db, source);
+    };
+    let mut db = batch.db;
+    for op in &batch.ops {
+        match op {
+            Op::Command(args, Some(spec)) => command::with_slices(args, |a| feed(&mut db, spec, a)),
+            Op::Frame(frame, spec) => frame.with_args(|a| feed(&mut db, spec, a)),
+            Op::Select(d) => db = *d,
+            _ => {}
+        }
+    }
+}
+
 /// Apply a batch to `state` at `stamp`, as a standalone server does (or a cluster
 /// node answering reads, with `evict` false): the same deterministic core the replicated
 /// state machine runs, plus `maxmemory` (with `evict`): eviction before each command, and
@@ -981,6 +1015,7 @@ fn command_ctx(
         }),
         metrics: Some(&state.metrics),
         user: None,
+        monitored: false,
     }
 }
 
@@ -1015,6 +1050,29 @@ fn record<'m>(
     } else {
         stats.record(elapsed, false);
     }
+    (now, elapsed)
+}
+
+/// [`record`] for a container's call (`SUBCOMMANDS`), counted under its subcommand.
+#[cold]
+fn record_subcommand(
+    metrics: &Metrics,
+    spec: &CommandSpec,
+    args: &[Bytes],
+    started: u64,
+    reply: &Reply,
+) -> (u64, u64) {
+    let now = crate::metrics::now_ns();
+    let elapsed = now.saturating_sub(started);
+    let failed = if let Reply::Error(e) = reply {
+        metrics.record_error(e);
+        true
+    } else {
+        false
+    };
+    command::with_slices(args, |a| {
+        metrics.command_call(spec, a).record(elapsed, failed)
+    });
     (now, elapsed)
 }
 
@@ -1077,6 +1135,14 @@ fn apply_ops_with(
     // One clock read per command: each one's time runs from the end of the previous one.
     let mut started = crate::metrics::now_ns();
     let mut last: LastStats = None;
+    // MONITOR: the commands a client of this node runs (one atomic load when nobody
+    // monitors; the replicated apply has no origin and feeds nothing).
+    let monitor = match origin {
+        Some(c) if state.ks.pubsub.monitors.active() => {
+            Some((state.ks.pubsub.clone(), c.info.lock().addr))
+        }
+        _ => None,
+    };
     for (position, op) in ops.iter().enumerate() {
         if serve_blocked && !replies.is_empty() {
             blocking::serve_ready(state, stamp);
@@ -1113,11 +1179,16 @@ fn apply_ops_with(
                 }
                 let name = args.first().map_or(&b""[..], |n| &n[..]);
                 let spec = spec.or_else(|| command::lookup(name));
+                if let (Some((hub, addr)), Some(spec)) = (&monitor, spec) {
+                    let source = crate::pubsub::monitor::Source::Client(*addr);
+                    command::with_slices(args, |a| hub.monitors.before(spec, a, db, source));
+                }
                 let mut next_db = db;
                 let reply = poison::guarded(state, name, |state| {
                     poison::check_trigger(args);
                     let mut ctx = command_ctx(state, db, stamp, position, resp, oom);
                     ctx.user = as_user.as_ref();
+                    ctx.monitored = monitor.is_some();
                     let reply = match spec {
                         Some(spec) => command::execute_spec(&mut ctx, spec, args),
                         None => command::execute(&mut ctx, args),
@@ -1127,9 +1198,17 @@ fn apply_ops_with(
                     reply
                 });
                 db = next_db;
+                if let (Some((hub, addr)), Some(spec)) = (&monitor, spec) {
+                    let source = crate::pubsub::monitor::Source::Client(*addr);
+                    command::with_slices(args, |a| hub.monitors.after(spec, a, db, source));
+                }
                 if let Some(spec) = spec {
                     let elapsed;
-                    (started, elapsed) = record(&metrics, &mut last, spec, started, &reply);
+                    (started, elapsed) = if spec.has(flags::SUBCOMMANDS) {
+                        record_subcommand(&metrics, spec, args, started, &reply)
+                    } else {
+                        record(&metrics, &mut last, spec, started, &reply)
+                    };
                     if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                         command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
                     }
@@ -1151,6 +1230,10 @@ fn apply_ops_with(
                         None => command::execute_spec(&mut ctx, spec, &frame.clone().into_args()),
                     }
                 });
+                if let Some((hub, addr)) = &monitor {
+                    let source = crate::pubsub::monitor::Source::Client(*addr);
+                    frame.with_args(|a| hub.monitors.after(spec, a, db, source));
+                }
                 let elapsed;
                 (started, elapsed) = record(&metrics, &mut last, spec, started, &reply);
                 if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {

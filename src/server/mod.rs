@@ -148,6 +148,11 @@ pub struct ClientInfo {
     pub multi_mem: usize,
     /// Commands queued in MULTI.
     pub multi_len: usize,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: bool,
+    /// Bytes of the arguments of the command it is in (CLIENT LIST `argv-mem`): a blocked
+    /// command's; 0 between commands (the caller's own line shows its CLIENT call's).
+    pub argv_mem: usize,
     /// The ACL user it is authenticated as (CLIENT LIST `user`).
     pub user: String,
 }

@@ -124,6 +124,11 @@ impl Client {
             if spec.runs_in_engine() {
                 ops.push(Op::Command(args, Some(spec)));
                 slots.push(None);
+            } else if spec.name == "monitor" {
+                // Redis's refusal: a transaction's client expects one reply per command.
+                slots.push(Some(Reply::err(
+                    "ERR MONITOR isn't allowed for DENY BLOCKING client",
+                )));
             } else if spec.name == "bgsave" || spec.name == "bgrewriteaof" {
                 scheduled.push((slots.len(), args));
                 slots.push(Some(Reply::Nil));

@@ -443,6 +443,12 @@ impl Db {
         self.expires.len()
     }
 
+    /// The average time to live of the keys with a deadline at `now_ms`, in milliseconds
+    /// (INFO keyspace's `avg_ttl`; see `ExpiryIndex::average_ttl_ms`).
+    pub fn average_ttl_ms(&self, now_ms: u64) -> u64 {
+        self.expires.average_ttl_ms(now_ms)
+    }
+
     /// Delete every key.
     pub fn clear(&mut self) {
         for flags in self.watched.values() {
