@@ -10,7 +10,8 @@
 # common). Then rows for commands redis-benchmark has no test for
 # (EXTRA, ';'-separated, __rand_int__ replaced by redis-benchmark): SETBIT at random
 # offsets of one bitmap (12.5 KB), BITCOUNT of that bitmap, PFADD of random elements to one
-# HyperLogLog (dense after the first few thousand). EXTRA="" leaves them out.
+# HyperLogLog (dense after the first few thousand). EXTRA="" leaves them out. Last, the seed
+# sliding log's step as a 4-command pipeline (see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -86,3 +87,44 @@ for P in 1 32; do
   ratio=$(python3 -c "print(f'{$t/$r:.2f}x')")
   printf '%-10s %-8s %14s %14s %8s\n' zunionstore "$P" "$r" "$t" "$ratio"
 done
+
+# The seed sliding log's step as a pipeline (ZREMRANGEBYSCORE + ZADD + ZCARD + PEXPIRE on a
+# per-client key, 100,000 clients): redis-benchmark runs one command per test, so STEPS
+# steps are written as RESP to 4 files and sent by 4 parallel `redis-cli --pipe` (each a
+# single connection streaming its whole file), timed by wall clock; steps/s per server.
+STEPS=${STEPS:-200000}
+SLTMP=$(mktemp -d)
+python3 - "$STEPS" "$SLTMP" <<'PY'
+import random, sys
+steps, out = int(sys.argv[1]), sys.argv[2]
+def resp(args):
+    return "".join([f"*{len(args)}\r\n"] + [f"${len(a)}\r\n{a}\r\n" for a in args])
+rng = random.Random(1)
+for f in range(4):
+    with open(f"{out}/{f}.resp", "w") as fh:
+        for i in range(steps // 4):
+            now = 1700000000000 + i
+            key = f"rl:log:{rng.randrange(100000)}"
+            fh.write(resp(["ZREMRANGEBYSCORE", key, "-inf", str(now - 60000)]))
+            fh.write(resp(["ZADD", key, str(now), f"{now}-{f}"]))
+            fh.write(resp(["ZCARD", key]))
+            fh.write(resp(["PEXPIRE", key, "60000"]))
+PY
+slidelog() {
+  local port=$1 start end
+  redis-cli -p "$port" flushall >/dev/null
+  start=$(date +%s.%N)
+  local pids=()
+  for f in 0 1 2 3; do
+    redis-cli -p "$port" --pipe <"$SLTMP/$f.resp" >/dev/null &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  end=$(date +%s.%N)
+  python3 -c "print(int($STEPS / ($end - $start)))"
+}
+r=$(slidelog $RPORT)
+t=$(slidelog $TPORT)
+rm -rf "$SLTMP"
+ratio=$(python3 -c "print(f'{$t/$r:.2f}x')")
+printf '%-10s %-8s %14s %14s %8s\n' slidelog pipe "$r" "$t" "$ratio"

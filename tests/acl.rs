@@ -362,3 +362,240 @@ fn command_info_lists_the_acl_categories() {
     );
     assert!(format!("{:?}", info[1][6]).contains("@ratelimit"));
 }
+
+#[test]
+fn first_argument_rules_allow_a_command_with_one_first_argument() {
+    let s = TestServer::start();
+    let mut admin = s.conn();
+    let _: () = q(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "fa",
+            "on",
+            ">pw",
+            "+@all",
+            "-select",
+            "+select|0",
+            "+SELECT|Db2",
+            "-client|kill",
+            "~*",
+        ],
+    );
+    let getuser: Vec<Value> = q(&mut admin, &["ACL", "GETUSER", "fa"]);
+    assert_eq!(
+        getuser[5],
+        Value::BulkString(b"+@all -select +select|0 +select|Db2 -client|kill".to_vec())
+    );
+    let mut u = login(&s, "fa", "pw");
+    let _: () = q(&mut u, &["SELECT", "0"]);
+    assert_eq!(
+        err(&mut u, &["SELECT", "1"]),
+        "NOPERM this user has no permissions to run the 'select' command"
+    );
+    // Compared in any case, then the command runs (and refuses the argument itself).
+    assert_eq!(
+        err(&mut u, &["SELECT", "db2"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        err(&mut u, &["CLIENT", "KILL", "ID", "1"]),
+        "NOPERM this user has no permissions to run the 'client|kill' command"
+    );
+    // Allowing or denying the command (or a category with it) forgets its first arguments.
+    let _: () = q(&mut admin, &["ACL", "SETUSER", "fa", "-@connection"]);
+    let getuser: Vec<Value> = q(&mut admin, &["ACL", "GETUSER", "fa"]);
+    assert_eq!(
+        getuser[5],
+        Value::BulkString(b"+@all -@connection".to_vec())
+    );
+    assert_eq!(
+        err(&mut admin, &["ACL", "SETUSER", "fa", "-select|0"]),
+        "ERR Error in ACL SETUSER modifier '-select|0': Unknown command or category name in ACL"
+    );
+    assert_eq!(
+        err(&mut admin, &["ACL", "SETUSER", "fa", "+config|get|x"]),
+        "ERR Error in ACL SETUSER modifier '+config|get|x': Allowing first-arg of a subcommand is not supported"
+    );
+}
+
+#[test]
+fn selectors_allow_a_call_any_one_of_them_allows() {
+    let s = TestServer::start();
+    let mut admin = s.conn();
+    // One selector given as one argument, another split over two (ACL SETUSER joins them).
+    let _: () = q(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "sel",
+            "on",
+            ">pw",
+            "+set",
+            "~w*",
+            "(+get ~k*)",
+            "(+set",
+            "~x*)",
+        ],
+    );
+    let list: Vec<String> = q(&mut admin, &["ACL", "LIST"]);
+    let want = format!(
+        "user sel on #{} ~w* resetchannels -@all +set (~k* resetchannels -@all +get) (~x* resetchannels -@all +set)",
+        sha256_hex("pw")
+    );
+    assert!(list.contains(&want), "{list:?}");
+    let mut u = login(&s, "sel", "pw");
+    let _: () = q(&mut u, &["SET", "w1", "v"]);
+    let _: () = q(&mut u, &["SET", "x1", "v"]);
+    let _: Value = q(&mut u, &["GET", "k1"]);
+    // No selector allows it: the most relevant refusal (a key over a command).
+    assert_eq!(err(&mut u, &["SET", "k1", "v"]), NOPERM_KEY);
+    assert_eq!(
+        err(&mut u, &["DEL", "w1"]),
+        "NOPERM this user has no permissions to run the 'del' command"
+    );
+    let dry: String = q(&mut admin, &["ACL", "DRYRUN", "sel", "mget", "k1", "w1"]);
+    assert_eq!(
+        dry,
+        "This user has no permissions to run the 'mget' command"
+    );
+    assert_eq!(
+        err(&mut admin, &["ACL", "SETUSER", "sel", "(+get"]),
+        "ERR Unmatched parenthesis in acl selector starting at '(+get'."
+    );
+    assert_eq!(
+        err(&mut admin, &["ACL", "SETUSER", "sel", "(on)"]),
+        "ERR Error in ACL SETUSER modifier '(on)': Syntax error"
+    );
+    // GETUSER lists each selector's commands, keys and channels.
+    let getuser: Vec<Value> = q(&mut admin, &["ACL", "GETUSER", "sel"]);
+    let Value::Array(selectors) = &getuser[11] else {
+        panic!("{getuser:?}")
+    };
+    assert_eq!(selectors.len(), 2);
+    assert_eq!(
+        format!("{:?}", selectors[0]),
+        format!(
+            "{:?}",
+            Value::Array(
+                ["commands", "-@all +get", "keys", "~k*", "channels", ""]
+                    .iter()
+                    .map(|w| Value::BulkString(w.as_bytes().to_vec()))
+                    .collect()
+            )
+        )
+    );
+    let _: () = q(&mut admin, &["ACL", "SETUSER", "sel", "clearselectors"]);
+    assert_eq!(
+        err(&mut u, &["SET", "x1", "v"]),
+        NOPERM_KEY,
+        "the change applies to the connected client at once"
+    );
+}
+
+fn sha256_hex(p: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(p.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// ACL LOG's entries as (count, reason, context, object, username).
+fn log_rows(c: &mut redis::Connection, n: &str) -> Vec<(i64, String, String, String, String)> {
+    let entries: Vec<Vec<Value>> = q(c, &["ACL", "LOG", n]);
+    entries
+        .iter()
+        .map(|e| {
+            let field = |name: &str| {
+                let at = e
+                    .iter()
+                    .position(|v| *v == Value::BulkString(name.as_bytes().to_vec()))
+                    .unwrap();
+                e[at + 1].clone()
+            };
+            let text = |name: &str| match field(name) {
+                Value::BulkString(b) => String::from_utf8(b).unwrap(),
+                v => panic!("{v:?}"),
+            };
+            let Value::Int(count) = field("count") else {
+                panic!("{e:?}")
+            };
+            (
+                count,
+                text("reason"),
+                text("context"),
+                text("object"),
+                text("username"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn acl_log_groups_like_redis_and_keeps_acllog_max_len_entries() {
+    let s = TestServer::start();
+    let mut admin = s.conn();
+    let _: () = q(
+        &mut admin,
+        &["ACL", "SETUSER", "lg", "on", ">pw", "+get", "+multi", "~k*"],
+    );
+    let mut u = login(&s, "lg", "pw");
+    for k in ["z1", "z2", "z3", "z1"] {
+        assert_eq!(err(&mut u, &["GET", k]), NOPERM_KEY);
+    }
+    let row = |count, reason: &str, context: &str, object: &str| {
+        (
+            count,
+            reason.into(),
+            context.into(),
+            object.into(),
+            "lg".to_string(),
+        )
+    };
+    // The repeated refusal counts again and moves to the front (Redis's addACLLogEntry).
+    assert_eq!(
+        log_rows(&mut admin, "10"),
+        [
+            row(2, "key", "toplevel", "z1"),
+            row(1, "key", "toplevel", "z3"),
+            row(1, "key", "toplevel", "z2"),
+        ]
+    );
+    // A failed login is logged with the command's name as the client sent it.
+    let (reply, _) = s.closes_after(b"auth lg wrong\r\nQUIT\r\n");
+    assert!(reply.starts_with("-WRONGPASS"), "{reply}");
+    let _: () = q(&mut u, &["MULTI"]);
+    assert_eq!(
+        err(&mut u, &["SET", "k1", "v"]),
+        "NOPERM this user has no permissions to run the 'set' command"
+    );
+    assert_eq!(
+        log_rows(&mut admin, "2"),
+        [
+            row(1, "command", "multi", "set"),
+            row(1, "auth", "toplevel", "auth")
+        ]
+    );
+    let v: Vec<String> = q(&mut admin, &["CONFIG", "GET", "acllog-max-len"]);
+    assert_eq!(v, ["acllog-max-len", "128"]);
+    assert_eq!(
+        err(&mut admin, &["CONFIG", "SET", "acllog-max-len", "-1"]),
+        "ERR CONFIG SET failed (possibly related to argument 'acllog-max-len') - argument must be between 0 and 9223372036854775807 inclusive"
+    );
+    // A shorter log applies from the next new entry, as in Redis.
+    let _: () = q(&mut admin, &["CONFIG", "SET", "acllog-max-len", "2"]);
+    assert_eq!(log_rows(&mut admin, "100").len(), 5);
+    assert_eq!(err(&mut u, &["GET", "z9"]), NOPERM_KEY);
+    assert_eq!(
+        log_rows(&mut admin, "100"),
+        [
+            row(1, "key", "multi", "z9"),
+            row(1, "command", "multi", "set")
+        ]
+    );
+    let _: () = q(&mut admin, &["ACL", "LOG", "RESET"]);
+    assert!(log_rows(&mut admin, "100").is_empty());
+}

@@ -96,3 +96,55 @@ fn users_are_replicated_enforced_everywhere_and_survive_restarts() {
         });
     }
 }
+
+/// A subscriber on one node, its user changed through another: the node closes it when it
+/// applies the change from the log (Redis's `ACLKillPubsubClientsIfNeeded`, on every node).
+#[test]
+fn a_channel_taken_away_on_one_node_closes_subscribers_on_the_others() {
+    use std::io::{Read, Write};
+    let _serial = serial();
+    let c = Cluster::start(3);
+    let leader = c.wait_leader(Duration::from_secs(15));
+    let other = (leader + 1) % 3;
+    let rules = ["ACL", "SETUSER", "u", "on", "nopass", "&ch*", "+@all", "~*"];
+    let _: String = c.nodes[leader].q(&rules).unwrap();
+    let subscriber = |node: &Node, user: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", node.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let auth = format!("AUTH {user} x\r\nSUBSCRIBE ch1\r\n");
+        s.write_all(auth.as_bytes()).unwrap();
+        let mut got = String::new();
+        let mut buf = [0u8; 512];
+        while !got.contains("ch1") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "closed before subscribing: {got}");
+            got.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        assert!(got.starts_with("+OK"), "{got}");
+        s
+    };
+    // The user reaches the other node through the log: wait until it logs in there.
+    eventually(
+        "the user exists on the other node",
+        Duration::from_secs(10),
+        || {
+            let users: Vec<String> = c.nodes[other].q(&["ACL", "USERS"]).ok()?;
+            users.contains(&"u".to_string()).then_some(())
+        },
+    );
+    let mut sub = subscriber(&c.nodes[other], "u");
+    let mut kept = subscriber(&c.nodes[other], "default");
+    let _: String = c.nodes[leader]
+        .q(&["ACL", "SETUSER", "u", "resetchannels", "&news"])
+        .unwrap();
+    // The node closes the connection without another command from it.
+    let mut buf = [0u8; 64];
+    match sub.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the subscriber is still connected: {other:?}"),
+    }
+    kept.write_all(b"PING\r\n").unwrap();
+    let n = kept.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("pong"));
+}

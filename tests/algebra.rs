@@ -290,14 +290,16 @@ fn object_subcommands() {
         q::<Value>(&mut c, &["OBJECT", "ENCODING", "nokey"]),
         Value::Nil
     );
-    // The thresholds are the CONFIG parameters'. Hashes and sorted sets really convert, as
-    // in Redis, at their next write; the set's encoding is still judged from its content.
+    // The thresholds are the CONFIG parameters'. Hashes, sets and sorted sets really
+    // convert, as in Redis, at their next write.
     q::<()>(&mut c, &["CONFIG", "SET", "set-max-intset-entries", "1"]);
     q::<()>(&mut c, &["CONFIG", "SET", "hash-max-ziplist-value", "0"]);
     q::<()>(&mut c, &["CONFIG", "SET", "zset-max-listpack-entries", "0"]);
     assert_eq!(enc(&mut c, "h"), "listpack");
+    assert_eq!(enc(&mut c, "ints"), "intset");
     q::<i64>(&mut c, &["HSET", "h", "another", "field"]);
     q::<i64>(&mut c, &["ZADD", "z", "7", "another"]);
+    q::<i64>(&mut c, &["SADD", "ints", "12345"]);
     assert_eq!(enc(&mut c, "ints"), "hashtable");
     assert_eq!(enc(&mut c, "h"), "hashtable");
     assert_eq!(enc(&mut c, "z"), "skiplist");

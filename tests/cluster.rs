@@ -224,21 +224,26 @@ fn leader_kill_failover(tls: bool) {
             .query(&mut con)
             .unwrap();
     }
-    // Both encodings of hashes and sorted sets travel in the snapshot (DUMP shows the
-    // encoding: a listpack, or Redis's plain hash and skiplist set).
+    // Both encodings of hashes, sets and sorted sets travel in the snapshot (DUMP shows
+    // the encoding: a listpack or intset, or Redis's plain hash, set and skiplist set),
+    // an intset with the width of a member since removed.
     let long = "v".repeat(70);
-    let writes: [&[&str]; 5] = [
+    let writes: [&[&str]; 9] = [
         &["HSET", "enc:h", "a", "1", "b", "2"],
         &["HSET", "enc:t", "a", &long, "b", "2"],
         &["HDEL", "enc:t", "a"],
         &["ZADD", "enc:z", "1", "a", "2", "b"],
         &["ZADD", "enc:s", "1", &long, "2", "b"],
+        &["SADD", "enc:i", "1", "2", "70000"],
+        &["SREM", "enc:i", "70000"],
+        &["SADD", "enc:x", "1", "x"],
+        &["SREM", "enc:x", "x"],
     ];
     for args in writes {
         let _: i64 = c.nodes[new].q(args).unwrap();
     }
     let dumps = |n: &cluster_support::Node| -> Vec<Vec<u8>> {
-        ["enc:h", "enc:t", "enc:z", "enc:s"]
+        ["enc:h", "enc:t", "enc:z", "enc:s", "enc:i", "enc:x"]
             .iter()
             .map(|k| n.q(&["DUMP", k]).unwrap())
             .collect()
@@ -254,6 +259,8 @@ fn leader_kill_failover(tls: bool) {
         before[3][0], 5,
         "a sorted set with a long member is a skiplist"
     );
+    assert_eq!(&before[4][..3], b"\x0b\x10\x04", "a 32-bit intset");
+    assert_eq!(before[5][0], 2, "a set that held a string stays a table");
     for n in c.nodes.iter().filter(|n| n.alive()) {
         let _: () = n.q(&["RAFT.SNAPSHOT"]).unwrap();
     }

@@ -532,3 +532,174 @@ fn tls_ciphers_and_ciphersuites_limit_the_handshake() {
         ]
     );
 }
+
+/// Two handshakes from Python's ssl module, the second offering the first's session,
+/// `wait_secs` apart: whether each was resumed (`True`/`False`, space-separated).
+fn py_resumption(ca: &Path, port: u16, max: &str, wait_secs: u64) -> String {
+    let script = format!(
+        "import socket, ssl, time\nctx = ssl.create_default_context(cafile='{}')\nctx.maximum_version = ssl.TLSVersion.{max}\ndef once(sess=None):\n  s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {port}), 5), server_hostname='127.0.0.1', session=sess)\n  s.sendall(b'PING\\r\\n'); assert s.recv(100) == b'+PONG\\r\\n'\n  r, sess = s.session_reused, s.session\n  s.close()\n  return r, sess\nr1, sess = once()\ntime.sleep({wait_secs})\nr2, _ = once(sess)\nprint(r1, r2)",
+        arg(ca)
+    );
+    let py = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{py:?}");
+    String::from_utf8_lossy(&py.stdout).trim().to_string()
+}
+
+#[test]
+fn tls_session_cache_settings_decide_resumption() {
+    let s = setup(&["--tls-auth-clients", "no"]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let config = |c: &mut redis::Connection, name: &str, value: &str| {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query::<()>(c)
+            .map_err(|e| e.to_string())
+    };
+    // Redis's defaults: caching on, 20480 sessions, 300 s.
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("tls-session-*")
+        .query(&mut c)
+        .unwrap();
+    let mut pairs: Vec<(String, String)> = got
+        .chunks(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect();
+    pairs.sort();
+    assert_eq!(
+        pairs,
+        [
+            ("tls-session-cache-size".into(), "20480".into()),
+            ("tls-session-cache-timeout".into(), "300".into()),
+            ("tls-session-caching".into(), "yes".into()),
+        ]
+    );
+    for max in ["TLSv1_2", "TLSv1_3"] {
+        assert_eq!(
+            py_resumption(&s.ca.pem, s.tls_port, max, 0),
+            "False True",
+            "{max}"
+        );
+    }
+    config(&mut c, "tls-session-caching", "no").unwrap();
+    for max in ["TLSv1_2", "TLSv1_3"] {
+        assert_eq!(
+            py_resumption(&s.ca.pem, s.tls_port, max, 0),
+            "False False",
+            "{max}"
+        );
+    }
+    config(&mut c, "tls-session-caching", "yes").unwrap();
+    config(&mut c, "tls-session-cache-timeout", "1").unwrap();
+    // A session older than the timeout is not resumed (2 s apart: at least 1 s).
+    for max in ["TLSv1_2", "TLSv1_3"] {
+        assert_eq!(
+            py_resumption(&s.ca.pem, s.tls_port, max, 2),
+            "False False",
+            "{max}"
+        );
+    }
+    let e = config(&mut c, "tls-session-cache-size", "0").unwrap_err();
+    assert!(
+        e.contains("rustls's session cache holds a fixed number"),
+        "{e}"
+    );
+    config(&mut c, "tls-session-cache-size", "1").unwrap();
+    config(&mut c, "tls-session-cache-timeout", "300").unwrap();
+    assert_eq!(
+        py_resumption(&s.ca.pem, s.tls_port, "TLSv1_2", 0),
+        "False True"
+    );
+
+    // Every tls-* setting of redis-server 7.0.15 is known: real, or refused with a reason
+    // when it asks for what Tollgate cannot do.
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("tls-*")
+        .query(&mut c)
+        .unwrap();
+    let mut names: Vec<&str> = got.iter().step_by(2).map(String::as_str).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "tls-auth-clients",
+            "tls-ca-cert-dir",
+            "tls-ca-cert-file",
+            "tls-cert-file",
+            "tls-ciphers",
+            "tls-ciphersuites",
+            "tls-client-cert-file",
+            "tls-client-key-file",
+            "tls-client-key-file-pass",
+            "tls-cluster",
+            "tls-dh-params-file",
+            "tls-key-file",
+            "tls-key-file-pass",
+            "tls-port",
+            "tls-prefer-server-ciphers",
+            "tls-protocols",
+            "tls-replication",
+            "tls-session-cache-size",
+            "tls-session-cache-timeout",
+            "tls-session-caching",
+        ]
+    );
+    for (name, value, why) in [
+        (
+            "tls-key-file-pass",
+            "secret",
+            "encrypted private keys are not supported",
+        ),
+        (
+            "tls-client-key-file-pass",
+            "secret",
+            "encrypted private keys are not supported",
+        ),
+        (
+            "tls-dh-params-file",
+            "dh.pem",
+            "rustls negotiates keys with ECDHE only",
+        ),
+        (
+            "tls-ca-cert-dir",
+            "/etc/ssl/certs",
+            "put the CA certificates in one PEM file",
+        ),
+        ("tls-replication", "yes", "no Redis replication"),
+    ] {
+        let e = config(&mut c, name, value).unwrap_err();
+        assert!(
+            e.contains(&format!(
+                "CONFIG SET failed (possibly related to argument '{name}')"
+            )) && e.contains(why),
+            "{name}: {e}"
+        );
+        config(&mut c, name, "").unwrap_or_else(|e| {
+            assert_eq!(name, "tls-replication", "{e}");
+        });
+    }
+    // At start too.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args([
+            "--port",
+            &free_port().to_string(),
+            "--tls-dh-params-file",
+            "dh.pem",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("ECDHE only"), "{text}");
+}

@@ -49,6 +49,8 @@ pub struct TlsOptions {
     pub suites: Vec<SupportedCipherSuite>,
     /// Whether a server picks the suite by its own order rather than the client's.
     pub prefer_server_order: bool,
+    /// The server's cache of sessions clients may resume.
+    pub session_cache: SessionCache,
 }
 
 impl Default for TlsOptions {
@@ -57,7 +59,89 @@ impl Default for TlsOptions {
             versions: all_versions(),
             suites: rustls::crypto::ring::DEFAULT_CIPHER_SUITES.to_vec(),
             prefer_server_order: false,
+            session_cache: SessionCache::default(),
         }
+    }
+}
+
+/// Redis's `tls-session-caching`, `tls-session-cache-size` and
+/// `tls-session-cache-timeout`: whether a server keeps sessions that clients may resume
+/// (an abbreviated handshake: TLS 1.2 session ids, TLS 1.3 tickets that name a cached
+/// session), how many, and for how many seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionCache {
+    /// `tls-session-caching`.
+    pub enabled: bool,
+    /// `tls-session-cache-size` (sessions; at least 1).
+    pub size: usize,
+    /// `tls-session-cache-timeout` (seconds).
+    pub timeout_secs: u64,
+}
+
+impl Default for SessionCache {
+    /// Redis's defaults: on, 20480 sessions, 300 seconds.
+    fn default() -> Self {
+        SessionCache {
+            enabled: true,
+            size: 20480,
+            timeout_secs: 300,
+        }
+    }
+}
+
+/// rustls's in-memory session cache (`ServerSessionMemoryCache`: a fixed number of
+/// sessions, the oldest dropped first) with Redis's timeout on top: each stored session
+/// carries the second it was stored, and one older than the timeout is not resumed.
+#[derive(Debug)]
+struct TimedSessions {
+    inner: Arc<dyn rustls::server::StoresServerSessions>,
+    timeout_secs: u64,
+}
+
+impl TimedSessions {
+    fn now() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
+    fn fresh(&self, stored: Vec<u8>) -> Option<Vec<u8>> {
+        let at = u64::from_be_bytes(stored.get(..8)?.try_into().ok()?);
+        (Self::now().saturating_sub(at) < self.timeout_secs).then(|| stored[8..].to_vec())
+    }
+}
+
+impl rustls::server::StoresServerSessions for TimedSessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        let mut stored = Self::now().to_be_bytes().to_vec();
+        stored.extend_from_slice(&value);
+        self.inner.put(key, stored)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.fresh(self.inner.get(key)?)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.fresh(self.inner.take(key)?)
+    }
+
+    fn can_cache(&self) -> bool {
+        true
+    }
+}
+
+/// Give `config` the session cache `cache` describes (off: no session is kept and no
+/// TLS 1.3 ticket is sent, so every connection makes a full handshake).
+fn set_session_cache(config: &mut ServerConfig, cache: SessionCache) {
+    if cache.enabled && cache.size > 0 && cache.timeout_secs > 0 {
+        config.session_storage = Arc::new(TimedSessions {
+            inner: rustls::server::ServerSessionMemoryCache::new(cache.size),
+            timeout_secs: cache.timeout_secs,
+        });
+    } else {
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        config.send_tls13_tickets = 0;
     }
 }
 
@@ -235,6 +319,7 @@ pub fn server_config(
             )
         })?;
     config.ignore_client_order = opts.prefer_server_order;
+    set_session_cache(&mut config, opts.session_cache);
     Ok(config)
 }
 

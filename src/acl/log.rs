@@ -1,7 +1,9 @@
 //! ACL LOG: the refused commands, keys, channels and logins, newest first, as Redis 7.0
-//! keeps them. An entry like an earlier one (same reason, context, object and user) within
-//! 60 seconds counts again instead of adding a line; at most `acl-log-max-len` (128)
-//! entries are kept.
+//! keeps them (`addACLLogEntry`). An entry like one of the 10 newest (same reason,
+//! context, object and user, less than 60 seconds apart) counts again and moves to the
+//! front instead of adding a line; a new entry beyond `acllog-max-len` (default 128)
+//! drops the oldest. The log is this node's (in a cluster, each node logs the refusals of
+//! its own clients, and of scripts as it applies them).
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -44,10 +46,27 @@ pub struct Entry {
     client_info: String,
 }
 
+/// How many of the newest entries a new one is compared with (Redis's `toscan`).
+const SCAN: usize = 10;
+
+/// Entries less than this far apart are counted as one (Redis's
+/// `ACL_LOG_GROUPING_MAX_TIME_DELTA`).
+const GROUPING_MS: u128 = 60_000;
+
 /// The log.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Log {
     entries: VecDeque<Entry>,
+    max_len: usize,
+}
+
+impl Default for Log {
+    fn default() -> Log {
+        Log {
+            entries: VecDeque::new(),
+            max_len: MAX_LEN,
+        }
+    }
 }
 
 impl Log {
@@ -62,16 +81,19 @@ impl Log {
         client_info: String,
     ) {
         let now = Instant::now();
-        if let Some(e) = self.entries.iter_mut().find(|e| {
+        let found = self.entries.iter().take(SCAN).position(|e| {
             e.reason == reason
                 && e.context == context
                 && e.object == object
                 && e.username == username
-                && now.duration_since(e.created).as_secs() < 60
-        }) {
+                && now.duration_since(e.created).as_millis() <= GROUPING_MS
+        });
+        if let Some(at) = found {
+            let mut e = self.entries.remove(at).expect("found");
             e.count += 1;
             e.created = now;
             e.client_info = client_info;
+            self.entries.push_front(e);
             return;
         }
         self.entries.push_front(Entry {
@@ -83,7 +105,12 @@ impl Log {
             created: now,
             client_info,
         });
-        self.entries.truncate(MAX_LEN);
+        self.entries.truncate(self.max_len);
+    }
+
+    /// `acllog-max-len`: applies from the next new entry (as in Redis, which trims then).
+    pub fn set_max_len(&mut self, max_len: usize) {
+        self.max_len = max_len;
     }
 
     /// ACL LOG RESET.

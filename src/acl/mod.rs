@@ -1,5 +1,5 @@
 //! ACL users: who may log in with which password, and which commands, keys and pub/sub
-//! channels each user may use (Redis 7.0's ACL, without selectors and first-argument
+//! channels each user may use (Redis 7.0's ACL, with selectors and first-argument
 //! rules).
 //!
 //! - [`User`] is one user: its flags, SHA-256 password hashes and permissions; rules
@@ -61,6 +61,10 @@ pub struct User {
     /// `+@all` was the last word about all commands: commands added later are allowed too
     /// (Redis's reserved "future commands" bit; decides `+@all` vs `-@all` in ACL LIST).
     all_future: bool,
+    /// First-argument rules (`+select|0`): a command that is not allowed may still run
+    /// with one of these first arguments (compared in any case). Set by
+    /// [`User::apply_first_arg`], cleared when the command's permission is set.
+    first_args: BTreeMap<usize, Vec<String>>,
     /// `allkeys` (`~*`).
     pub allkeys: bool,
     /// Key patterns (when not `allkeys`).
@@ -71,6 +75,10 @@ pub struct User {
     pub channels: Vec<Vec<u8>>,
     /// Every command, key and channel: no check is needed.
     unrestricted: bool,
+    /// Redis 7.0's selectors (`(+get ~key*)`): more sets of command, key and channel
+    /// permissions, each a `User` of which only those are used. A call is allowed when
+    /// the user's own permissions (the root selector) or any one selector allows all of it.
+    pub selectors: Vec<User>,
 }
 
 /// Why a call is refused.
@@ -162,6 +170,12 @@ impl User {
     /// A new user as ACL SETUSER creates it: off, no password, no commands, keys or
     /// channels (Redis 7.0's `acl-pubsub-default resetchannels`).
     pub fn new(name: &str) -> User {
+        User::new_with(name, false)
+    }
+
+    /// A new user with `acl-pubsub-default`: every channel when `allchannels` (the
+    /// setting's `allchannels`), none otherwise.
+    pub fn new_with(name: &str, allchannels: bool) -> User {
         User {
             name: name.to_string(),
             enabled: false,
@@ -170,11 +184,13 @@ impl User {
             passwords: Vec::new(),
             allowed: vec![0; commands().len().div_ceil(64)],
             all_future: false,
+            first_args: BTreeMap::new(),
             allkeys: false,
             keys: Vec::new(),
-            allchannels: false,
+            allchannels,
             channels: Vec::new(),
             unrestricted: false,
+            selectors: Vec::new(),
         }
     }
 
@@ -182,8 +198,9 @@ impl User {
     /// ACL LOAD's log entries carry users. Rules that no longer parse are skipped.
     pub fn from_rules<S: AsRef<str>>(name: &str, rules: &[S]) -> User {
         let mut u = User::new(name);
-        for r in rules {
-            let _ = u.apply(r.as_ref());
+        let rules: Vec<String> = rules.iter().map(|r| r.as_ref().to_string()).collect();
+        for r in merge_selectors(&rules).unwrap_or(rules) {
+            let _ = u.apply(&r);
         }
         u
     }
@@ -256,11 +273,14 @@ impl User {
         }
     }
 
-    /// A command and all its subcommands (Redis's `ACLChangeSelectorPerm`).
+    /// A command and all its subcommands (Redis's `ACLChangeSelectorPerm`, which also
+    /// forgets their first-argument rules).
     fn set_command(&mut self, id: usize, on: bool) {
         self.set_bit(id, on);
+        self.first_args.remove(&id);
         for s in commands().list[id].subs.clone() {
             self.set_bit(s, on);
+            self.first_args.remove(&s);
         }
     }
 
@@ -277,14 +297,27 @@ impl User {
         for id in 0..n {
             self.set_bit(id, on);
         }
+        self.first_args.clear();
         self.all_future = on;
     }
 
-    /// Apply several rules atomically: either all of them or none (ACL SETUSER).
+    /// Apply several rules atomically: either all of them or none (ACL SETUSER), with
+    /// `acl-pubsub-default resetchannels`.
     pub fn apply_all<S: AsRef<str>>(&mut self, rules: &[S]) -> Result<(), String> {
+        self.apply_all_with(rules, false)
+    }
+
+    /// [`User::apply_all`] with `acl-pubsub-default`: `reset` gives every channel when
+    /// `pubsub_all`.
+    pub fn apply_all_with<S: AsRef<str>>(
+        &mut self,
+        rules: &[S],
+        pubsub_all: bool,
+    ) -> Result<(), String> {
+        let rules = merge_selectors(rules)?;
         let mut copy = self.clone();
-        for r in rules {
-            copy.apply(r.as_ref())?;
+        for r in &rules {
+            copy.apply_with(r, pubsub_all)?;
         }
         *self = copy;
         Ok(())
@@ -292,14 +325,25 @@ impl User {
 
     /// Apply one rule; the error is ACL SETUSER's text.
     pub fn apply(&mut self, rule: &str) -> Result<(), String> {
-        let r = self.apply_inner(rule);
+        self.apply_with(rule, false)
+    }
+
+    /// Apply one rule with `acl-pubsub-default` (`pubsub_all`: `allchannels`).
+    pub fn apply_with(&mut self, rule: &str, pubsub_all: bool) -> Result<(), String> {
+        let r = self.apply_inner(rule, pubsub_all);
         self.refresh();
         r
     }
 
-    fn apply_inner(&mut self, rule: &str) -> Result<(), String> {
+    fn apply_inner(&mut self, rule: &str, pubsub_all: bool) -> Result<(), String> {
+        if rule.len() >= 2 && rule.starts_with('(') && rule.ends_with(')') {
+            let selector = User::selector(rule, pubsub_all)?;
+            self.selectors.push(selector);
+            return Ok(());
+        }
         let lower = rule.to_ascii_lowercase();
         match lower.as_str() {
+            "clearselectors" => self.selectors.clear(),
             "on" => self.enabled = true,
             "off" => self.enabled = false,
             "nopass" => {
@@ -331,8 +375,10 @@ impl User {
             "sanitize-payload" => self.sanitize = Some(true),
             "skip-sanitize-payload" => self.sanitize = Some(false),
             "reset" => {
+                // Redis: resetpass resetkeys resetchannels (allchannels under
+                // `acl-pubsub-default allchannels`) off sanitize-payload -@all.
                 let name = std::mem::take(&mut self.name);
-                *self = User::new(&name);
+                *self = User::new_with(&name, pubsub_all);
                 self.sanitize = Some(true);
             }
             _ => return self.apply_pattern_or_command(rule),
@@ -383,31 +429,79 @@ impl User {
                     let cmds = commands();
                     match cmds.find(what) {
                         Some(id) => self.set_command(id, on),
-                        None => {
-                            // `+select|0`: Redis's first-argument rules, which Tollgate does
-                            // not have (a container's unknown subcommand is unknown).
-                            if let Some((container, rest)) = what.split_once('|') {
-                                if rest.contains('|') && cmds.find(container).is_some() {
-                                    return Err(rule_error(
-                                        rule,
-                                        "Allowing first-arg of a subcommand is not supported",
-                                    ));
-                                }
-                                if let Some(id) = cmds.find(container) {
-                                    if cmds.list[id].subs.is_empty() {
-                                        return Err(rule_error(
-                                            rule,
-                                            "Tollgate does not support first-argument rules; allow or deny the whole command",
-                                        ));
-                                    }
-                                }
-                            }
-                            return Err(rule_error(rule, UNKNOWN));
-                        }
+                        None => return self.apply_first_arg(rule, on),
                     }
                 }
             }
             _ => return Err(rule_error(rule, SYNTAX)),
+        }
+        Ok(())
+    }
+
+    /// A selector from its rule, `(<rules>)` (Redis's `ACLCreateSelectorFromOpSet`): only
+    /// the command, key and channel rules are allowed inside; an error names the whole
+    /// selector as the modifier.
+    fn selector(rule: &str, pubsub_all: bool) -> Result<User, String> {
+        let mut s = User::new_with("", pubsub_all);
+        for inner in rule[1..rule.len() - 1].split_ascii_whitespace() {
+            let lower = inner.to_ascii_lowercase();
+            let allowed = matches!(
+                lower.as_str(),
+                "allkeys"
+                    | "resetkeys"
+                    | "allchannels"
+                    | "resetchannels"
+                    | "allcommands"
+                    | "nocommands"
+            ) || matches!(inner.as_bytes()[0], b'~' | b'%' | b'&' | b'+' | b'-');
+            let r = if allowed {
+                s.apply_inner(inner, pubsub_all)
+            } else {
+                Err(rule_error(inner, SYNTAX))
+            };
+            if let Err(e) = r {
+                let why = e.split_once("': ").map_or(e.as_str(), |(_, w)| w);
+                return Err(rule_error(rule, why));
+            }
+        }
+        s.refresh();
+        Ok(s)
+    }
+
+    /// `+cmd|arg` for a command without subcommands (`+select|0`): Redis's first-argument
+    /// rules, allowing the command only with that first argument (any case) while the
+    /// command itself is not allowed. Anything else with a `|` is refused in Redis's words.
+    fn apply_first_arg(&mut self, rule: &str, on: bool) -> Result<(), String> {
+        let cmds = commands();
+        let what = &rule[1..];
+        let Some((container, arg)) = what.split_once('|') else {
+            return Err(rule_error(rule, UNKNOWN));
+        };
+        let Some(id) = cmds.find(container) else {
+            return Err(rule_error(rule, UNKNOWN));
+        };
+        if !on {
+            return Err(rule_error(rule, UNKNOWN));
+        }
+        if !cmds.list[id].subs.is_empty() {
+            return Err(rule_error(
+                rule,
+                if arg.contains('|') {
+                    "Allowing first-arg of a subcommand is not supported"
+                } else {
+                    UNKNOWN
+                },
+            ));
+        }
+        if arg.is_empty() {
+            return Err(rule_error(rule, SYNTAX));
+        }
+        if arg.contains('|') {
+            return Err(rule_error(rule, UNKNOWN));
+        }
+        let args = self.first_args.entry(id).or_default();
+        if !args.iter().any(|a| a.eq_ignore_ascii_case(arg)) {
+            args.push(arg.to_string());
         }
         Ok(())
     }
@@ -499,15 +593,64 @@ impl User {
             })
     }
 
+    /// Whether a first-argument rule allows this call of command `id` (Redis's
+    /// `ACLCheckFirstArg`: the first argument equals one of the rule's, in any case).
+    fn first_arg_allowed(&self, id: usize, args: &[&[u8]]) -> bool {
+        match (self.first_args.get(&id), args.get(1)) {
+            (Some(allowed), Some(first)) => allowed
+                .iter()
+                .any(|a| a.as_bytes().eq_ignore_ascii_case(first)),
+            _ => false,
+        }
+    }
+
+    /// Whether a subscription may stay: any selector (the root or another) allows the
+    /// channel (`pattern`: the pattern), as Redis's `ACLKillPubsubClientsIfNeeded` checks
+    /// against the channels of all selectors.
+    pub fn subscription_allowed(&self, channel: &[u8], pattern: bool) -> bool {
+        self.channel_allowed(channel, pattern)
+            || self
+                .selectors
+                .iter()
+                .any(|s| s.channel_allowed(channel, pattern))
+    }
+
     /// Check a call of `spec` (`args[0]` is the name): the command, then its keys, then
     /// its channels, as Redis's `ACLCheckAllUserCommandPerm`.
     pub fn check(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
         if self.unrestricted {
             return Ok(());
         }
+        let root = self.check_selector(spec, args);
+        if root.is_ok() || self.selectors.is_empty() {
+            return root;
+        }
+        // Redis's `ACLCheckAllUserCommandPerm`: allowed by any selector; otherwise the
+        // most relevant refusal (channel over key over command, then the later argument).
+        let rank = |d: Denied| match d {
+            Denied::Command => (1, 0),
+            Denied::Key(at) => (2, at),
+            Denied::Channel(at) => (4, at),
+        };
+        let mut worst = root.unwrap_err();
+        for s in &self.selectors {
+            match s.check_selector(spec, args) {
+                Ok(()) => return Ok(()),
+                Err(d) if rank(d) > rank(worst) => worst = d,
+                Err(_) => {}
+            }
+        }
+        Err(worst)
+    }
+
+    /// One selector's check (the root's: this user's own permissions).
+    fn check_selector(&self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Denied> {
+        if self.unrestricted {
+            return Ok(());
+        }
         let cmds = commands();
         let id = cmds.id_of_call(spec, args);
-        if !self.bit(id) {
+        if !self.bit(id) && !self.first_arg_allowed(id, args) {
             return Err(Denied::Command);
         }
         // The shard channel commands name their channel as a key (for the cluster's slot
@@ -550,6 +693,21 @@ impl User {
             None => {}
         }
         words.extend(self.passwords.iter().map(|p| format!("#{}", hex(p))));
+        let keys = self.describe_keys();
+        if !keys.is_empty() {
+            words.push(keys);
+        }
+        words.push(self.describe_channels());
+        words.push(self.describe_commands());
+        for s in &self.selectors {
+            words.push(format!("({})", s.describe_selector()));
+        }
+        words.join(" ")
+    }
+
+    /// A selector's rules, as inside its parentheses in ACL LIST.
+    pub fn describe_selector(&self) -> String {
+        let mut words = Vec::new();
         let keys = self.describe_keys();
         if !keys.is_empty() {
             words.push(keys);
@@ -672,8 +830,42 @@ impl User {
                     }
                 }
             }
+            if !self.bit(id) {
+                for arg in self.first_args.get(&id).into_iter().flatten() {
+                    rules.push(format!("+{}|{arg}", c.name));
+                }
+            }
         }
         rules.join(" ")
+    }
+}
+
+/// Join the rules that make up one selector (`(+get`, `~key*)` -> `(+get ~key*)`), as
+/// Redis's `ACLMergeSelectorArguments` does for ACL SETUSER and the aclfile; an open
+/// parenthesis that never closes is refused in Redis's words.
+pub fn merge_selectors<S: AsRef<str>>(rules: &[S]) -> Result<Vec<String>, String> {
+    let mut out = Vec::with_capacity(rules.len());
+    let mut open: Option<(usize, String)> = None;
+    for (i, r) in rules.iter().enumerate() {
+        let r = r.as_ref();
+        if let Some((_, sel)) = &mut open {
+            sel.push(' ');
+            sel.push_str(r);
+            if r.ends_with(')') {
+                out.push(open.take().unwrap().1);
+            }
+        } else if r.starts_with('(') && !r.ends_with(')') {
+            open = Some((i, r.to_string()));
+        } else {
+            out.push(r.to_string());
+        }
+    }
+    match open {
+        Some((i, _)) => Err(format!(
+            "ERR Unmatched parenthesis in acl selector starting at '{}'.",
+            rules[i].as_ref()
+        )),
+        None => Ok(out),
     }
 }
 
@@ -744,6 +936,17 @@ pub enum Change {
     /// ACL LOAD: every user as (name, rules); the node that ran ACL LOAD read and checked
     /// the file.
     Replace(Vec<(String, Vec<String>)>),
+    /// ACL SETUSER name rules... with the proposing node's `acl-pubsub-default`
+    /// (`pubsub_all`: `allchannels`), which decides the channels of a new user and of
+    /// `reset`: carried in the entry so every node applies the same.
+    SetUserWith {
+        /// The user.
+        name: String,
+        /// Its rules.
+        rules: Vec<String>,
+        /// `acl-pubsub-default allchannels`.
+        pubsub_all: bool,
+    },
 }
 
 /// Apply `change` to `store`: ACL SETUSER's, DELUSER's or LOAD's reply. Deterministic
@@ -751,7 +954,15 @@ pub enum Change {
 pub fn apply(store: &Acl, change: &Change) -> crate::protocol::Reply {
     use crate::protocol::Reply;
     match change {
-        Change::SetUser(name, rules) => match store.set_user(name, rules) {
+        Change::SetUser(name, rules) => match store.set_user(name, rules, false) {
+            Ok(()) => Reply::ok(),
+            Err(e) => Reply::err(e),
+        },
+        Change::SetUserWith {
+            name,
+            rules,
+            pubsub_all,
+        } => match store.set_user(name, rules, *pubsub_all) {
             Ok(()) => Reply::ok(),
             Err(e) => Reply::err(e),
         },
@@ -765,6 +976,7 @@ pub fn apply(store: &Acl, change: &Change) -> crate::protocol::Reply {
                     .iter()
                     .map(|(n, rules)| User::from_rules(n, rules))
                     .collect(),
+                Event::Loaded,
             );
             Reply::ok()
         }
@@ -806,14 +1018,45 @@ impl ScriptUser {
     }
 }
 
+/// A change to the users, told to the [`Observer`] after it is made, so the server can
+/// close the connections Redis closes (`ACLKillPubsubClientsIfNeeded`, the clients of a
+/// deleted user, ACL LOAD's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// ACL SETUSER changed or created this user: its clients subscribed to channels or
+    /// patterns it may no longer use are closed.
+    Changed(&'a str),
+    /// ACL DELUSER removed these users: their clients are closed.
+    Deleted(&'a [String]),
+    /// ACL LOAD replaced every user: the clients of every user but `default` are closed
+    /// (as redis-server 7.0.15 does, even for a user the file left unchanged).
+    Loaded,
+    /// A snapshot replaced every user: clients of users that are gone are closed, and
+    /// subscribers are checked against their user's new channels.
+    Installed,
+}
+
+/// What the server does after a change (see [`Event`]); runs where the change is applied
+/// (the state machine, on every node), after the users' lock is released.
+pub type Observer = Box<dyn Fn(&Acl, Event<'_>) + Send + Sync>;
+
 /// The server's users, with the ACL LOG.
-#[derive(Debug)]
 pub struct Acl {
     users: RwLock<BTreeMap<String, Arc<User>>>,
     /// Moves on every change to any user: connections compare it with the one they saw.
     epoch: AtomicU64,
     /// ACL LOG.
     pub log: Mutex<log::Log>,
+    observer: RwLock<Option<Observer>>,
+}
+
+impl std::fmt::Debug for Acl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acl")
+            .field("users", &self.users)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Acl {
@@ -828,6 +1071,18 @@ impl Acl {
             users: RwLock::new(users),
             epoch: AtomicU64::new(1),
             log: Mutex::new(log::Log::default()),
+            observer: RwLock::new(None),
+        }
+    }
+
+    /// Set what runs after each change (the server's connection closer).
+    pub fn set_observer(&self, observer: Observer) {
+        *self.observer.write() = Some(observer);
+    }
+
+    fn tell(&self, event: Event<'_>) {
+        if let Some(o) = &*self.observer.read() {
+            o(self, event);
         }
     }
 
@@ -867,8 +1122,9 @@ impl Acl {
         self.users.read().values().cloned().collect()
     }
 
-    /// ACL SETUSER: create or change a user with `rules`, all or nothing.
-    pub fn set_user(&self, name: &str, rules: &[String]) -> Result<(), String> {
+    /// ACL SETUSER: create or change a user with `rules`, all or nothing
+    /// (`pubsub_all`: `acl-pubsub-default allchannels`, for a new user and `reset`).
+    pub fn set_user(&self, name: &str, rules: &[String], pubsub_all: bool) -> Result<(), String> {
         if name.bytes().any(|b| b == b' ' || b == 0) {
             return Err("ERR Usernames can't contain spaces or null characters".into());
         }
@@ -876,11 +1132,12 @@ impl Acl {
         let mut user = users
             .get(name)
             .map(|u| (**u).clone())
-            .unwrap_or_else(|| User::new(name));
-        user.apply_all(rules)?;
+            .unwrap_or_else(|| User::new_with(name, pubsub_all));
+        user.apply_all_with(rules, pubsub_all)?;
         users.insert(name.to_string(), Arc::new(user));
         drop(users);
         self.changed();
+        self.tell(Event::Changed(name));
         Ok(())
     }
 
@@ -893,6 +1150,7 @@ impl Acl {
         let n = names.iter().filter(|n| users.remove(*n).is_some()).count();
         drop(users);
         self.changed();
+        self.tell(Event::Deleted(names));
         Ok(n)
     }
 
@@ -909,8 +1167,9 @@ impl Acl {
         self.changed();
     }
 
-    /// Replace every user (ACL LOAD, a snapshot); `new` includes the default user.
-    pub fn replace(&self, new: Vec<User>) {
+    /// Replace every user (ACL LOAD: `Event::Loaded`, a snapshot: `Event::Installed`, at
+    /// start); `new` includes the default user.
+    pub fn replace(&self, new: Vec<User>, event: Event<'_>) {
         let mut users = self.users.write();
         users.clear();
         for u in new {
@@ -921,6 +1180,7 @@ impl Acl {
         }
         drop(users);
         self.changed();
+        self.tell(event);
     }
 
     /// The users in the aclfile format (`user <name> <rules>` lines), as ACL SAVE writes.
@@ -936,8 +1196,9 @@ impl Acl {
 /// Parse an aclfile (Redis's format: `user <name> <rule> ...` lines; blank lines and `#`
 /// comments are skipped). Without a `default` line the default user is Redis's (on,
 /// nopass, every permission). The error lists every bad line as redis-server 7.0.15's
-/// ACL LOAD does (`<path>:<line>: <why>. `), for the file at `path`.
-pub fn parse_file(text: &str, path: &str) -> Result<Vec<User>, String> {
+/// ACL LOAD does (`<path>:<line>: <why>. `), for the file at `path`. New users get
+/// `acl-pubsub-default` (`pubsub_all`: every channel).
+pub fn parse_file(text: &str, path: &str, pubsub_all: bool) -> Result<Vec<User>, String> {
     let mut users: Vec<User> = Vec::new();
     let mut errors = String::new();
     for (n, line) in text.lines().enumerate() {
@@ -958,11 +1219,13 @@ pub fn parse_file(text: &str, path: &str) -> Result<Vec<User>, String> {
             errors.push_str(&format!("{path}:{n}: Duplicate user '{name}' found. "));
             continue;
         }
-        let mut u = User::new(name);
-        match u.apply_all(&words[2..]) {
+        let mut u = User::new_with(name, pubsub_all);
+        match u.apply_all_with(&words[2..], pubsub_all) {
             Ok(()) => users.push(u),
             Err(e) => {
-                let why = e.split_once("': ").map_or(e.as_str(), |(_, w)| w);
+                let e = e.strip_prefix("ERR ").unwrap_or(&e);
+                let why = e.split_once("': ").map_or(e, |(_, w)| w);
+                let why = why.strip_suffix('.').unwrap_or(why);
                 errors.push_str(&format!("{path}:{n}: {why}. "));
             }
         }
@@ -1019,6 +1282,35 @@ mod tests {
     }
 
     #[test]
+    fn selectors_round_trip_through_their_description() {
+        let u = user(&[
+            "on",
+            "+set",
+            "~w*",
+            "(+get ~k*)",
+            "(+set",
+            "~x*)",
+            "(&c* +select|0)",
+        ]);
+        assert_eq!(
+            u.describe(),
+            "on ~w* resetchannels -@all +set (~k* resetchannels -@all +get) \
+             (~x* resetchannels -@all +set) (resetchannels &c* -@all +select|0)"
+        );
+        // Snapshots and the Raft log carry a user as its description's words.
+        assert_eq!(User::from_rules("u", &u.rules()), u);
+        let set = lookup(b"set").unwrap();
+        assert!(u.check(set, &[b"set", b"x1", b"v"]).is_ok());
+        assert_eq!(u.check(set, &[b"set", b"k1", b"v"]), Err(Denied::Key(1)));
+        let publish = lookup(b"publish").unwrap();
+        assert_eq!(
+            u.check(publish, &[b"publish", b"c1", b"m"]),
+            Err(Denied::Command)
+        );
+        assert!(u.subscription_allowed(b"c1", false));
+    }
+
+    #[test]
     fn rule_errors_are_redis_texts() {
         let mut u = User::new("u");
         assert_eq!(
@@ -1041,16 +1333,17 @@ mod tests {
                 "on", ">secret", "~cache:*", "%R~ro:*", "&news", "+@read", "-get",
             ]
             .map(String::from),
+            false,
         )
         .unwrap();
         let text = acl.to_file();
-        let users = parse_file(&text, "f").unwrap();
+        let users = parse_file(&text, "f", false).unwrap();
         let again = Acl::new(None);
-        again.replace(users);
+        again.replace(users, Event::Installed);
         assert_eq!(again.to_file(), text);
         assert!(again.get("alice").unwrap().password_ok(b"secret"));
         assert_eq!(
-            parse_file("user bob on bogus\nfoo\n", "f").unwrap_err(),
+            parse_file("user bob on bogus\nfoo\n", "f", false).unwrap_err(),
             "f:1: Syntax error. f:2 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"
         );
     }

@@ -1,13 +1,11 @@
 //! Argument parsing and typed key access shared by every command family, with Redis's
 //! exact error texts.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 
 use crate::protocol::Reply;
 pub use crate::store::value::parse_canonical_i64 as parse_i64;
-use crate::store::value::{HashValue, SetValue};
+use crate::store::value::{HashValue, ListValue, SetValue};
 use crate::store::zset::SortedSet;
 use crate::store::{Db, Value};
 
@@ -130,8 +128,8 @@ macro_rules! kind {
 }
 
 kind!(HashValue, Hash, HashValue::default());
-kind!(VecDeque<Bytes>, List, VecDeque::new());
-kind!(SetValue, Set, Box::default());
+kind!(ListValue, List, ListValue::default());
+kind!(SetValue, Set, SetValue::default());
 kind!(SortedSet, ZSet, SortedSet::new());
 
 /// Borrow the value at `key` as type `T`; absent is Ok(None), another type is WRONGTYPE.

@@ -14,8 +14,8 @@ use super::strings::run;
 use super::{lists, zsets, Ctx};
 use crate::protocol::Reply;
 use crate::server::blocking as conn;
+use crate::store::value::ListValue;
 use crate::store::zset::SortedSet;
-use std::collections::VecDeque;
 
 /// A blocking command's timeout in milliseconds (0: wait forever), with Redis's errors:
 /// seconds as a float, rounded up to a millisecond.
@@ -89,7 +89,7 @@ fn name(s: &'static str) -> Bytes {
 fn bpop_list(ctx: &mut Ctx, a: &[Bytes], pop: &'static str) -> Reply {
     run((|| {
         parse_timeout(&a[a.len() - 1])?;
-        let Some(key) = first_ready::<VecDeque<Bytes>>(ctx, &a[1..a.len() - 1])? else {
+        let Some(key) = first_ready::<ListValue>(ctx, &a[1..a.len() - 1])? else {
             return Ok(Reply::NilArray);
         };
         let args = [name(pop), key.clone()];
@@ -116,7 +116,7 @@ pub fn brpop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn brpoplpush(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
         parse_timeout(&a[3])?;
-        if first_ready::<VecDeque<Bytes>>(ctx, &a[1..2])?.is_none() {
+        if first_ready::<ListValue>(ctx, &a[1..2])?.is_none() {
             return Ok(Reply::Nil);
         }
         Ok(lists::rpoplpush(
@@ -135,7 +135,7 @@ pub fn blmove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             }
         }
         parse_timeout(&a[5])?;
-        if first_ready::<VecDeque<Bytes>>(ctx, &a[1..2])?.is_none() {
+        if first_ready::<ListValue>(ctx, &a[1..2])?.is_none() {
             return Ok(Reply::Nil);
         }
         let mut args = a[..5].to_vec();
@@ -158,7 +158,7 @@ pub fn blmpop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn mpop_list(ctx: &mut Ctx, a: &[Bytes], at: usize) -> Reply {
     run((|| {
         let (keys, dir, count) = parse_mpop(a, at, ["left", "right"])?;
-        let Some(key) = first_ready::<VecDeque<Bytes>>(ctx, keys)? else {
+        let Some(key) = first_ready::<ListValue>(ctx, keys)? else {
             return Ok(Reply::NilArray);
         };
         let count = Bytes::from(count.unwrap_or(1).to_string());

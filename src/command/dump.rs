@@ -80,6 +80,7 @@ fn restore_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let value = match restore_payload(&a[3]) {
         // Encoded by the thresholds, as Redis encodes a loaded value.
         Ok(Value::Hash(h)) => Value::Hash(h.reencode(ctx.ks.encodings.hash())),
+        Ok(Value::Set(s)) => Value::Set(s.reencode(ctx.ks.encodings.set())),
         Ok(Value::ZSet(z)) => {
             let limits = ctx.ks.encodings.zset();
             let fits = z.len() <= limits.entries && z.iter().all(|(m, _)| m.len() <= limits.value);

@@ -1,12 +1,11 @@
 //! List commands: pushes and pops at both ends, index and range access, LSET, LTRIM,
-//! LREM, LINSERT, LPOS, and the non-blocking moves LMOVE/RPOPLPUSH. A list is a
-//! `VecDeque`, so both ends are O(1) and indexing is O(1).
+//! LREM, LINSERT, LPOS, and the non-blocking moves LMOVE/RPOPLPUSH. A list is one packed
+//! buffer while small and a `VecDeque` once large (`store::list`), so on a big list both
+//! ends and indexing are O(1).
 //!
 //! Indexes follow Redis: negative counts from the tail, and ranges are clamped to the
 //! list before anything is allocated, so no argument can make a reply larger than the
 //! list itself.
-
-use std::collections::VecDeque;
 
 use bytes::Bytes;
 
@@ -17,7 +16,7 @@ use super::Ctx;
 use crate::protocol::Reply;
 use crate::pubsub::notify::{GENERIC, LIST};
 
-type List = VecDeque<Bytes>;
+type List = crate::store::value::ListValue;
 
 /// Which end of a list.
 #[derive(Clone, Copy, PartialEq)]
@@ -188,7 +187,7 @@ pub fn lrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         };
         Ok(match clamp_range(start, end, l.len()) {
             None => Reply::Array(Vec::new()),
-            Some((s, e)) => args::bulk_array(l.range(s..=e).cloned()),
+            Some((s, e)) => args::bulk_array(l.range(s, e)),
         })
     })())
 }
@@ -203,7 +202,7 @@ pub fn lindex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let i = int(&a[2])?;
         Ok(resolve(i, l.len())
             .and_then(|i| l.get(i))
-            .map_or(Reply::Nil, |v| Reply::Bulk(v.clone())))
+            .map_or(Reply::Nil, Reply::Bulk))
     })())
 }
 
@@ -222,9 +221,11 @@ pub fn lset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             LIST,
             |_| Some("lset"),
             |l| {
-                if let Some(slot) = l.get_mut(i) {
-                    *slot = a[3].clone();
-                }
+                l.edit(|l| {
+                    if let Some(slot) = l.get_mut(i) {
+                        *slot = a[3].clone();
+                    }
+                });
                 Ok(())
             },
         )?;
@@ -244,13 +245,13 @@ pub fn ltrim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             LIST,
             |_| Some("ltrim"),
             |l| {
-                match clamp_range(start, end, l.len()) {
+                l.edit(|l| match clamp_range(start, end, l.len()) {
                     None => l.clear(),
                     Some((s, e)) => {
                         l.truncate(e + 1);
                         l.drain(..s);
                     }
-                }
+                });
                 Ok(())
             },
         )?;
@@ -268,6 +269,17 @@ pub fn lrem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         let event = |n: &i64| (*n > 0).then_some("lrem");
         let removed = update_notify::<List, _>(ctx, &a[1], false, LIST, event, |l| {
+            Ok(l.edit(|l| remove_matches(l, target, count)))
+        })?;
+        Ok(Reply::Integer(removed.unwrap_or(0)))
+    })())
+}
+
+/// LREM's removal: `count` matches of `target` from the head (negative: from the tail,
+/// 0: all); returns how many went.
+fn remove_matches(l: &mut std::collections::VecDeque<Bytes>, target: &Bytes, count: i64) -> i64 {
+    {
+        {
             let matches = l.iter().filter(|v| *v == target).count();
             let limit = match count {
                 0 => matches,
@@ -289,10 +301,9 @@ pub fn lrem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 left -= 1;
                 false
             });
-            Ok(limit as i64)
-        })?;
-        Ok(Reply::Integer(removed.unwrap_or(0)))
-    })())
+            limit as i64
+        }
+    }
 }
 
 /// LINSERT key BEFORE|AFTER pivot element
@@ -308,7 +319,7 @@ pub fn linsert(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let Some(l) = read_list(ctx, &a[1])? else {
             return Ok(Reply::Integer(0));
         };
-        let Some(at) = l.iter().position(|v| *v == a[3]) else {
+        let Some(at) = l.positions(&a[3]).first().copied() else {
             return Ok(Reply::Integer(-1));
         };
         let len = update_notify::<List, _>(
@@ -318,7 +329,7 @@ pub fn linsert(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             LIST,
             |_| Some("linsert"),
             |l| {
-                l.insert(at + after as usize, a[4].clone());
+                l.edit(|l| l.insert(at + after as usize, a[4].clone()));
                 Ok(l.len() as i64)
             },
         )?;
@@ -383,10 +394,18 @@ pub fn lpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         } else {
             o.maxlen.min(l.len())
         };
+        // One pass over the list (a packed list is scanned, not indexed).
+        let found = l.positions(&a[2]);
+        let len = l.len();
         let positions: Box<dyn Iterator<Item = usize>> = if o.rank > 0 {
-            Box::new(0..scan_len)
+            Box::new(found.into_iter().take_while(move |&i| i < scan_len))
         } else {
-            Box::new((l.len() - scan_len..l.len()).rev())
+            Box::new(
+                found
+                    .into_iter()
+                    .rev()
+                    .take_while(move |&i| i >= len - scan_len),
+            )
         };
         let skip = usize::try_from(o.rank.unsigned_abs() - 1).unwrap_or(usize::MAX);
         let want = match o.count {
@@ -395,7 +414,6 @@ pub fn lpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             Some(n) => n,
         };
         let hits: Vec<Reply> = positions
-            .filter(|&i| l.get(i) == Some(&a[2]))
             .skip(skip)
             .take(want)
             .map(|i| Reply::Integer(i as i64))

@@ -1,8 +1,9 @@
 //! Set commands: membership, SPOP/SRANDMEMBER, the algebra (SINTER, SUNION, SDIFF and
 //! their STORE forms, SINTERCARD), SMOVE and SSCAN.
 //!
-//! Sets keep insertion order, and SPOP picks by index with the deterministic generator
-//! of `collection`, so the same SPOP removes the same members on every replica.
+//! Sets iterate in their encoding's order (ascending for an intset, as Redis; insertion
+//! order for a table: `store::set`), and SPOP picks by index with the deterministic
+//! generator of `collection`, so the same SPOP removes the same members on every replica.
 
 use bytes::Bytes;
 
@@ -14,7 +15,7 @@ use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
 use crate::pubsub::notify::{GENERIC, SET};
-use crate::store::value::{set_remove, SetValue};
+use crate::store::value::SetValue;
 use crate::store::Value;
 
 fn read_set<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SetValue>> {
@@ -22,13 +23,8 @@ fn read_set<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SetValue>>
     args::read::<SetValue>(ctx.db(), key, now)
 }
 
-fn set_reply<'a>(members: impl IntoIterator<Item = &'a Bytes>) -> Reply {
-    Reply::Set(
-        members
-            .into_iter()
-            .map(|m| Reply::Bulk(m.clone()))
-            .collect(),
-    )
+fn set_reply(members: impl IntoIterator<Item = Bytes>) -> Reply {
+    Reply::Set(members.into_iter().map(Reply::Bulk).collect())
 }
 
 /// SADD key member [member ...]
@@ -39,9 +35,10 @@ pub fn sadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if exists_where::<SetValue>(ctx, &a[1], |s| members.iter().all(|m| s.contains(m)))? {
             return Ok(Reply::Integer(0));
         }
+        let limit = ctx.ks.encodings.set();
         let event = |n: &i64| (*n > 0).then_some("sadd");
         let added = update_notify::<SetValue, _>(ctx, &a[1], true, SET, event, |s| {
-            Ok(members.iter().filter(|m| s.insert((*m).clone())).count() as i64)
+            Ok(members.iter().filter(|m| s.insert(m, limit)).count() as i64)
         })?;
         Ok(Reply::Integer(added.unwrap_or(0)))
     })())
@@ -56,7 +53,7 @@ pub fn srem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         let event = |n: &i64| (*n > 0).then_some("srem");
         let removed = update_notify::<SetValue, _>(ctx, &a[1], false, SET, event, |s| {
-            Ok(members.iter().filter(|m| set_remove(s, m)).count() as i64)
+            Ok(members.iter().filter(|m| s.remove(m)).count() as i64)
         })?;
         Ok(Reply::Integer(removed.unwrap_or(0)))
     })())
@@ -64,7 +61,7 @@ pub fn srem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// SMEMBERS key
 pub fn smembers(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    read_set(ctx, &a[1]).map_or_else(|e| e, |s| set_reply(s.into_iter().flatten()))
+    read_set(ctx, &a[1]).map_or_else(|e| e, |s| set_reply(s.into_iter().flat_map(|s| s.iter())))
 }
 
 /// SISMEMBER key member
@@ -117,15 +114,12 @@ pub fn spop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let popped = update_notify::<SetValue, _>(ctx, key, false, SET, event, |s| {
             if want >= size {
                 // Popping everything answers the whole set in order, as Redis does.
-                return Ok(std::mem::take(s).into_iter().collect());
+                return Ok(std::mem::take(s).iter().collect());
             }
             let picks = Rng::new(seed, key, size).distinct(size, want);
-            let members: Vec<Bytes> = picks
-                .iter()
-                .filter_map(|&i| s.get_index(i).cloned())
-                .collect();
+            let members: Vec<Bytes> = picks.iter().filter_map(|&i| s.get_index(i)).collect();
             for m in &members {
-                set_remove(s, m);
+                s.remove(m);
             }
             Ok(members)
         })?
@@ -151,16 +145,14 @@ pub fn srandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Ok(Reply::Nil);
             };
             let i = Rng::new(seed, &a[1], s.len()).below(s.len());
-            return Ok(s
-                .get_index(i)
-                .map_or(Reply::Nil, |m| Reply::Bulk(m.clone())));
+            return Ok(s.get_index(i).map_or(Reply::Nil, Reply::Bulk));
         };
         let Some(s) = s else {
             return Ok(Reply::Array(Vec::new()));
         };
         let picks = random_picks(&mut Rng::new(seed, &a[1], s.len()), s.len(), count)?;
         Ok(args::bulk_array(
-            picks.into_iter().filter_map(|i| s.get_index(i).cloned()),
+            picks.into_iter().filter_map(|i| s.get_index(i)),
         ))
     })())
 }
@@ -182,7 +174,7 @@ fn load_sets<'a>(ctx: &'a mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Option<&'a S
         .collect()
 }
 
-/// Compute an intersection, union or difference, in the order of the set it walks.
+/// Compute an intersection, union or difference, in the order of the sets it walks.
 fn compute(sets: &[Option<&SetValue>], op: Algebra, limit: usize) -> Vec<Bytes> {
     match op {
         Algebra::Inter => {
@@ -197,17 +189,17 @@ fn compute(sets: &[Option<&SetValue>], op: Algebra, limit: usize) -> Vec<Bytes> 
             };
             first
                 .iter()
-                .filter(|m| rest.iter().all(|s| s.contains(*m)))
+                .filter(|m| rest.iter().all(|s| s.contains(m)))
                 .take(limit)
-                .cloned()
                 .collect()
         }
         Algebra::Union => {
-            let mut out = SetValue::default();
-            for s in sets.iter().flatten() {
-                out.extend(s.iter().cloned());
-            }
-            out.into_iter().collect()
+            let mut seen = std::collections::HashSet::new();
+            sets.iter()
+                .flatten()
+                .flat_map(|s| s.iter())
+                .filter(|m| seen.insert(m.clone()))
+                .collect()
         }
         Algebra::Diff => {
             let Some(Some(first)) = sets.first() else {
@@ -215,34 +207,45 @@ fn compute(sets: &[Option<&SetValue>], op: Algebra, limit: usize) -> Vec<Bytes> 
             };
             first
                 .iter()
-                .filter(|m| sets[1..].iter().flatten().all(|s| !s.contains(*m)))
-                .cloned()
+                .filter(|m| sets[1..].iter().flatten().all(|s| !s.contains(m)))
                 .collect()
         }
     }
 }
 
-fn algebra(ctx: &mut Ctx, keys: &[Bytes], op: Algebra) -> CmdResult<Vec<Bytes>> {
+/// The result as Redis 7.0 builds it: the members added one by one to a new intset
+/// (`sinterGenericCommand`, `sunionDiffGenericCommand`), so a result of few integers is
+/// an intset and answers in ascending order.
+fn algebra(ctx: &mut Ctx, keys: &[Bytes], op: Algebra) -> CmdResult<SetValue> {
+    let limit = ctx.ks.encodings.set();
     let sets = load_sets(ctx, keys)?;
-    Ok(compute(&sets, op, usize::MAX))
+    Ok(SetValue::from_members(
+        compute(&sets, op, usize::MAX),
+        limit,
+    ))
 }
 
 fn algebra_reply(ctx: &mut Ctx, a: &[Bytes], op: Algebra) -> Reply {
-    algebra(ctx, &a[1..], op).map_or_else(|e| e, |m| set_reply(&m))
+    if op == Algebra::Inter {
+        // SINTER answers in the order it walks the smallest set, as Redis streams it.
+        return load_sets(ctx, &a[1..])
+            .map_or_else(|e| e, |sets| set_reply(compute(&sets, op, usize::MAX)));
+    }
+    algebra(ctx, &a[1..], op).map_or_else(|e| e, |s| set_reply(s.iter()))
 }
 
 fn algebra_store(ctx: &mut Ctx, a: &[Bytes], op: Algebra, event: &'static str) -> Reply {
     run((|| {
-        let members = algebra(ctx, &a[2..], op)?;
-        let n = members.len() as i64;
+        let set = algebra(ctx, &a[2..], op)?;
+        let n = set.len() as i64;
         let now = ctx.now_ms;
         let db = ctx.db();
-        if members.is_empty() {
+        if set.is_empty() {
             if db.remove(&a[1], now).is_some() {
                 ctx.notify(GENERIC, "del", &a[1]);
             }
         } else {
-            db.set(&a[1], Value::Set(Box::new(members.into_iter().collect())));
+            db.set(&a[1], Value::Set(set));
             ctx.notify(SET, event, &a[1]);
         }
         Ok(Reply::Integer(n))
@@ -335,13 +338,14 @@ pub fn smove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if src == dst || !in_src {
             return Ok(Reply::Integer(in_src as i64));
         }
+        let limit = ctx.ks.encodings.set();
         update_notify::<SetValue, _>(
             ctx,
             src,
             false,
             SET,
             |_| Some("srem"),
-            |s| Ok(set_remove(s, member)),
+            |s| Ok(s.remove(member)),
         )?;
         update_notify::<SetValue, _>(
             ctx,
@@ -349,7 +353,7 @@ pub fn smove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             true,
             SET,
             |_| Some("sadd"),
-            |s| Ok(s.insert(member.clone())),
+            |s| Ok(s.insert(member, limit)),
         )?;
         Ok(Reply::Integer(1))
     })())
@@ -364,7 +368,10 @@ pub fn sscan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Ok(scan_reply(0, Vec::new()));
         };
         let opts = parse_scan(a, 2, false)?;
-        let (next, items) = scan_step(s.iter().map(|m| (m, ())), s.len(), &opts);
+        let members: Vec<Bytes> = s.iter().collect();
+        // Redis answers an intset whole whatever its size, like a listpack.
+        let len = if s.encoding() == "intset" { 0 } else { s.len() };
+        let (next, items) = scan_step(members.iter().map(|m| (m, ())), len, &opts);
         Ok(scan_reply(
             next,
             items

@@ -139,9 +139,13 @@ struct Item {
 fn elements(v: Option<&Value>, dont_sort: bool, desc: bool) -> CmdResult<Vec<Bytes>> {
     Ok(match v {
         None => Vec::new(),
-        Some(Value::List(l)) if dont_sort && desc => l.iter().rev().cloned().collect(),
-        Some(Value::List(l)) => l.iter().cloned().collect(),
-        Some(Value::Set(s)) => s.iter().cloned().collect(),
+        Some(Value::List(l)) if dont_sort && desc => {
+            let mut v: Vec<Bytes> = l.iter().collect();
+            v.reverse();
+            v
+        }
+        Some(Value::List(l)) => l.iter().collect(),
+        Some(Value::Set(s)) => s.iter().collect(),
         Some(Value::ZSet(z)) if dont_sort && desc => {
             let mut v: Vec<Bytes> = z.iter().map(|(m, _)| m.clone()).collect();
             v.reverse();

@@ -96,10 +96,10 @@ impl<'a> Input<'a> {
         }
     }
 
-    fn for_each(&self, mut f: impl FnMut(&'a Bytes, f64)) {
+    fn for_each(&self, mut f: impl FnMut(&Bytes, f64)) {
         match *self {
             Input::Missing => {}
-            Input::Set(s) => s.iter().for_each(|m| f(m, 1.0)),
+            Input::Set(s) => s.iter().for_each(|m| f(&m, 1.0)),
             Input::ZSet(z) => z.iter().for_each(|(m, s)| f(m, s)),
         }
     }
@@ -240,14 +240,14 @@ fn by_size<'a>(inputs: Vec<Input<'a>>, weights: &[f64]) -> Vec<(Input<'a>, f64)>
 fn union(inputs: Vec<Input>, req: &Request) -> Vec<(Bytes, f64)> {
     let inputs = by_size(inputs, &req.weights);
     let largest = inputs.last().map_or(0, |(i, _)| i.len());
-    let mut acc: ahash::AHashMap<&Bytes, f64> = ahash::AHashMap::with_capacity(largest);
+    let mut acc: ahash::AHashMap<Bytes, f64> = ahash::AHashMap::with_capacity(largest);
     for (input, weight) in &inputs {
         input.for_each(|m, s| {
             let mut score = weight * s;
             if score.is_nan() {
                 score = 0.0;
             }
-            match acc.entry(m) {
+            match acc.entry(m.clone()) {
                 std::collections::hash_map::Entry::Occupied(mut e) => {
                     aggregate(e.get_mut(), score, req.aggregate)
                 }
@@ -257,7 +257,7 @@ fn union(inputs: Vec<Input>, req: &Request) -> Vec<(Bytes, f64)> {
             }
         });
     }
-    let mut out: Vec<(Bytes, f64)> = acc.into_iter().map(|(m, s)| (m.clone(), s)).collect();
+    let mut out: Vec<(Bytes, f64)> = acc.into_iter().collect();
     sort_by_score(&mut out);
     out
 }

@@ -505,6 +505,12 @@ pub struct TlsConfig {
     pub ciphersuites: String,
     /// `tls-prefer-server-ciphers`: choose the suite by the server's order.
     pub prefer_server_ciphers: bool,
+    /// `tls-session-caching`: keep sessions clients may resume.
+    pub session_caching: bool,
+    /// `tls-session-cache-size`: how many (at least 1).
+    pub session_cache_size: usize,
+    /// `tls-session-cache-timeout`: for how many seconds.
+    pub session_cache_timeout: u64,
 }
 
 impl Default for TlsConfig {
@@ -522,6 +528,9 @@ impl Default for TlsConfig {
             ciphers: String::new(),
             ciphersuites: String::new(),
             prefer_server_ciphers: false,
+            session_caching: true,
+            session_cache_size: 20480,
+            session_cache_timeout: 300,
         }
     }
 }
@@ -540,6 +549,11 @@ pub struct Config {
     pub aclfile: Option<std::path::PathBuf>,
     /// `protected-mode`: refuse non-loopback clients while the default user has no password.
     pub protected_mode: bool,
+    /// `acl-pubsub-default allchannels` (true) or `resetchannels` (false, Redis 7.0's
+    /// default): the channels of a new ACL user and of the `reset` rule.
+    pub acl_pubsub_all: bool,
+    /// `acllog-max-len`: entries ACL LOG keeps.
+    pub acllog_max_len: usize,
     /// TLS on the client port and the cluster link.
     pub tls: TlsConfig,
     /// Connection cap.
@@ -604,6 +618,8 @@ impl Default for Config {
             requirepass: None,
             aclfile: None,
             protected_mode: true,
+            acl_pubsub_all: false,
+            acllog_max_len: 128,
             tls: TlsConfig::default(),
             maxclients: 10_000,
             proto_max_bulk_len: 512 * 1024 * 1024,
@@ -620,6 +636,7 @@ impl Default for Config {
             encodings: crate::store::encoding::EncodingLimits {
                 hash: Default::default(),
                 zset: crate::store::zset::ZsetLimits::REDIS,
+                set_intset_entries: crate::store::set::DEFAULT_INTSET_ENTRIES,
             },
             latency_monitor_threshold: 0,
             log: DEFAULT_LOG.into(),

@@ -71,6 +71,8 @@ pub enum Apply {
     Slowlog,
     /// `requirepass`: the default user's password.
     Requirepass,
+    /// `acllog-max-len` (the ACL LOG's length).
+    AclLog,
     /// The compact encodings' thresholds (`hash-max-listpack-entries`, ...), which the
     /// keyspace reads on every write.
     Encodings,
@@ -195,6 +197,14 @@ pub static PARAMS: &[Param] = &[
         Ok(())
     }, Apply::Nothing)
     .at_start_only(),
+    Param::live("acl-pubsub-default", Kind::Enum(&["allchannels", "resetchannels"]), "resetchannels", |c| if c.acl_pubsub_all { "allchannels" } else { "resetchannels" }.into(), |c, v| {
+        c.acl_pubsub_all = v == "allchannels";
+        Ok(())
+    }, Apply::Nothing),
+    Param::live("acllog-max-len", Kind::Int(0, LONG_MAX), "128", |c| c.acllog_max_len.to_string(), |c, v| {
+        c.acllog_max_len = number(v);
+        Ok(())
+    }, Apply::AclLog),
     Param::live("protected-mode", Kind::Bool, "yes", |c| yes_no(c.protected_mode), |c, v| {
         c.protected_mode = v == "yes";
         Ok(())
@@ -250,6 +260,41 @@ pub static PARAMS: &[Param] = &[
         c.tls.prefer_server_ciphers = v == "yes";
         Ok(())
     }, Apply::Tls),
+    Param::live("tls-session-caching", Kind::Bool, "yes", |c| yes_no(c.tls.session_caching), |c, v| {
+        c.tls.session_caching = v == "yes";
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-session-cache-size", Kind::Int(0, INT_MAX), "20480", |c| c.tls.session_cache_size.to_string(), |c, v| {
+        if v == "0" {
+            return Err("0 (an unlimited cache, in Redis) is not supported: rustls's session cache holds a fixed number of sessions; give that number".into());
+        }
+        c.tls.session_cache_size = number(v);
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-session-cache-timeout", Kind::Int(0, INT_MAX), "300", |c| c.tls.session_cache_timeout.to_string(), |c, v| {
+        c.tls.session_cache_timeout = number(v);
+        Ok(())
+    }, Apply::Tls),
+    // Redis's TLS settings Tollgate cannot honour: the empty value (or `no`) is what they
+    // mean when unset; anything else is refused with the reason.
+    Param::live("tls-dh-params-file", Kind::Text, "", |_| String::new(), |_, v| {
+        refuse_unless_empty(v, "Tollgate does not use DH parameters: rustls negotiates keys with ECDHE only (TLS 1.3, and TLS 1.2's ECDHE suites), so there is nothing to configure; remove the setting")
+    }, Apply::Nothing),
+    Param::live("tls-key-file-pass", Kind::Text, "", |_| String::new(), |_, v| {
+        refuse_unless_empty(v, "encrypted private keys are not supported (rustls reads unencrypted PEM keys only); decrypt the key first, e.g. openssl pkey -in key.pem -out plain.pem")
+    }, Apply::Nothing),
+    Param::live("tls-client-key-file-pass", Kind::Text, "", |_| String::new(), |_, v| {
+        refuse_unless_empty(v, "encrypted private keys are not supported (rustls reads unencrypted PEM keys only); decrypt the key first, e.g. openssl pkey -in key.pem -out plain.pem")
+    }, Apply::Nothing),
+    Param::live("tls-ca-cert-dir", Kind::Text, "", |_| String::new(), |_, v| {
+        refuse_unless_empty(v, "a CA directory is not supported; put the CA certificates in one PEM file and name it in tls-ca-cert-file")
+    }, Apply::Nothing),
+    Param::live("tls-replication", Kind::Bool, "no", |_| "no".into(), |_, v| {
+        if v == "yes" {
+            return Err("Tollgate has no Redis replication to protect; the cluster link's TLS is tls-cluster".into());
+        }
+        Ok(())
+    }, Apply::Nothing),
     Param::live("tls-cluster", Kind::Bool, "no", |c| yes_no(c.tls.cluster), |c, v| {
         if v == "yes" && c.cluster.is_none() {
             return Err("this node is not a cluster node (no --node-id): there is no cluster link to protect".into());
@@ -419,7 +464,10 @@ pub static PARAMS: &[Param] = &[
         c.encodings.zset.value = number(v);
         Ok(())
     }, Apply::Encodings).alias("zset-max-ziplist-value"),
-    Param::stored("set-max-intset-entries", Kind::UInt(0, LONG_MAX as u64), "512", ENCODING),
+    Param::live("set-max-intset-entries", Kind::UInt(0, LONG_MAX as u64), "512", |c| c.encodings.set_intset_entries.to_string(), |c, v| {
+        c.encodings.set_intset_entries = number(v);
+        Ok(())
+    }, Apply::Encodings),
     Param::stored("list-max-listpack-size", Kind::Int(i32::MIN as i64, INT_MAX), "-2", ENCODING).alias("list-max-ziplist-size"),
     Param::stored("list-compress-depth", Kind::Int(0, INT_MAX), "0", ENCODING),
     Param::stored("stream-node-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "4096", "tunes streams, which Tollgate does not have"),
@@ -470,6 +518,14 @@ fn fsync_name(f: AppendFsync) -> &'static str {
 }
 
 /// A checked numeric value into a field (the kind's bounds make it fit).
+fn refuse_unless_empty(v: &str, why: &str) -> Result<(), String> {
+    if v.is_empty() {
+        Ok(())
+    } else {
+        Err(why.into())
+    }
+}
+
 fn number<T: std::str::FromStr + Default>(v: &str) -> T {
     v.parse().unwrap_or_default()
 }

@@ -176,6 +176,7 @@ impl tollgate_raft::StateMachine for ReplicatedState {
                     .iter()
                     .map(|(n, rules)| crate::acl::User::from_rules(n, rules))
                     .collect(),
+                crate::acl::Event::Installed,
             );
         }
         Ok(())

@@ -363,6 +363,21 @@ impl Hub {
         map.get(channel).map_or(0, Vec::len)
     }
 
+    /// Client `id`'s subscriptions: (channels and shard channels, patterns). A scan of
+    /// the registry, for the rare ACL change that must check a subscriber.
+    pub fn subscriptions_of(&self, id: u64) -> (Vec<Bytes>, Vec<Bytes>) {
+        let reg = self.reg.read();
+        let of = |map: &HashMap<Bytes, Vec<Arc<Subscriber>>>| -> Vec<Bytes> {
+            map.iter()
+                .filter(|(_, l)| l.iter().any(|s| s.id == id))
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        let mut channels = of(&reg.channels);
+        channels.extend(of(&reg.shard));
+        (channels, of(&reg.patterns))
+    }
+
     /// PUBSUB NUMPAT: distinct patterns subscribed to.
     pub fn numpat(&self) -> usize {
         self.reg.read().patterns.len()

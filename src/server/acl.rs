@@ -4,8 +4,10 @@
 //!
 //! A change to the users (SETUSER, DELUSER, LOAD) goes through [`change`]: standalone it
 //! applies to the store at once; in a cluster it is a replicated write (`Op::Acl`), so
-//! every node applies the same change in log order. Connections of a deleted user are
-//! closed, as Redis kills them.
+//! every node applies the same change in log order. Where a change is applied (on every
+//! node) [`close_clients`] closes the connections Redis closes: a deleted user's, a
+//! subscriber's whose user lost a channel or pattern it is subscribed to, and after ACL
+//! LOAD every client of a user other than `default`.
 
 use bytes::Bytes;
 
@@ -81,7 +83,13 @@ pub async fn acl(c: &mut Client, a: &[Bytes]) -> Answer {
         "dryrun" => dryrun(&store, a),
         "setuser" => {
             let rules: Vec<String> = a[3..].iter().map(|r| text(r)).collect();
-            change(c, Change::SetUser(text(&a[2]), rules)).await
+            let pubsub_all = c.shared.config.read().acl_pubsub_all;
+            let set = Change::SetUserWith {
+                name: text(&a[2]),
+                rules,
+                pubsub_all,
+            };
+            change(c, set).await
         }
         "deluser" => {
             let names = a[2..].iter().map(|r| text(r)).collect();
@@ -91,8 +99,10 @@ pub async fn acl(c: &mut Client, a: &[Bytes]) -> Answer {
         "load" => super::acl_file::load(c).await,
         _ => Reply::err("ERR unknown subcommand"),
     };
-    if !c.refresh_user() {
-        // This connection's own user was deleted: the reply, then the connection closes.
+    if c.handle.take_kill() || !c.refresh_user() {
+        // This connection was closed by its own change (its user deleted, its subscriptions
+        // no longer allowed, ACL LOAD): the reply, then the connection closes, as Redis's
+        // CLIENT_CLOSE_AFTER_COMMAND.
         return Answer::Close(Some(reply));
     }
     reply.into()
@@ -104,28 +114,70 @@ fn text(b: &[u8]) -> String {
 }
 
 /// Apply a change to the users through the engine (in a cluster, through the log, so
-/// every node applies it) and close the connections of deleted users.
+/// every node applies it; the store's observer, [`close_clients`], closes connections).
 pub async fn change(c: &Client, change: Change) -> Reply {
     let result = c.run_batch(vec![Op::Acl(change)], None, false).await;
-    let reply = result
+    result
         .replies
         .and_then(|r| r.into_iter().next())
-        .unwrap_or(Reply::Nil);
-    kill_orphans(&c.shared, c.id());
-    reply
+        .unwrap_or(Reply::Nil)
 }
 
-/// Close every connection (but `me`, which closes after its reply) whose user no longer
-/// exists.
-pub fn kill_orphans(shared: &super::Shared, me: u64) {
-    let store = shared.engine.acl();
+/// Install [`close_clients`] as the user store's observer: it then runs wherever a change
+/// is applied, for a client's ACL command as for an entry from the Raft log.
+pub fn observe(shared: &std::sync::Arc<super::Shared>) {
+    let weak = std::sync::Arc::downgrade(shared);
+    shared
+        .engine
+        .acl()
+        .set_observer(Box::new(move |store, event| {
+            if let Some(shared) = weak.upgrade() {
+                close_clients(&shared, store, event);
+            }
+        }));
+}
+
+/// Close the connections a change to the users ends, as redis-server 7.0.15 does: the
+/// clients of deleted users; subscribers (`ACLKillPubsubClientsIfNeeded`) whose user may
+/// no longer use one of their channels, shard channels or patterns (a pattern must be
+/// one of the user's patterns, as in Redis); after ACL LOAD, every client of a user other
+/// than `default`. Disabling a user (`off`) closes nothing (Redis 7.0 keeps those
+/// connections). A closed client that is running the command that made the change gets
+/// its reply first (`ClientHandle::take_kill`).
+pub fn close_clients(shared: &super::Shared, store: &acl::Acl, event: acl::Event<'_>) {
+    use acl::Event;
+    let hub = shared.engine.pubsub();
     for (id, h) in shared.clients.lock().iter() {
-        let user = h.info.lock().user.clone();
-        if *id != me && store.get(&user).is_none() {
+        let (user, subs) = {
+            let info = h.info.lock();
+            (info.user.clone(), info.subs)
+        };
+        let subscribed = subs != (0, 0, 0);
+        let subs_refused = || match store.get(&user) {
+            None => true,
+            Some(u) => subscribed && !subscriptions_allowed(&u, hub, *id),
+        };
+        let close = match event {
+            Event::Changed(name) => user == name && subs_refused(),
+            Event::Deleted(names) => names.contains(&user),
+            Event::Loaded => user != acl::DEFAULT_USER,
+            Event::Installed => subs_refused(),
+        };
+        if close {
             h.killed.store(true, std::sync::atomic::Ordering::Relaxed);
             h.kill.notify_one();
         }
     }
+}
+
+/// Whether `user` may keep every subscription client `id` has on this node.
+pub fn subscriptions_allowed(user: &User, hub: &crate::pubsub::Hub, id: u64) -> bool {
+    if user.allchannels || user.selectors.iter().any(|s| s.allchannels) {
+        return true;
+    }
+    let (channels, patterns) = hub.subscriptions_of(id);
+    channels.iter().all(|c| user.subscription_allowed(c, false))
+        && patterns.iter().all(|p| user.subscription_allowed(p, true))
 }
 
 fn getuser(u: &User) -> Reply {
@@ -147,7 +199,21 @@ fn getuser(u: &User) -> Reply {
         (Reply::bulk("commands"), Reply::bulk(u.describe_commands())),
         (Reply::bulk("keys"), Reply::bulk(u.describe_keys())),
         (Reply::bulk("channels"), Reply::bulk(u.getuser_channels())),
-        (Reply::bulk("selectors"), Reply::Array(vec![])),
+        (
+            Reply::bulk("selectors"),
+            Reply::Array(
+                u.selectors
+                    .iter()
+                    .map(|s| {
+                        Reply::Map(vec![
+                            (Reply::bulk("commands"), Reply::bulk(s.describe_commands())),
+                            (Reply::bulk("keys"), Reply::bulk(s.describe_keys())),
+                            (Reply::bulk("channels"), Reply::bulk(s.getuser_channels())),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
     ])
 }
 

@@ -37,8 +37,9 @@ fn write_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Read and check the aclfile: its users, or ACL LOAD's error text.
-pub fn read(path: &std::path::Path) -> Result<Vec<User>, String> {
+/// Read and check the aclfile: its users (new ones with `acl-pubsub-default`:
+/// `pubsub_all`), or ACL LOAD's error text.
+pub fn read(path: &std::path::Path, pubsub_all: bool) -> Result<Vec<User>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
             "Error loading ACLs, opening file '{}': {}",
@@ -46,7 +47,7 @@ pub fn read(path: &std::path::Path) -> Result<Vec<User>, String> {
             io_text(&e)
         )
     })?;
-    acl::parse_file(&text, &path.display().to_string())
+    acl::parse_file(&text, &path.display().to_string(), pubsub_all)
 }
 
 /// The C library's text for an I/O error (`No such file or directory`), without Rust's
@@ -61,10 +62,14 @@ fn io_text(e: &std::io::Error) -> String {
 
 /// ACL LOAD: replace the users with the aclfile's (all or nothing).
 pub async fn load(c: &mut Client) -> Reply {
-    let Some(path) = c.shared.config.read().aclfile.clone() else {
+    let (path, pubsub_all) = {
+        let config = c.shared.config.read();
+        (config.aclfile.clone(), config.acl_pubsub_all)
+    };
+    let Some(path) = path else {
         return Reply::err(NOT_CONFIGURED);
     };
-    match read(&path) {
+    match read(&path, pubsub_all) {
         Err(e) => Reply::err(format!("ERR {e}")),
         Ok(users) => {
             let users = users.iter().map(|u| (u.name.clone(), u.rules())).collect();

@@ -230,8 +230,9 @@ fn kill_script(c: &Client, function: bool) -> Answer {
 
 impl Client {
     /// AUTH and HELLO's AUTH: log in as `user` when it is on and `pass` is one of its
-    /// passwords (any, with `nopass`); a failure is logged in ACL LOG.
-    fn check_password(&mut self, user: &[u8], pass: &[u8]) -> Reply {
+    /// passwords (any, with `nopass`); a failure is logged in ACL LOG, with the command's
+    /// name as the client sent it (`auth`, `HELLO`) as the object, as Redis logs it.
+    fn check_password(&mut self, cmd: &[u8], user: &[u8], pass: &[u8]) -> Reply {
         let acl = self.shared.engine.acl().clone();
         let name = String::from_utf8_lossy(user).into_owned();
         let epoch = acl.epoch();
@@ -250,9 +251,13 @@ impl Client {
                     crate::acl::log::Context::Toplevel
                 };
                 let info = info::client_line(&self.handle.info.lock());
-                acl.log
-                    .lock()
-                    .add("auth", context, "AUTH".into(), name, info);
+                acl.log.lock().add(
+                    "auth",
+                    context,
+                    String::from_utf8_lossy(cmd).into_owned(),
+                    name,
+                    info,
+                );
                 Reply::err("WRONGPASS invalid username-password pair or user is disabled.")
             }
         }
@@ -280,7 +285,7 @@ impl Client {
         } else {
             (&b"default"[..], &a[1][..])
         };
-        self.check_password(user, pass)
+        self.check_password(&a[0].clone(), user, pass)
     }
 
     fn hello(&mut self, a: &[Bytes]) -> Reply {
@@ -300,7 +305,7 @@ impl Client {
         let mut name = None;
         while i < a.len() {
             if is(&a[i], "auth") && i + 2 < a.len() {
-                let r = self.check_password(&a[i + 1].clone(), &a[i + 2].clone());
+                let r = self.check_password(&a[0].clone(), &a[i + 1].clone(), &a[i + 2].clone());
                 if r.is_error() {
                     return r;
                 }

@@ -163,6 +163,23 @@ pub struct ClientHandle {
     pub killed: AtomicBool,
 }
 
+impl ClientHandle {
+    /// Whether the connection was killed; if so, take the kill back (flag and stored
+    /// notification), so the connection task can write its current reply and then close
+    /// by itself.
+    pub fn take_kill(&self) -> bool {
+        if !self.killed.swap(false, Ordering::AcqRel) {
+            return false;
+        }
+        // The stored notification: a `Notified` polled once completes at once when a
+        // permit is there (and is then dropped without passing it on).
+        let mut notified = std::pin::pin!(self.kill.notified());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let _ = std::future::Future::poll(notified.as_mut(), &mut cx);
+        true
+    }
+}
+
 /// State shared by every connection.
 pub struct Shared {
     /// Live configuration (CONFIG SET changes it).
@@ -329,12 +346,13 @@ impl Server {
             }
         }
         engine.acl().set_requirepass(config.requirepass.as_deref());
+        engine.acl().log.lock().set_max_len(config.acllog_max_len);
         if let Some(path) = &config.aclfile {
             // As Redis: a server whose aclfile has errors does not start.
-            let users = acl_file::read(path).map_err(|e| {
+            let users = acl_file::read(path, config.acl_pubsub_all).map_err(|e| {
                 std::io::Error::other(format!("Aborting Redis startup because of ACL errors: {e}"))
             })?;
-            engine.acl().replace(users);
+            engine.acl().replace(users, crate::acl::Event::Installed);
         }
         let (shutdown, _) = watch::channel(false);
         let durable = config.cluster.is_some();
@@ -358,6 +376,7 @@ impl Server {
             http_addr,
             run_id: run_id(),
         });
+        acl::observe(&shared);
         shared
             .stats
             .memory_startup
@@ -686,6 +705,15 @@ pub fn apply_config(
             shared
                 .engine
                 .set_hll_sparse_max_bytes(new.hll_sparse_max_bytes);
+            Ok(())
+        }
+        Apply::AclLog => {
+            shared
+                .engine
+                .acl()
+                .log
+                .lock()
+                .set_max_len(new.acllog_max_len);
             Ok(())
         }
         Apply::Slowlog => {

@@ -20,6 +20,14 @@ async fn subscribe_kind(c: &mut Client, a: &[Bytes], kind: Kind) -> Answer {
     let id = c.id();
     let replies = c.subs.subscribe(&hub, kind, &a[1..], id, c.resp);
     c.sync_subs();
+    // The user changed between the check of this call and the subscription (an ACL
+    // change applied meanwhile, which did not see it): check again, as the change would
+    // have (`server::acl::close_clients`).
+    if c.acl_epoch != c.shared.engine.acl().epoch()
+        && (!c.refresh_user() || !super::acl::subscriptions_allowed(&c.user, &hub, id))
+    {
+        return Answer::Close(None);
+    }
     many(c, replies)
 }
 

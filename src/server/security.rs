@@ -149,7 +149,8 @@ mod tests {
         acl.set_requirepass(None);
         assert!(guard.protected_mode_denies(&c, &acl, remote));
         // A password given to the default user with ACL SETUSER counts as well.
-        acl.set_user("default", &[">secret".to_string()]).unwrap();
+        acl.set_user("default", &[">secret".to_string()], false)
+            .unwrap();
         assert!(!guard.protected_mode_denies(&c, &acl, remote));
         acl.set_requirepass(None);
         c.protected_mode = false;

@@ -70,6 +70,11 @@ pub fn options(c: &TlsConfig) -> Result<TlsOptions, String> {
         versions: versions(&c.protocols),
         suites: tollgate_raft::tls::cipher_suites(&c.ciphers, &c.ciphersuites)?,
         prefer_server_order: c.prefer_server_ciphers,
+        session_cache: tollgate_raft::tls::SessionCache {
+            enabled: c.session_caching,
+            size: c.session_cache_size,
+            timeout_secs: c.session_cache_timeout,
+        },
     })
 }
 

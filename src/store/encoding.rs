@@ -11,25 +11,35 @@
 //! settings that decide it: the `*-max-listpack-*` / `set-max-intset-entries` thresholds of
 //! the CONFIG registry and whether small integers are shared (OBJECT REFCOUNT).
 //!
-//! Hashes and sorted sets have real compact encodings, converted for good at the configured
-//! thresholds as Redis converts them, so OBJECT ENCODING reports what the value is. Sets
-//! and lists do not yet: their rule is judged from the value's content and the thresholds
-//! (one function per type, to be replaced by "what the value is" when they get compact
-//! encodings), so a set that shrank back under the thresholds reports `intset` again where
-//! Redis keeps `hashtable`.
+//! Hashes, sets and sorted sets have real compact encodings, converted for good at the
+//! configured thresholds as Redis converts them, so OBJECT ENCODING reports what the value
+//! is. Lists answer `quicklist`, as every Redis 7.0 list does.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use super::hash::HashLimits;
+use super::set::DEFAULT_INTSET_ENTRIES;
 use super::zset::ZsetLimits;
 
 /// Every threshold, as plain values (the configuration's copy).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EncodingLimits {
     /// `hash-max-listpack-entries` and `hash-max-listpack-value`.
     pub hash: HashLimits,
     /// `zset-max-listpack-entries` and `zset-max-listpack-value`.
     pub zset: ZsetLimits,
+    /// `set-max-intset-entries`.
+    pub set_intset_entries: usize,
+}
+
+impl Default for EncodingLimits {
+    fn default() -> Self {
+        EncodingLimits {
+            hash: HashLimits::default(),
+            zset: ZsetLimits::default(),
+            set_intset_entries: DEFAULT_INTSET_ENTRIES,
+        }
+    }
 }
 
 /// The live thresholds.
@@ -39,6 +49,7 @@ pub struct Encodings {
     hash_value: AtomicUsize,
     zset_entries: AtomicUsize,
     zset_value: AtomicUsize,
+    set_entries: AtomicUsize,
 }
 
 impl Default for Encodings {
@@ -48,6 +59,7 @@ impl Default for Encodings {
             hash_value: AtomicUsize::new(0),
             zset_entries: AtomicUsize::new(0),
             zset_value: AtomicUsize::new(0),
+            set_entries: AtomicUsize::new(0),
         };
         e.configure(&EncodingLimits::default());
         e
@@ -61,6 +73,13 @@ impl Encodings {
         self.hash_value.store(l.hash.value, Relaxed);
         self.zset_entries.store(l.zset.entries, Relaxed);
         self.zset_value.store(l.zset.value, Relaxed);
+        self.set_entries.store(l.set_intset_entries, Relaxed);
+    }
+
+    /// `set-max-intset-entries` now.
+    #[inline]
+    pub fn set(&self) -> usize {
+        self.set_entries.load(Relaxed)
     }
 
     /// The hash thresholds now.
@@ -86,15 +105,12 @@ impl Encodings {
         EncodingLimits {
             hash: self.hash(),
             zset: self.zset(),
+            set_intset_entries: self.set(),
         }
     }
 }
 
-use std::collections::VecDeque;
-
-use bytes::Bytes;
-
-use super::value::{parse_canonical_i64, HashValue, SetValue, StrValue};
+use super::value::{HashValue, ListValue, SetValue, StrValue};
 use super::zset::SortedSet;
 use super::Value;
 
@@ -149,20 +165,14 @@ pub fn string_encoding(s: &StrValue) -> &'static str {
 }
 
 /// A list: Redis 7.0 always answers `quicklist` (its listpack-encoded lists came in 7.2).
-pub fn list_encoding(_l: &VecDeque<Bytes>, _s: &ObjectSettings) -> &'static str {
+pub fn list_encoding(_l: &ListValue, _s: &ObjectSettings) -> &'static str {
     "quicklist"
 }
 
-/// A set: `intset` when every member is an integer and there are at most
-/// `set-max-intset-entries`, else `hashtable` (Redis 7.0 has no listpack sets).
-pub fn set_encoding(set: &SetValue, s: &ObjectSettings) -> &'static str {
-    if set.len() as u64 <= s.set_max_intset_entries
-        && set.iter().all(|m| parse_canonical_i64(m).is_some())
-    {
-        "intset"
-    } else {
-        "hashtable"
-    }
+/// A set: its real encoding (`intset` while compact, `hashtable` once converted; Redis
+/// 7.0 has no listpack sets).
+pub fn set_encoding(set: &SetValue, _s: &ObjectSettings) -> &'static str {
+    set.encoding()
 }
 
 /// A hash: its real encoding (`listpack` while compact, `hashtable` once converted).
@@ -199,6 +209,7 @@ pub fn refcount(v: &Value, s: &ObjectSettings) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     #[test]
     fn strings() {
@@ -222,18 +233,15 @@ mod tests {
 
     #[test]
     fn collections_follow_the_thresholds() {
-        let mut s = ObjectSettings::default();
+        let s = ObjectSettings::default();
         let mut set = SetValue::default();
-        set.insert(Bytes::from_static(b"1"));
-        set.insert(Bytes::from_static(b"-7"));
+        set.insert(&Bytes::from_static(b"1"), 2);
+        set.insert(&Bytes::from_static(b"-7"), 2);
         assert_eq!(set_encoding(&set, &s), "intset");
-        s.set_max_intset_entries = 1;
-        assert_eq!(set_encoding(&set, &s), "hashtable");
-        s.set_max_intset_entries = 512;
-        set.insert(Bytes::from_static(b"a"));
+        set.insert(&Bytes::from_static(b"a"), 2);
         assert_eq!(set_encoding(&set, &s), "hashtable");
 
         let s = ObjectSettings::default();
-        assert_eq!(list_encoding(&VecDeque::new(), &s), "quicklist");
+        assert_eq!(list_encoding(&ListValue::default(), &s), "quicklist");
     }
 }

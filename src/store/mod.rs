@@ -13,6 +13,8 @@ pub mod encoding;
 pub mod eviction;
 pub mod expiry;
 pub mod hash;
+pub mod list;
+pub mod set;
 pub mod small;
 pub mod snapshot;
 pub mod value;

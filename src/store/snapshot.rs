@@ -15,7 +15,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::encoding::Encodings;
-use super::value::{HashValue, StrBytes};
+use super::set::IntSet;
+use super::value::{HashValue, SetValue, StrBytes};
 use super::zset::SortedSet;
 use super::{Db, Entry, Keyspace, StrValue, Value, DATABASES};
 
@@ -32,6 +33,11 @@ enum SnapValue {
     },
     /// A hash in its large encoding (`Hash` is a compact one, or any in a digest).
     HashTable(Vec<(Bytes, Bytes)>),
+    /// A set in its large encoding (`Set` is any set in a digest, or one encoded by the
+    /// thresholds as loaded, as every set was before intsets).
+    SetTable(Vec<Bytes>),
+    /// An intset: Redis's bytes, width included (removals never narrow it).
+    IntSet(Bytes),
 }
 
 #[derive(Serialize, Deserialize, Hash)]
@@ -64,8 +70,12 @@ fn snap_value(v: &Value, encoded: bool) -> SnapValue {
                 _ => SnapValue::Hash(pairs),
             }
         }
-        Value::List(l) => SnapValue::List(l.iter().cloned().collect()),
-        Value::Set(s) => SnapValue::Set(s.iter().cloned().collect()),
+        Value::List(l) => SnapValue::List(l.iter().collect()),
+        Value::Set(s) => match s {
+            SetValue::Table(_) if encoded => SnapValue::SetTable(s.iter().collect()),
+            SetValue::Ints(i) if encoded => SnapValue::IntSet(i.to_redis_bytes().into()),
+            _ => SnapValue::Set(s.iter().collect()),
+        },
         Value::ZSet(z) => SnapValue::ZSet {
             skiplist: z.encoding() == "skiplist",
             items: z.iter().map(|(m, s)| (m.clone(), s.to_bits())).collect(),
@@ -78,13 +88,23 @@ fn value_of(v: SnapValue, encodings: &Encodings) -> Result<Value, String> {
         HashValue::from_pairs(pairs, encodings.hash())
             .ok_or_else(|| "bad keyspace snapshot: a hash repeats a field".to_string())
     };
+    let set = |items: Vec<Bytes>| {
+        SetValue::try_from_members(items, encodings.set())
+            .ok_or_else(|| "bad keyspace snapshot: a set repeats a member".to_string())
+    };
     Ok(match v {
         SnapValue::Int(n) => Value::Str(StrValue::Int(n)),
         SnapValue::Raw(b) => Value::Str(StrValue::Raw(StrBytes::new(&b))),
         SnapValue::Hash(pairs) => Value::Hash(hash(pairs)?),
         SnapValue::HashTable(pairs) => Value::Hash(hash(pairs)?.into_table()),
         SnapValue::List(items) => Value::List(items.into_iter().collect()),
-        SnapValue::Set(items) => Value::Set(Box::new(items.into_iter().collect())),
+        SnapValue::Set(items) => Value::Set(set(items)?),
+        SnapValue::SetTable(items) => Value::Set(set(items)?.into_table()),
+        SnapValue::IntSet(b) => Value::Set(
+            IntSet::from_redis_bytes(&b)
+                .ok_or_else(|| "bad keyspace snapshot: a broken intset".to_string())?
+                .into(),
+        ),
         SnapValue::ZSet { skiplist, items } => Value::ZSet(SortedSet::from_snapshot_limited(
             skiplist,
             items.into_iter().map(|(m, s)| (m, f64::from_bits(s))),

@@ -1,24 +1,17 @@
 //! The values a key can hold, mirroring Redis's five core types.
 //!
-//! Hashes and sets keep insertion order (like Redis's listpack encoding for small
-//! collections), which also makes every iteration deterministic across replicas.
-
-use std::collections::VecDeque;
+//! Every collection iterates in an order that depends only on its history (hashes in
+//! insertion order as Redis's listpack, small integer sets ascending as Redis's intset,
+//! larger sets in insertion order), so iteration is the same on every replica.
 
 use bytes::Bytes;
-use indexmap::IndexSet;
 
 use super::small::{SmallBytes, VALUE_INLINE};
 use super::zset::SortedSet;
-use super::KeyHasher;
 
 pub use super::hash::HashValue;
-/// Member set of a set value.
-pub type SetValue = IndexSet<Bytes, KeyHasher>;
-
-/// Collections at most this long delete in order-preserving O(n) like a Redis listpack;
-/// larger ones use O(1) swap removal.
-const ORDERED_REMOVE_MAX: usize = 512;
+pub use super::list::ListValue;
+pub use super::set::SetValue;
 
 /// A Redis value.
 #[derive(Debug, Clone)]
@@ -27,10 +20,10 @@ pub enum Value {
     Str(StrValue),
     /// A hash of field -> value (compact or a boxed table: see `store::hash`).
     Hash(HashValue),
-    /// A list.
-    List(VecDeque<Bytes>),
-    /// A set.
-    Set(Box<SetValue>),
+    /// A list (packed or a deque: see `store::list`).
+    List(ListValue),
+    /// A set (an intset or a table: see `store::set`).
+    Set(SetValue),
     /// A sorted set.
     ZSet(SortedSet),
 }
@@ -132,19 +125,10 @@ impl Value {
             Value::Str(StrValue::Raw(SmallBytes::Heap(b))) => b.len() + ITEM,
             Value::Str(StrValue::Raw(SmallBytes::Inline(..))) => 0,
             Value::Hash(h) => h.memory_estimate(),
-            Value::List(l) => l.iter().map(|v| v.len() + ITEM).sum(),
-            Value::Set(s) => s.iter().map(|v| v.len() + ITEM).sum(),
+            Value::List(l) => l.memory_estimate(),
+            Value::Set(s) => s.memory_estimate(),
             Value::ZSet(z) => z.memory_estimate(),
         }
-    }
-}
-
-/// Remove a member from a set, preserving order for small sets.
-pub fn set_remove(s: &mut SetValue, member: &[u8]) -> bool {
-    if s.len() <= ORDERED_REMOVE_MAX {
-        s.shift_remove(member)
-    } else {
-        s.swap_remove(member)
     }
 }
 

@@ -20,6 +20,10 @@ USERS = [
     ("admin", ["on", ">pw", "allcommands", "allkeys", "allchannels", "-config|set", "-flushall"]),
     ("disabled", ["off", ">pw", "+@all"]),
     ("mixed", ["on", ">pw", "+@all", "-@dangerous", "+info", "resetkeys", "~a*", "~b*"]),
+    # First-argument rules: SELECT only with 0 or db2 (any case), CLIENT without KILL.
+    ("firstarg", ["on", ">pw", "+@all", "-select", "+select|0", "+SELECT|Db2", "-client|kill", "~*"]),
+    # Selectors: SET on w*, GET on k*, SET on x*, PUBLISH to c*; one split over two words.
+    ("sel", ["on", ">pw", "+set", "~w*", "(+get ~k*)", "(+set", "~x*)", "(+publish &c*)"]),
 ]
 
 # Commands run on the admin (default) connection: rules, descriptions and their errors.
@@ -73,6 +77,60 @@ ADMIN = [
     "ACL GENPASS x",
     "ACL LOG x",
     "ACL HELP",
+    "ACL GETUSER firstarg",
+    "ACL SETUSER fa +select|0 +select|0 +select|1 +get|x",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa -select|0",
+    "ACL SETUSER fa +config|get|x",
+    "ACL SETUSER fa +client|kill|x",
+    "ACL SETUSER fa +select|",
+    "ACL SETUSER fa +config|nosuch",
+    "ACL SETUSER fa +select|a|b",
+    "ACL SETUSER fa +nosuch|a",
+    "ACL SETUSER fa +@keyspace",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa -@connection",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa +select|0 +select",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa -select +select|9 +@all",
+    "ACL GETUSER fa",
+    "ACL SETUSER fa -@all +select|9 +ping|x nocommands",
+    "ACL GETUSER fa",
+    "ACL DRYRUN firstarg select 1",
+    "ACL DRYRUN firstarg select 0",
+    "ACL DRYRUN firstarg select DB2",
+    "ACL DRYRUN firstarg client kill id 1",
+    "ACL DRYRUN firstarg client id",
+    "ACL DELUSER fa",
+    "ACL GETUSER sel",
+    "ACL SETUSER sx on (+get ~k*) '(%R~r* +@read &ch*)'",
+    "ACL GETUSER sx",
+    "ACL SETUSER sx (+get",
+    "ACL SETUSER sx ( +get",
+    "ACL SETUSER sx '(on)'",
+    "ACL SETUSER sx '(bogus)'",
+    "ACL SETUSER sx '(allkeys ~a)'",
+    "ACL SETUSER sx ')'",
+    "ACL SETUSER sx '(~a (+get))'",
+    "ACL SETUSER sx '(clearselectors)'",
+    "ACL SETUSER sx '(reset)'",
+    "ACL SETUSER sx '(>pw)'",
+    "ACL SETUSER sx '( +get )' '()' '(+select|0)' '(%R~a* %W~a*)' '(~b* %R~b*)'",
+    "ACL GETUSER sx",
+    "ACL SETUSER sx clearselectors",
+    "ACL GETUSER sx",
+    "ACL SETUSER sx (~q*) reset",
+    "ACL GETUSER sx",
+    "ACL DRYRUN sel get k1",
+    "ACL DRYRUN sel get z",
+    "ACL DRYRUN sel set k1 v",
+    "ACL DRYRUN sel set x1 v",
+    "ACL DRYRUN sel mget k1 w1",
+    "ACL DRYRUN sel publish d x",
+    "ACL DRYRUN sel publish c1 x",
+    "ACL DRYRUN sel del x",
+    "ACL DELUSER sx",
     "AUTH nobody pw",
     "AUTH disabled pw",
     "AUTH reader wrong",
@@ -112,6 +170,20 @@ AS_USER = [
     ("mixed", "INFO nosuchsection"),
     ("mixed", "SET a1 x"),
     ("mixed", "SET c1 x"),
+    ("sel", "GET k1"),
+    ("sel", "GET z"),
+    ("sel", "SET x1 v"),
+    ("sel", "SET w1 v"),
+    ("sel", "SET k1 v"),
+    ("sel", "PUBLISH c1 m"),
+    ("sel", "PUBLISH d m"),
+    ("sel", "MGET k1 x1"),
+    ("sel", "EVAL \"return redis.call('get','k1')\" 0"),
+    ("firstarg", "SELECT 0"),
+    ("firstarg", "SELECT 1"),
+    ("firstarg", "SELECT db2"),
+    ("firstarg", "CLIENT KILL ID 999999"),
+    ("firstarg", "CLIENT GETNAME"),
 ]
 
 # A transaction as `scripter`: a refused command dooms EXEC.
@@ -153,8 +225,12 @@ def normalize_users(v):
         out = []
         for line in v:
             text = line.decode()
+            # Selectors (`(...)` at the end) are compared as they are.
+            sel = text.find(" (")
+            selectors = text[sel:] if sel >= 0 else ""
+            text = text[:sel] if sel >= 0 else text
             at = min((text.find(m) for m in (" -@all", " +@all") if text.find(m) >= 0), default=len(text))
-            out.append(text[:at] + " " + describe(text[at + 1:]))
+            out.append(text[:at] + " " + describe(text[at + 1:]) + selectors)
         return out
     if isinstance(v, dict) and b"commands" in v:
         v = dict(v)

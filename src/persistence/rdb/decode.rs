@@ -12,8 +12,9 @@ use bytes::Bytes;
 
 use super::encode::{ZSET_LISTPACK_ENTRIES, ZSET_LISTPACK_VALUE};
 use super::listpack::Item;
-use super::{crc64, intset, listpack, types, ziplist, Corrupt, Reader, RDB_VERSION};
+use super::{crc64, listpack, types, ziplist, Corrupt, Reader, RDB_VERSION};
 use crate::store::hash::HashLimits;
+use crate::store::set::{IntSet, Table, DEFAULT_INTSET_ENTRIES};
 use crate::store::value::{HashValue, SetValue};
 use crate::store::zset::SortedSet;
 use crate::store::{KeyHasher, Value};
@@ -102,7 +103,7 @@ pub fn read_value(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
             for _ in 0..n {
                 list.push_back(Bytes::from(r.string()?.into_owned()));
             }
-            Value::List(list)
+            Value::List(list.into_iter().collect())
         }
         types::LIST_QUICKLIST | types::LIST_QUICKLIST_2 => read_quicklist(r, type_id)?,
         types::LIST_ZIPLIST => {
@@ -112,20 +113,31 @@ pub fn read_value(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
             Value::List(items.into_iter().map(item_bytes).collect())
         }
         types::SET => {
+            // As Redis's rdbLoadObject: an intset while the members are integers and at
+            // most set-max-intset-entries (its default here; RESTORE re-encodes by the
+            // live setting), else a table.
             let n = r.count()?;
-            let mut set = SetValue::with_capacity_and_hasher(prealloc(n), KeyHasher);
+            let mut set = if n > DEFAULT_INTSET_ENTRIES {
+                SetValue::Table(Box::new(Table::with_capacity_and_hasher(
+                    prealloc(n),
+                    KeyHasher,
+                )))
+            } else {
+                SetValue::default()
+            };
             for _ in 0..n {
-                if !set.insert(Bytes::from(r.string()?.into_owned())) {
+                let member = Bytes::from(r.string()?.into_owned());
+                if !set.insert(&member, DEFAULT_INTSET_ENTRIES) {
                     return Err(Corrupt("duplicate set members detected").into());
                 }
             }
-            Value::Set(Box::new(set))
+            Value::Set(set)
         }
         types::SET_INTSET => {
             let blob = r.string()?;
-            let members = intset::decode(&blob).ok_or(Corrupt("intset integrity check failed"))?;
-            let set: SetValue = members.into_iter().map(int_bytes).collect();
-            Value::Set(Box::new(set))
+            let set =
+                IntSet::from_redis_bytes(&blob).ok_or(Corrupt("intset integrity check failed"))?;
+            Value::Set(SetValue::Ints(set))
         }
         types::ZSET | types::ZSET_2 => {
             let n = r.count()?;
@@ -249,7 +261,7 @@ fn read_quicklist(r: &mut Reader, type_id: u8) -> Result<Value, DecodeError> {
         // Redis skips empty nodes; an empty list in the end is an empty key.
         list.extend(items.into_iter().map(item_bytes));
     }
-    Ok(Value::List(list))
+    Ok(Value::List(list.into_iter().collect()))
 }
 
 /// A sorted set from its members and scores in any order; NaN scores and repeated
@@ -340,10 +352,15 @@ mod tests {
                     .map(|i| Bytes::from(format!("item-{i}")))
                     .collect(),
             ),
-            Value::Set(Box::new(
-                (0..600).map(|i| Bytes::from(i.to_string())).collect(),
+            Value::Set(SetValue::from_members(
+                (0..600).map(|i| Bytes::from(i.to_string())),
+                512,
             )),
-            Value::Set(Box::new(["a", "b"].into_iter().map(Bytes::from).collect())),
+            Value::Set(SetValue::from_members(
+                (0..6).map(|i| Bytes::from(i.to_string())),
+                512,
+            )),
+            Value::Set(SetValue::from_members(["a", "b"].map(Bytes::from), 512)),
         ];
         for v in values {
             let back = restore_payload(&dump(&v)).unwrap();

@@ -8,21 +8,19 @@
 //!   compressible, else plain;
 //! - lists: a quicklist of listpacks, each node filled up to 8 KB (`list-max-listpack-size
 //!   -2`) in order from the head, as RPUSH fills them;
-//! - sets: an intset when every member is an integer and there are at most 512
-//!   (`set-max-intset-entries`), else a hash table (members in Tollgate's order);
+//! - sets: the encoding the set holds (an intset, with the width it has, or a hash table
+//!   of the members in Tollgate's order);
 //! - sorted sets: the encoding the set holds (listpack up to 128 members of up to 64 bytes,
 //!   else skiplist, whose members Redis writes from the highest to the lowest);
 //! - hashes: a listpack up to 128 fields with fields and values of up to 64 bytes
 //!   (`hash-max-listpack-*`), in insertion order, else a hash table.
 //!
-//! Where Redis's own choice depends on history rather than contents (a set or hash that
-//! grew past a limit and shrank again stays a hash table in Redis; an intset keeps the
-//! width of a member since removed; LPUSH fills list nodes from the other end), the bytes
-//! differ but the value is the same.
+//! Where Redis's own choice depends on history Tollgate does not keep (LPUSH fills list
+//! nodes from the other end), the bytes differ but the value is the same.
 
-use super::{crc64, intset, listpack, put_length, put_string, types, RDB_VERSION};
+use super::{crc64, listpack, put_length, put_string, types, RDB_VERSION};
 use crate::numbers::format_double;
-use crate::store::value::{parse_canonical_i64, HashValue, SetValue};
+use crate::store::value::{HashValue, SetValue};
 use crate::store::zset::SortedSet;
 use crate::store::{StrValue, Value};
 
@@ -30,8 +28,6 @@ use crate::store::{StrValue, Value};
 pub const ZSET_LISTPACK_ENTRIES: usize = 128;
 /// Longest member of a listpack sorted set (`zset-max-listpack-value`).
 pub const ZSET_LISTPACK_VALUE: usize = 64;
-/// Most members of an intset (`set-max-intset-entries`).
-pub const SET_INTSET_ENTRIES: usize = 512;
 /// Largest list node (`list-max-listpack-size -2`: 8 KB).
 const LIST_NODE_BYTES: usize = 8192;
 /// What Redis adds to an element's length when it estimates a node's growth.
@@ -59,7 +55,7 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
         }
         Value::List(items) => {
             out.push(types::LIST_QUICKLIST_2);
-            write_list(out, items.iter().map(|b| &b[..]));
+            write_list(out, items.iter());
         }
         Value::Set(set) => write_set(out, set),
         Value::ZSet(z) => write_zset(out, z),
@@ -75,7 +71,7 @@ fn write_string(out: &mut Vec<u8>, s: &StrValue) {
 }
 
 /// A quicklist: the node count, then each node's container and listpack.
-fn write_list<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a [u8]>) {
+fn write_list(out: &mut Vec<u8>, items: impl Iterator<Item = bytes::Bytes>) {
     let mut nodes: Vec<Vec<u8>> = Vec::new();
     let mut node = listpack::Writer::new();
     for item in items {
@@ -84,7 +80,7 @@ fn write_list<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a [u8]>) {
         if !node.is_empty() && node.bytes() + item.len() + NODE_ENTRY_OVERHEAD > LIST_NODE_BYTES {
             nodes.push(std::mem::take(&mut node).finish());
         }
-        node.push(item);
+        node.push(&item);
     }
     if !node.is_empty() {
         nodes.push(node.finish());
@@ -97,18 +93,18 @@ fn write_list<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a [u8]>) {
 }
 
 fn write_set(out: &mut Vec<u8>, set: &SetValue) {
-    if set.len() <= SET_INTSET_ENTRIES {
-        let ints: Option<Vec<i64>> = set.iter().map(|m| parse_canonical_i64(m)).collect();
-        if let Some(mut ints) = ints {
+    match set {
+        SetValue::Ints(ints) => {
             out.push(types::SET_INTSET);
-            put_string(out, &intset::encode(&mut ints));
-            return;
+            put_string(out, &ints.to_redis_bytes());
         }
-    }
-    out.push(types::SET);
-    put_length(out, set.len() as u64);
-    for m in set {
-        put_string(out, m);
+        SetValue::Table(t) => {
+            out.push(types::SET);
+            put_length(out, t.len() as u64);
+            for m in t.iter() {
+                put_string(out, m);
+            }
+        }
     }
 }
 
@@ -192,12 +188,9 @@ mod tests {
             dump(&Value::Hash(hash)),
             b"\x10\x12\x12\x00\x00\x00\x04\x00\x81f\x02\x81v\x02\x81a\x02\x01\x01\xff\n\x00d2<\xf1X\x10Fx"
         );
-        let set: SetValue = ["1", "2", "70000"]
-            .into_iter()
-            .map(bytes::Bytes::from)
-            .collect();
+        let set = SetValue::from_members(["1", "2", "70000"].map(bytes::Bytes::from), 512);
         assert_eq!(
-            dump(&Value::Set(Box::new(set))),
+            dump(&Value::Set(set)),
             b"\x0b\x14\x04\x00\x00\x00\x03\x00\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00p\x11\x01\x00\n\x00\x85\xd5\xc1\x06[\x1d\xd0U"
         );
         let list = ["a", "1", "-1"]

@@ -7,7 +7,7 @@
 //! | `encode.rs` | a [`Value`](crate::store::Value) as Redis 7.0 serializes it, and the DUMP payload |
 //! | `decode.rs` | every value encoding Redis 7.0 loads (old ones included) into a `Value` |
 //! | `file.rs` | the RDB file: header, AUX fields, databases, expiry, functions, checksum |
-//! | `listpack.rs`, `intset.rs`, `ziplist.rs` | the compact encodings inside values |
+//! | `listpack.rs`, `ziplist.rs` | the compact encodings inside values (intsets: `store::set`) |
 //! | `lzf.rs`, `crc64.rs` | compression of long strings, the checksum |
 //!
 //! Writing picks the encoding Redis 7.0 would pick for the same contents under its default
@@ -20,7 +20,6 @@ pub mod crc64;
 pub mod decode;
 pub mod encode;
 pub mod file;
-pub mod intset;
 pub mod listpack;
 pub mod lzf;
 pub mod ziplist;
