@@ -151,10 +151,15 @@ impl Registry {
     }
 
     /// A keyspace event fired on `key` of `db`: if a client waits on it, it is ready.
+    #[inline]
     pub fn signal(&self, db: usize, key: &[u8]) {
-        if self.active.load(Ordering::Relaxed) == 0 {
-            return;
+        if self.active.load(Ordering::Relaxed) != 0 {
+            self.mark_ready(db, key);
         }
+    }
+
+    #[inline(never)]
+    fn mark_ready(&self, db: usize, key: &[u8]) {
         let mut inner = self.inner.lock();
         let slot = (db, Bytes::copy_from_slice(key));
         if inner.keys.contains_key(&slot) && !inner.ready.contains(&slot) {
