@@ -148,6 +148,9 @@ fn script_call(run: &mut RunState, args: &[Bytes]) -> Result<super::Reply, &'sta
     if info.write && run.read_only {
         return Err("Write commands are not allowed from read-only scripts.");
     }
+    if info.write && !run.wrote && host.script_noreplicas() {
+        return Err("-NOREPLICAS Not enough good replicas to write.");
+    }
     if !run.allow_oom && !run.wrote && info.deny_oom && host.script_oom() {
         return Err("-OOM command not allowed when used memory > 'maxmemory'.");
     }
