@@ -112,6 +112,10 @@ pub mod flags {
     /// as `EXECABORT Transaction discarded because of: <reason>`, as Redis's `rejectCommand`
     /// does. (A high bit, clear of the flags other families add after `MAY_REPLICATE`.)
     pub const RUNS_TRANSACTION: u32 = 1 << 24;
+    /// Goes through the Raft log in a cluster although Redis flags it `readonly`: it may
+    /// rewrite its key's bytes (PFCOUNT's cached cardinality), which every replica must do
+    /// at the same point. Internal routing only; COMMAND INFO keeps Redis's flags.
+    pub const LOGGED: u32 = 1 << 25;
 }
 
 /// A keyspace command handler.

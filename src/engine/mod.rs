@@ -244,7 +244,7 @@ impl Batch {
 /// Whether a command only reads the keyspace or touches no state at all (scripts never
 /// count: the script cache is replicated state).
 fn only_reads(spec: &CommandSpec) -> bool {
-    spec.has(flags::READONLY | flags::STATELESS) && !spec.has(flags::SCRIPT)
+    spec.has(flags::READONLY | flags::STATELESS) && !spec.has(flags::SCRIPT | flags::LOGGED)
 }
 
 /// The result of a batch: one reply per `Op::Command`, and the database selected at the end.
