@@ -283,3 +283,27 @@ fn swapdb_serves_blocked_clients() {
     q::<()>(&mut c, &["SELECT", "9"]);
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
 }
+
+/// SMOVE of a member the destination already holds changes only the source: a WATCH on
+/// the destination survives it, as in Redis.
+#[test]
+fn smove_touches_the_destination_only_when_it_adds() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let mut other = s.conn();
+    q::<()>(&mut c, &["SADD", "src", "a", "b"]);
+    q::<()>(&mut c, &["SADD", "dst", "a"]);
+    q::<()>(&mut c, &["WATCH", "dst"]);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["SADD", "dst", "c"]);
+    assert_eq!(q::<i64>(&mut other, &["SMOVE", "src", "dst", "a"]), 1);
+    assert_eq!(q::<Vec<i64>>(&mut c, &["EXEC"]), [1]);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "dst"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "src"]), 1);
+    // A member the destination lacks: the WATCH fires.
+    q::<()>(&mut c, &["WATCH", "dst"]);
+    assert_eq!(q::<i64>(&mut other, &["SMOVE", "src", "dst", "b"]), 1);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["PING"]);
+    assert_eq!(q::<Value>(&mut c, &["EXEC"]), Value::Nil);
+}
