@@ -1006,3 +1006,17 @@ fn busy_script_refuses_queued_commands_and_exec() {
     assert_eq!(q::<String>(&mut tx, &["GET", "xx"]), "1");
     assert_eq!(err(&mut tx, &["EXEC"]), "ERR EXEC without MULTI");
 }
+
+/// A `redis.call` with nearly as many arguments as Lua's stack holds still gets its reply
+/// (Redis's own "Script check unpack with massive arguments").
+#[test]
+fn redis_call_with_massive_arguments_gets_its_reply() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let code = "local a = {} for i = 1, 7999 do a[i] = 1 end \
+                return redis.call('lpush', 'l', unpack(a))";
+    assert_eq!(q::<i64>(&mut c, &["EVAL", code, "0"]), 7999);
+    let code = "local a = {} for i = 1, 7999 do a[i] = 1 end \
+                return redis.pcall('lpush', 'l', unpack(a))";
+    assert_eq!(q::<i64>(&mut c, &["EVAL", code, "0"]), 15998);
+}

@@ -172,7 +172,12 @@ unsafe fn generic_command(l: *mut lua_State, raise: bool) -> c_int {
         };
         // The arguments are copied out of Lua: they count against the VM's cap.
         budget::fits(l, args_bytes(l))?;
-        let args = match command_args(l) {
+        let args = command_args(l);
+        // The arguments are copied out: their stack slots go, so that a call with nearly
+        // as many arguments as Lua's stack holds (about 8,000) still has room for its
+        // reply (Redis's `Script check unpack with massive arguments`: LPUSH of 7,999).
+        ffi::lua_settop(l, 0);
+        let args = match args {
             Ok(a) => a,
             Err(msg) => {
                 push_error_table(l, msg.as_bytes());
