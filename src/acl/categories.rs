@@ -339,6 +339,17 @@ pub fn is_admin(spec: &CommandSpec, args: &[&[u8]]) -> bool {
     cmds.list[cmds.id_of_call(spec, args)].mask & ADMIN != 0
 }
 
+/// Whether a call writes by Redis's own account, its `@write` category (per subcommand:
+/// `function|load` writes, `script|load` does not; EVAL does not, its calls are checked as
+/// they run). Writes are what `min-replicas-to-write` refuses, as Redis's `processCommand`
+/// refuses commands flagged `write`.
+pub fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    let cmds = commands();
+    cmds.list[cmds.id_of_call(spec, args)]
+        .categories
+        .contains(&"write")
+}
+
 /// COMMAND INFO's ACL categories of a row (`@read`, ...), as redis-server lists them.
 pub fn info_categories(spec: &CommandSpec) -> Vec<String> {
     commands().list[command::table::index(spec)]

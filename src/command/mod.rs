@@ -121,6 +121,10 @@ pub mod flags {
     /// HISTOGRAM and `/metrics`, as Redis 7.0 counts them. A unit test checks it is set
     /// exactly on the rows Redis has subcommands for.
     pub const SUBCOMMANDS: u32 = 1 << 26;
+    /// Goes through the Raft log in a cluster although Redis flags it `readonly`: it may
+    /// rewrite its key's bytes (PFCOUNT's cached cardinality), which every replica must do
+    /// at the same point. Internal routing only; COMMAND INFO keeps Redis's flags.
+    pub const LOGGED: u32 = 1 << 27;
 }
 
 /// A keyspace command handler.

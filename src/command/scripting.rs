@@ -150,6 +150,10 @@ impl ScriptHost for Host<'_> {
         self.oom
     }
 
+    fn script_noreplicas(&self) -> bool {
+        self.ks.no_good_replicas
+    }
+
     fn script_runs_long(&mut self) -> bool {
         hand_off_runtime_worker()
     }

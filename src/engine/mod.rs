@@ -244,7 +244,7 @@ impl Batch {
 /// Whether a command only reads the keyspace or touches no state at all (scripts never
 /// count: the script cache is replicated state).
 fn only_reads(spec: &CommandSpec) -> bool {
-    spec.has(flags::READONLY | flags::STATELESS) && !spec.has(flags::SCRIPT)
+    spec.has(flags::READONLY | flags::STATELESS) && !spec.has(flags::SCRIPT | flags::LOGGED)
 }
 
 /// The result of a batch: one reply per `Op::Command`, and the database selected at the end.
@@ -442,6 +442,12 @@ impl Engine {
         *self.object.write() = s;
     }
 
+    /// Whether writes are refused for want of replicas (`min-replicas-to-write` set on a
+    /// standalone server; see `Keyspace::no_good_replicas`). Never on a Raft node.
+    pub fn set_no_good_replicas(&self, refused: bool) {
+        self.state.lock().ks.no_good_replicas = refused && self.cluster.get().is_none();
+    }
+
     /// Change the longest sparse HyperLogLog (CONFIG SET hll-sparse-max-bytes).
     pub fn set_hll_sparse_max_bytes(&self, n: u64) {
         self.state.lock().ks.hll_sparse_max_bytes = usize::try_from(n).unwrap_or(usize::MAX);
@@ -498,6 +504,13 @@ impl Engine {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+    }
+
+    /// Redis's BUSY text while a script has run past `busy-reply-threshold` (a command
+    /// queued in MULTI, or EXEC, is then refused with it, as Redis's `processCommand`
+    /// refuses every command without `allow-busy`).
+    pub fn busy(&self) -> Option<&'static str> {
+        scripting::busy_error(&self.control, self.busy_threshold())
     }
 
     /// The running script's control block (SCRIPT KILL, FUNCTION KILL, BUSY).
@@ -925,6 +938,18 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
             admission = Admission::Decided(oom);
         }
     }
+    // `min-replicas-to-write` not met (standalone only): a transaction with a write is
+    // refused whole, as Redis refuses its EXEC.
+    if state.ks.no_good_replicas
+        && batch.transaction
+        && batch.ops.iter().any(|op| refused_for_replicas(state, op))
+    {
+        return BatchResult {
+            replies: Some(Vec::new()),
+            db: batch.db,
+            aborted: Some(Reply::err(crate::store::NOREPLICAS)),
+        };
+    }
     if let Some(w) = &batch.watch {
         let expired = w
             .existed
@@ -941,6 +966,23 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
     apply_ops_with(
         state, batch.db, batch.resp, &batch.ops, stamp, admission, serve, origin,
     )
+}
+
+/// Whether `op` is a write refused because `min-replicas-to-write` is not met
+/// (`Keyspace::no_good_replicas`; Redis's `is_write_command`, judged by Redis's `@write`).
+fn refused_for_replicas(state: &State, op: &Op) -> bool {
+    if !state.ks.no_good_replicas {
+        return false;
+    }
+    match op {
+        Op::Command(args, spec) => spec
+            .or_else(|| args.first().and_then(|n| command::lookup(n)))
+            .is_some_and(|spec| {
+                command::with_slices(args, |a| crate::acl::categories::call_writes(spec, a))
+            }),
+        Op::Frame(frame, spec) => frame.with_args(|a| crate::acl::categories::call_writes(spec, a)),
+        _ => false,
+    }
 }
 
 /// How the commands of a batch meet `maxmemory`.
@@ -1178,6 +1220,10 @@ fn apply_ops_with(
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
+                if refused_for_replicas(state, op) {
+                    replies.push(Reply::err(crate::store::NOREPLICAS));
+                    continue;
+                }
                 let name = args.first().map_or(&b""[..], |n| &n[..]);
                 let spec = spec.or_else(|| command::lookup(name));
                 if let (Some((hub, addr)), Some(spec)) = (&monitor, spec) {
@@ -1220,6 +1266,10 @@ fn apply_ops_with(
                 let oom = admission.out_of_memory(state);
                 if oom && spec.has(flags::DENYOOM) {
                     replies.push(Reply::err(memory::OOM_ERROR));
+                    continue;
+                }
+                if refused_for_replicas(state, op) {
+                    replies.push(Reply::err(crate::store::NOREPLICAS));
                     continue;
                 }
                 let reply = poison::guarded(state, spec.name.as_bytes(), |state| {

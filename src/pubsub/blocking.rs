@@ -175,6 +175,23 @@ impl Registry {
         std::mem::take(&mut self.inner.lock().ready)
     }
 
+    /// The keys of database `db` that clients are blocked on (SWAPDB checks which are
+    /// ready after the swap), in byte order.
+    pub fn keys_in(&self, db: usize) -> Vec<Bytes> {
+        if self.active.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let inner = self.inner.lock();
+        let mut keys: Vec<Bytes> = inner
+            .keys
+            .keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
     /// The first client waiting on `key` of `db`.
     pub fn first(&self, db: usize, key: &Bytes) -> Option<Arc<Waiter>> {
         let inner = self.inner.lock();

@@ -693,6 +693,12 @@ impl Client {
                     .await;
                 return Flow::Continue;
             }
+            // As in Redis, a command arriving while a script is busy is refused (and dooms
+            // the transaction) rather than queued.
+            if let Some(busy) = self.shared.engine.busy() {
+                self.reject(Reply::err(busy)).await;
+                return Flow::Continue;
+            }
             // As in Redis, a queue may not grow while memory is over `maxmemory`.
             if self.shared.engine.out_of_memory().await {
                 self.reject(Reply::err(crate::engine::memory::OOM_ERROR))

@@ -87,6 +87,14 @@ impl Client {
     }
 
     async fn exec(&mut self) -> Reply {
+        // Refused while a script is busy (EXEC has no `allow-busy` in Redis): a transaction
+        // is discarded, none of it runs.
+        if let Some(busy) = self.shared.engine.busy() {
+            if self.multi.is_none() {
+                return Reply::err(busy);
+            }
+            return self.abort_transaction(Reply::err(busy)).await;
+        }
         let Some(queued) = self.multi.take() else {
             return Reply::err("ERR EXEC without MULTI");
         };
