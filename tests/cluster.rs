@@ -823,3 +823,58 @@ fn random_and_scan_picks_in_scripts_keep_replicas_identical() {
         assert_eq!(n.digest(), digest);
     }
 }
+
+/// SWAPDB is a replicated write: sent through a follower, it swaps the databases on every
+/// node at the same point of the log (writes before and after it land on the right side),
+/// the nodes end with equal DEBUG DIGESTs, and `min-replicas-to-write` is refused on a Raft
+/// node with the reason.
+#[test]
+fn swapdb_is_replicated_and_replicas_agree() {
+    let _g = serial();
+    let c = Cluster::start(3);
+    let mut con = c.nodes[1].conn();
+    for i in 0..20 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg("zero")
+            .query(&mut con)
+            .unwrap();
+    }
+    let _: () = redis::cmd("SET")
+        .arg("t")
+        .arg("ttl")
+        .arg("EX")
+        .arg(1000)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k0")
+        .arg("three")
+        .query(&mut con)
+        .unwrap();
+    let swapped: String = redis::cmd("SWAPDB").arg(0).arg(3).query(&mut con).unwrap();
+    assert_eq!(swapped, "OK");
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("1")
+        .query(&mut con)
+        .unwrap();
+    c.converged_digest(Duration::from_secs(10));
+    for n in &c.nodes {
+        let mut nc = n.conn();
+        let got: Option<String> = redis::cmd("GET").arg("k0").query(&mut nc).unwrap();
+        assert_eq!(got.as_deref(), Some("three"), "node {}", n.port);
+        let size: i64 = redis::cmd("DBSIZE").query(&mut nc).unwrap();
+        assert_eq!(size, 1, "node {}", n.port);
+        let _: () = redis::cmd("SELECT").arg(3).query(&mut nc).unwrap();
+        let size: i64 = redis::cmd("DBSIZE").query(&mut nc).unwrap();
+        assert_eq!(size, 22, "node {}", n.port);
+        let ttl: i64 = redis::cmd("TTL").arg("t").query(&mut nc).unwrap();
+        assert!(ttl > 900, "node {}: {ttl}", n.port);
+    }
+    let e = c.nodes[0]
+        .q::<()>(&["CONFIG", "SET", "min-replicas-to-write", "1"])
+        .unwrap_err();
+    assert!(e.to_string().contains("no Redis replicas to count"), "{e}");
+}

@@ -93,3 +93,33 @@ fn tollgate_commands_have_their_own_docs() {
     assert!(text.contains("Token-bucket limiter"), "{text}");
     assert!(text.contains("module"), "{text}");
 }
+
+/// COMMAND INFO's flags of rows whose internal routing differs from Redis's flags (PFCOUNT
+/// goes through the Raft log in a cluster) or that are new (SWAPDB) are Redis's.
+#[test]
+fn command_info_flags_are_redis_flags() {
+    let redis = RedisServer::start();
+    let tollgate = TestServer::start();
+    let flags = |c: &mut redis::Connection, name: &str| -> Vec<String> {
+        let Value::Array(mut all) = q::<Value>(c, &["COMMAND", "INFO", name]) else {
+            panic!("COMMAND INFO {name}");
+        };
+        let Value::Array(fields) = all.remove(0) else {
+            panic!("COMMAND INFO {name}");
+        };
+        let mut names: Vec<String> = match &fields[2] {
+            Value::Array(v) | Value::Set(v) => v
+                .iter()
+                .map(|f| redis::from_redis_value(f).unwrap())
+                .collect(),
+            other => panic!("flags of {name}: {other:?}"),
+        };
+        names.sort();
+        names
+    };
+    let (mut r, mut t) = (redis.conn(), tollgate.conn());
+    for name in ["pfcount", "swapdb", "flushdb", "pfadd"] {
+        assert_eq!(flags(&mut t, name), flags(&mut r, name), "{name}");
+    }
+    assert_eq!(flags(&mut t, "pfcount"), ["readonly"]);
+}

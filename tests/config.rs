@@ -136,7 +136,6 @@ fn settings_that_would_weaken_a_guarantee_are_refused() {
             &["rdb-key-save-delay", "10"][..],
             "writes no snapshot to delay",
         ),
-        (&["min-replicas-to-write", "1"][..], "no Redis replicas"),
         (&["notify-keyspace-events", "KEm"][..], "key-miss events"),
         (
             &["client-output-buffer-limit", "normal 1mb 0 0"][..],
@@ -236,4 +235,56 @@ fn an_in_memory_node_does_not_pretend_to_save() {
         assert!(std::time::Instant::now() < deadline, "still listening");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `min-replicas-to-write` on a standalone server, which has no replicas: every write is
+/// refused with Redis's NOREPLICAS text (a Redis primary without enough replicas does
+/// the same), reads are served, scripts follow Redis's rules (declared writes refused up
+/// front, an undeclared script's first write refused), a transaction with a write is
+/// refused whole; `min-replicas-max-lag 0` or `min-replicas-to-write 0` turns it off.
+#[test]
+fn min_replicas_to_write_refuses_writes_without_replicas() {
+    const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["SET", "x", "some value"]);
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "min-replicas-to-write"]);
+    assert_eq!(got, ["min-replicas-to-write", "1"]);
+    assert_eq!(err(&mut c, &["SET", "x", "1"]), NOREPLICAS);
+    assert_eq!(err(&mut c, &["INCR", "n"]), NOREPLICAS);
+    assert_eq!(err(&mut c, &["FUNCTION", "FLUSH"]), NOREPLICAS);
+    assert_eq!(q::<String>(&mut c, &["GET", "x"]), "some value");
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    // Scripts.
+    let get = "return redis.call('get', KEYS[1])";
+    assert_eq!(q::<String>(&mut c, &["EVAL", get, "1", "x"]), "some value");
+    let ro = "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])";
+    assert_eq!(q::<String>(&mut c, &["EVAL", ro, "1", "x"]), "some value");
+    let declared = "#!lua\nreturn redis.call('get', KEYS[1])";
+    assert_eq!(err(&mut c, &["EVAL", declared, "1", "x"]), NOREPLICAS);
+    let set = "return redis.call('set', KEYS[1], 1)";
+    assert!(err(&mut c, &["EVAL", set, "1", "x"]).starts_with(NOREPLICAS));
+    // A transaction with a write: refused whole at EXEC.
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["GET", "x"]);
+    q::<()>(&mut c, &["INCR", "n"]);
+    assert_eq!(
+        err(&mut c, &["EXEC"]),
+        format!("EXECABORT Transaction discarded because of: {NOREPLICAS}")
+    );
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["GET", "x"]);
+    let only_reads: Vec<String> = q(&mut c, &["EXEC"]);
+    assert_eq!(only_reads, ["some value"]);
+    // A lag of 0 turns the check off, as in Redis.
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-max-lag", "0"]);
+    q::<()>(&mut c, &["SET", "x", "2"]);
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-max-lag", "10"]);
+    assert_eq!(err(&mut c, &["SET", "x", "3"]), NOREPLICAS);
+    q::<()>(&mut c, &["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    q::<()>(&mut c, &["SET", "x", "4"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "x"]), "4");
+    let lag: Vec<String> = q(&mut c, &["CONFIG", "GET", "min-slaves-max-lag"]);
+    assert_eq!(lag, ["min-slaves-max-lag", "10"]);
 }

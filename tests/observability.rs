@@ -937,3 +937,236 @@ fn latency_matches_redis_reply_by_reply() {
         }
     }
 }
+
+/// Per-subcommand statistics against redis-server 7.0.15: after the same calls, INFO
+/// commandstats and latencystats name the same commands and subcommands (`config|get`,
+/// `client|list`, `object|encoding`, a script's `redis.call('object', ...)` too) with the
+/// same call counts, and LATENCY HISTOGRAM answers a container and a `container|sub` name
+/// with the same entries.
+#[test]
+fn subcommand_stats_match_redis() {
+    let (_redis, port) = start_redis(&[]);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut rcon = eventually("redis-server", Duration::from_secs(10), || {
+        client.get_connection().ok()
+    });
+    let s = TestServer::start();
+    let mut con = s.conn();
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "RESETSTAT"],
+        &["SET", "k", "v"],
+        &["CLIENT", "ID"],
+        &["CLIENT", "LIST"],
+        &["CLIENT", "ID"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "HELP"],
+        &["OBJECT", "ENCODING", "k"],
+        &[
+            "EVAL",
+            "return redis.call('object', 'encoding', KEYS[1])",
+            "1",
+            "k",
+        ],
+        &["COMMAND", "COUNT"],
+        &["SLOWLOG", "LEN"],
+        &["MEMORY", "USAGE", "k"],
+        &["PUBSUB", "NUMPAT"],
+        &["SCRIPT", "EXISTS", "x"],
+        &["FUNCTION", "LIST"],
+        &["ACL", "WHOAMI"],
+        &["LATENCY", "LATEST"],
+    ];
+    let stats = |con: &mut redis::Connection| {
+        for step in steps {
+            let mut c = redis::cmd(step[0]);
+            for a in &step[1..] {
+                c.arg(*a);
+            }
+            let _: redis::Value = c.query(con).unwrap();
+        }
+        let text: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+        let mut calls: Vec<(String, String)> = info_sections(&text)
+            .into_iter()
+            .flat_map(|(_, fields)| fields)
+            .map(|(k, v)| (k, v.split(',').next().unwrap_or_default().to_string()))
+            .filter(|(k, _)| k != "cmdstat_info")
+            .collect();
+        calls.sort();
+        let text: String = redis::cmd("INFO").arg("latencystats").query(con).unwrap();
+        let mut latency: Vec<String> = info_sections(&text)
+            .into_iter()
+            .flat_map(|(_, fields)| fields)
+            .map(|(k, _)| k)
+            .filter(|k| !k.ends_with("_info"))
+            .collect();
+        latency.sort();
+        let mut histograms = Vec::new();
+        for names in [
+            &["client"][..],
+            &["client|id"],
+            &["config", "object|encoding"],
+        ] {
+            let v: redis::Value = redis::cmd("LATENCY")
+                .arg("HISTOGRAM")
+                .arg(names)
+                .query(con)
+                .unwrap();
+            let redis::Value::Array(items) = v else {
+                panic!("LATENCY HISTOGRAM: {v:?}")
+            };
+            let mut keys: Vec<String> = items
+                .iter()
+                .step_by(2)
+                .map(|k| match k {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            keys.sort();
+            histograms.push(keys);
+        }
+        (calls, latency, histograms)
+    };
+    let theirs = stats(&mut rcon);
+    let ours = stats(&mut con);
+    assert_eq!(
+        theirs.0, ours.0,
+        "INFO commandstats (calls), redis-server's then ours"
+    );
+    assert_eq!(theirs.1, ours.1, "INFO latencystats names");
+    assert_eq!(theirs.2, ours.2, "LATENCY HISTOGRAM keys");
+    // Not vacuous.
+    assert!(
+        ours.0
+            .contains(&("cmdstat_client|id".into(), "calls=2".into())),
+        "{:?}",
+        ours.0
+    );
+    assert!(ours
+        .0
+        .contains(&("cmdstat_object|encoding".into(), "calls=2".into())));
+    assert!(ours
+        .1
+        .contains(&"latency_percentiles_usec_config|get".to_string()));
+    assert_eq!(
+        ours.2[0],
+        vec!["client|id".to_string(), "client|list".to_string()]
+    );
+}
+
+/// INFO keyspace's `avg_ttl`: the average time left to the deadlines of the keys that have
+/// one, in milliseconds (Redis estimates it from its expiry cycle's samples; Tollgate from
+/// its deadline index, to the second), 0 for a database whose keys have none.
+#[test]
+fn keyspace_avg_ttl_is_the_average_time_left() {
+    let s = TestServer::start();
+    s.freeze_time();
+    let mut con = s.conn();
+    let avg_ttl = |con: &mut redis::Connection, db: &str| -> u64 {
+        let text: String = redis::cmd("INFO").arg("keyspace").query(con).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{db}:")))
+            .unwrap_or_else(|| panic!("no {db} in {text}"));
+        let v = line.split("avg_ttl=").nth(1).unwrap().trim();
+        v.parse().unwrap()
+    };
+    let _: () = redis::cmd("SET")
+        .arg("a")
+        .arg("1")
+        .arg("EX")
+        .arg(100)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("b")
+        .arg("1")
+        .arg("EX")
+        .arg(200)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET").arg("c").arg("1").query(&mut con).unwrap();
+    let ttl = avg_ttl(&mut con, "db0");
+    assert!(
+        (149_000..=151_000).contains(&ttl),
+        "avg_ttl={ttl}, about 150 s expected"
+    );
+    s.advance(50_000);
+    let ttl = avg_ttl(&mut con, "db0");
+    assert!(
+        (99_000..=101_000).contains(&ttl),
+        "avg_ttl={ttl}, about 100 s expected"
+    );
+    let _: i64 = redis::cmd("PERSIST").arg("a").query(&mut con).unwrap();
+    let ttl = avg_ttl(&mut con, "db0");
+    assert!(
+        (149_000..=151_000).contains(&ttl),
+        "avg_ttl={ttl}: b's 150 s left"
+    );
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("x").arg("1").query(&mut con).unwrap();
+    assert_eq!(avg_ttl(&mut con, "db1"), 0);
+}
+
+/// CLIENT INFO / CLIENT LIST against redis-server 7.0.15: the caller's line shows the
+/// CLIENT call it is in (`cmd=client|info`, `argv-mem` its arguments' bytes), a client
+/// blocked in BLPOP its command's arguments, and the others 0 between commands.
+#[test]
+fn client_list_argv_mem_and_cmd_match_redis() {
+    let (_redis, rport) = start_redis(&[]);
+    let rclient = redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap();
+    let _ = eventually("redis-server", Duration::from_secs(10), || {
+        rclient.get_connection().ok()
+    });
+    let s = TestServer::start();
+    let field = |line: &str, name: &str| -> String {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .to_string()
+    };
+    let mut seen = Vec::new();
+    for client in [rclient, s.client()] {
+        let mut con = client.get_connection().unwrap();
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).unwrap();
+        let own: String = redis::cmd("CLIENT").arg("INFO").query(&mut con).unwrap();
+        let mut blocked = client.get_connection().unwrap();
+        let blocked_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut blocked).unwrap();
+        let waiter = std::thread::spawn(move || {
+            let _: Option<Vec<String>> = redis::cmd("BLPOP")
+                .arg("nolist")
+                .arg(5)
+                .query(&mut blocked)
+                .unwrap();
+            blocked
+        });
+        let line_of = |con: &mut redis::Connection, id: i64| -> Option<String> {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(con).unwrap();
+            list.lines()
+                .find(|l| l.starts_with(&format!("id={id} ")))
+                .map(str::to_string)
+        };
+        let blocked_line = eventually("the BLPOP client blocked", Duration::from_secs(10), || {
+            line_of(&mut con, blocked_id).filter(|l| l.contains("flags=b"))
+        });
+        let listed = line_of(&mut con, id).unwrap();
+        let _: i64 = redis::cmd("LPUSH")
+            .arg("nolist")
+            .arg("x")
+            .query(&mut con)
+            .unwrap();
+        let _still_connected = waiter.join().unwrap();
+        let idle = line_of(&mut con, blocked_id).unwrap();
+        let mut row = Vec::new();
+        for (line, name) in [(&own, "argv-mem"), (&own, "cmd"), (&listed, "argv-mem")] {
+            row.push(field(line, name));
+        }
+        row.push(field(&listed, "cmd"));
+        row.push(field(&blocked_line, "argv-mem"));
+        row.push(field(&blocked_line, "cmd"));
+        row.push(field(&idle, "argv-mem"));
+        seen.push(row);
+    }
+    assert_eq!(seen[0], seen[1], "redis-server's fields, then Tollgate's");
+    assert_eq!(seen[1][..2], ["10".to_string(), "client|info".to_string()]);
+}

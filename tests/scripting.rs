@@ -965,3 +965,58 @@ fn script_that_wrote_is_unkillable() {
     // The script's client hears back (a reply or a closed connection), never hangs.
     let _ = done.recv_timeout(Duration::from_secs(30));
 }
+
+/// While a script is busy, a command sent inside MULTI is refused with BUSY (and dooms the
+/// transaction), and EXEC is refused as `EXECABORT ... BUSY ...` with the transaction
+/// discarded, as in Redis: no half of a transaction runs around a busy script.
+#[test]
+fn busy_script_refuses_queued_commands_and_exec() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "50"]);
+    q::<()>(&mut c, &["SET", "xx", "1"]);
+    // A command queued while busy: refused, and EXEC after the kill aborts.
+    let mut tx = s.conn();
+    tx.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let start = Instant::now();
+    let done = spawn_eval(&s, "while true do end", vec![]);
+    wait_busy(&mut c, start, Duration::from_secs(20));
+    assert_eq!(q::<String>(&mut tx, &["MULTI"]), "OK");
+    assert_eq!(err(&mut tx, &["INCR", "xx"]), BUSY);
+    assert_eq!(q::<String>(&mut c, &["SCRIPT", "KILL"]), "OK");
+    done.recv_timeout(Duration::from_secs(20)).expect("killed");
+    assert_eq!(q::<String>(&mut tx, &["INCR", "xx"]), "QUEUED");
+    assert_eq!(
+        err(&mut tx, &["EXEC"]),
+        "EXECABORT Transaction discarded because of previous errors."
+    );
+    assert_eq!(q::<String>(&mut tx, &["GET", "xx"]), "1");
+    // EXEC while busy: discarded whole, and the connection is out of MULTI.
+    assert_eq!(q::<String>(&mut tx, &["MULTI"]), "OK");
+    assert_eq!(q::<String>(&mut tx, &["INCR", "xx"]), "QUEUED");
+    let start = Instant::now();
+    let done = spawn_eval(&s, "while true do end", vec![]);
+    wait_busy(&mut c, start, Duration::from_secs(20));
+    assert_eq!(
+        err(&mut tx, &["EXEC"]),
+        format!("EXECABORT Transaction discarded because of: {BUSY}")
+    );
+    assert_eq!(q::<String>(&mut c, &["SCRIPT", "KILL"]), "OK");
+    done.recv_timeout(Duration::from_secs(20)).expect("killed");
+    assert_eq!(q::<String>(&mut tx, &["GET", "xx"]), "1");
+    assert_eq!(err(&mut tx, &["EXEC"]), "ERR EXEC without MULTI");
+}
+
+/// A `redis.call` with nearly as many arguments as Lua's stack holds still gets its reply
+/// (Redis's own "Script check unpack with massive arguments").
+#[test]
+fn redis_call_with_massive_arguments_gets_its_reply() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let code = "local a = {} for i = 1, 7999 do a[i] = 1 end \
+                return redis.call('lpush', 'l', unpack(a))";
+    assert_eq!(q::<i64>(&mut c, &["EVAL", code, "0"]), 7999);
+    let code = "local a = {} for i = 1, 7999 do a[i] = 1 end \
+                return redis.pcall('lpush', 'l', unpack(a))";
+    assert_eq!(q::<i64>(&mut c, &["EVAL", code, "0"]), 15998);
+}

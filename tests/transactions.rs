@@ -150,3 +150,160 @@ fn watch_inside_multi_is_refused() {
     );
     q::<()>(&mut c, &["DISCARD"]);
 }
+
+/// SWAPDB exchanges two databases' keys with their deadlines, checks its arguments as
+/// Redis 7.0 does, and runs inside MULTI and from scripts.
+#[test]
+fn swapdb_exchanges_databases() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["SET", "a", "zero"]);
+    q::<()>(&mut c, &["SET", "t", "zero", "EX", "1000"]);
+    q::<()>(&mut c, &["SELECT", "1"]);
+    q::<()>(&mut c, &["SET", "b", "one"]);
+    assert_eq!(q::<String>(&mut c, &["SWAPDB", "0", "1"]), "OK");
+    // The client stays in database 1, which now holds database 0's keys.
+    assert_eq!(q::<String>(&mut c, &["GET", "a"]), "zero");
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 2);
+    let ttl: i64 = q(&mut c, &["TTL", "t"]);
+    assert!((990..=1000).contains(&ttl), "{ttl}");
+    q::<()>(&mut c, &["SELECT", "0"]);
+    assert_eq!(q::<String>(&mut c, &["GET", "b"]), "one");
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "b"]), -1);
+    // The same database: nothing changes.
+    assert_eq!(q::<String>(&mut c, &["SWAPDB", "0", "0"]), "OK");
+    assert_eq!(q::<String>(&mut c, &["GET", "b"]), "one");
+    // Errors, with Redis 7.0's texts: both indexes are parsed before the range check.
+    let cases: &[(&[&str], &str)] = &[
+        (&["SWAPDB", "x", "1"], "ERR invalid first DB index"),
+        (&["SWAPDB", "0", "1.5"], "ERR invalid second DB index"),
+        (&["SWAPDB", "99", "y"], "ERR invalid second DB index"),
+        (&["SWAPDB", "2147483648", "0"], "ERR invalid first DB index"),
+        (&["SWAPDB", "16", "0"], "ERR DB index is out of range"),
+        (&["SWAPDB", "0", "-1"], "ERR DB index is out of range"),
+        (
+            &["SWAPDB", "0"],
+            "ERR wrong number of arguments for 'swapdb' command",
+        ),
+    ];
+    for (args, want) in cases {
+        assert_eq!(err(&mut c, args), *want, "{args:?}");
+    }
+    // Inside MULTI (and the transaction sees the swap).
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["SWAPDB", "0", "1"]);
+    q::<()>(&mut c, &["GET", "a"]);
+    let r: (String, String) = q(&mut c, &["EXEC"]);
+    assert_eq!(r, ("OK".to_string(), "zero".to_string()));
+    // From a script (SWAPDB is `write fast`, allowed in scripts).
+    let swapped: String = q(
+        &mut c,
+        &[
+            "EVAL",
+            "redis.call('swapdb', 0, 1) return redis.call('get', 'b')",
+            "0",
+        ],
+    );
+    assert_eq!(swapped, "one");
+    let bad = "return redis.call('swapdb', 0, 20)";
+    assert_eq!(
+        err(&mut c, &["EVAL", bad, "0"]),
+        format!("ERR DB index is out of range{}", script_suffix(bad))
+    );
+}
+
+/// The ` script: <sha1>, on @user_script:1.` Redis appends to a script's error.
+fn script_suffix(code: &str) -> String {
+    let mut h = sha1_smol::Sha1::new();
+    h.update(code.as_bytes());
+    format!(" script: {}, on @user_script:1.", h.digest())
+}
+
+/// SWAPDB touches a watched key that is live in either database (its content changes), and
+/// no other: as Redis's `touchAllWatchedKeysInDb`.
+#[test]
+fn swapdb_touches_watched_keys_that_change() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let mut other = s.conn();
+    let exec_after_swap = |c: &mut redis::Connection, other: &mut redis::Connection, key: &str| {
+        q::<()>(c, &["WATCH", key]);
+        q::<()>(other, &["SWAPDB", "0", "1"]);
+        q::<()>(c, &["MULTI"]);
+        q::<()>(c, &["PING"]);
+        q::<Value>(c, &["EXEC"])
+    };
+    // Exists in the watched database: SWAPDB "deletes" it.
+    q::<()>(&mut c, &["SET", "x", "30"]);
+    assert_eq!(exec_after_swap(&mut c, &mut other, "x"), Value::Nil);
+    // Now x is in database 1 only: the swap brings it back into database 0.
+    assert_eq!(exec_after_swap(&mut c, &mut other, "x"), Value::Nil);
+    // In neither database: untouched.
+    let r = exec_after_swap(&mut c, &mut other, "nowhere");
+    assert_eq!(r, Value::Array(vec![Value::SimpleString("PONG".into())]));
+    // FLUSHDB and FLUSHALL touch only keys that exist.
+    q::<()>(&mut c, &["WATCH", "nowhere"]);
+    q::<()>(&mut other, &["FLUSHALL"]);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["PING"]);
+    assert_ne!(q::<Value>(&mut c, &["EXEC"]), Value::Nil);
+    q::<()>(&mut c, &["SET", "y", "1"]);
+    q::<()>(&mut c, &["WATCH", "y"]);
+    q::<()>(&mut other, &["FLUSHDB"]);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["PING"]);
+    assert_eq!(q::<Value>(&mut c, &["EXEC"]), Value::Nil);
+}
+
+/// A client blocked on a key of one database is served when SWAPDB brings a list under
+/// that key into it.
+#[test]
+fn swapdb_serves_blocked_clients() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    q::<()>(&mut c, &["SELECT", "1"]);
+    q::<()>(&mut c, &["RPUSH", "k", "hello"]);
+    let mut blocked = s.conn();
+    blocked
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    q::<()>(&mut blocked, &["SELECT", "9"]);
+    let waiter = std::thread::spawn(move || q::<Vec<String>>(&mut blocked, &["BRPOP", "k", "15"]));
+    // Wait (bounded) until the client is blocked.
+    for _ in 0..500 {
+        let info: String = q(&mut c, &["INFO", "clients"]);
+        if info.contains("blocked_clients:1") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(q::<String>(&mut c, &["SWAPDB", "1", "9"]), "OK");
+    assert_eq!(waiter.join().unwrap(), ["k", "hello"]);
+    q::<()>(&mut c, &["SELECT", "9"]);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
+}
+
+/// SMOVE of a member the destination already holds changes only the source: a WATCH on
+/// the destination survives it, as in Redis.
+#[test]
+fn smove_touches_the_destination_only_when_it_adds() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let mut other = s.conn();
+    q::<()>(&mut c, &["SADD", "src", "a", "b"]);
+    q::<()>(&mut c, &["SADD", "dst", "a"]);
+    q::<()>(&mut c, &["WATCH", "dst"]);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["SADD", "dst", "c"]);
+    assert_eq!(q::<i64>(&mut other, &["SMOVE", "src", "dst", "a"]), 1);
+    assert_eq!(q::<Vec<i64>>(&mut c, &["EXEC"]), [1]);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "dst"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "src"]), 1);
+    // A member the destination lacks: the WATCH fires.
+    q::<()>(&mut c, &["WATCH", "dst"]);
+    assert_eq!(q::<i64>(&mut other, &["SMOVE", "src", "dst", "b"]), 1);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["PING"]);
+    assert_eq!(q::<Value>(&mut c, &["EXEC"]), Value::Nil);
+}

@@ -105,10 +105,6 @@ pub struct Command {
     pub exists: bool,
     /// Whether redis-server has it (its categories come from `categories.txt`).
     pub redis: bool,
-    /// Whether its keys need read permission (`%R~`) and write permission (`%W~`).
-    pub key_read: bool,
-    /// See `key_read`.
-    pub key_write: bool,
 }
 
 /// Every command and subcommand: ids `0..rows` are the table's rows in table order (the id
@@ -201,7 +197,6 @@ fn build() -> Commands {
                         .map(|(_, c)| c.to_vec())
                 })
                 .unwrap_or_default();
-            let (key_read, key_write) = key_permissions(spec);
             Command {
                 name: spec.name.to_string(),
                 mask: mask_of(&categories),
@@ -210,8 +205,6 @@ fn build() -> Commands {
                 subs: Vec::new(),
                 exists: true,
                 redis: redis.contains_key(spec.name),
-                key_read,
-                key_write,
             }
         })
         .collect();
@@ -235,10 +228,7 @@ fn build() -> Commands {
         };
         let id = list.len();
         let categories = redis[*name].clone();
-        let (exists, key_read, key_write) = match parent {
-            Some(p) => (list[p].exists, list[p].key_read, list[p].key_write),
-            None => (false, true, true),
-        };
+        let exists = parent.is_some_and(|p| list[p].exists);
         list.push(Command {
             name: name.to_string(),
             mask: mask_of(&categories),
@@ -247,8 +237,6 @@ fn build() -> Commands {
             subs: Vec::new(),
             exists,
             redis: true,
-            key_read,
-            key_write,
         });
         if let Some(p) = parent {
             list[p].subs.push(id);
@@ -256,6 +244,30 @@ fn build() -> Commands {
         others.insert(name.to_string(), id);
     }
     Commands { list, others }
+}
+
+/// Whether the keys of command `id` need read permission (`%R~`) and write permission
+/// (`%W~`): a subcommand's are its container's, a Redis command Tollgate lacks needs both.
+/// Built on the first check of a user without `allkeys`, not at start: deriving them
+/// parses Redis's command documentation (about 9 million instructions, which
+/// `bench/instructions.sh` counted as 44-88 instructions per request when the table was
+/// built with the default user at every start).
+pub fn key_access(id: usize) -> (bool, bool) {
+    static TABLE: OnceLock<Vec<(bool, bool)>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let cmds = commands();
+        let rows: Vec<(bool, bool)> = command::all().map(key_permissions).collect();
+        (0..cmds.len())
+            .map(|id| match rows.get(id) {
+                Some(&access) => access,
+                None => cmds.list[id]
+                    .parent
+                    .and_then(|p| rows.get(p).copied())
+                    .unwrap_or((true, true)),
+            })
+            .collect()
+    });
+    table.get(id).copied().unwrap_or((true, true))
 }
 
 fn mask_of(categories: &[&str]) -> u32 {
@@ -318,6 +330,26 @@ pub fn call_name(spec: &CommandSpec, args: &[&[u8]]) -> &'static str {
     cmds.list[cmds.id_of_call(spec, args)].name.as_str()
 }
 
+/// Whether a call of `spec` with `args` is administrative (`@admin`, Redis's `admin` flag),
+/// decided for its subcommand when it has one: MONITOR never shows those.
+pub fn is_admin(spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    const ADMIN: u32 = 1 << 13;
+    debug_assert_eq!(category_bit("admin"), Some(ADMIN));
+    let cmds = commands();
+    cmds.list[cmds.id_of_call(spec, args)].mask & ADMIN != 0
+}
+
+/// Whether a call writes by Redis's own account, its `@write` category (per subcommand:
+/// `function|load` writes, `script|load` does not; EVAL does not, its calls are checked as
+/// they run). Writes are what `min-replicas-to-write` refuses, as Redis's `processCommand`
+/// refuses commands flagged `write`.
+pub fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    let cmds = commands();
+    cmds.list[cmds.id_of_call(spec, args)]
+        .categories
+        .contains(&"write")
+}
+
 /// COMMAND INFO's ACL categories of a row (`@read`, ...), as redis-server lists them.
 pub fn info_categories(spec: &CommandSpec) -> Vec<String> {
     commands().list[command::table::index(spec)]
@@ -330,6 +362,29 @@ pub fn info_categories(spec: &CommandSpec) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn containers_are_flagged_as_redis_has_them() {
+        let cmds = commands();
+        for spec in command::all() {
+            let redis_has_subcommands = !cmds.list[command::table::index(spec)].subs.is_empty();
+            assert_eq!(
+                spec.has(flags::SUBCOMMANDS),
+                redis_has_subcommands,
+                "{}: SUBCOMMANDS must be set exactly when redis-server has subcommands for it",
+                spec.name
+            );
+        }
+        // MONITOR's admin rule is decided per subcommand.
+        let client = command::lookup(b"client").unwrap();
+        assert!(is_admin(client, &[b"client", b"LIST"]));
+        assert!(!is_admin(client, &[b"client", b"setname", b"x"]));
+        assert!(is_admin(
+            command::lookup(b"monitor").unwrap(),
+            &[b"monitor"]
+        ));
+        assert!(!is_admin(command::lookup(b"get").unwrap(), &[b"get", b"k"]));
+    }
 
     #[test]
     fn every_row_has_categories() {
@@ -350,7 +405,7 @@ mod tests {
         assert!(cmds.find("config|nosuch").is_none());
         let get = &cmds.list[cmds.find("get").unwrap()];
         assert_eq!(get.categories, ["read", "string", "fast"]);
-        assert!(get.key_read && !get.key_write);
+        assert_eq!(key_access(cmds.find("get").unwrap()), (true, false));
         let token = &cmds.list[cmds.find("limit.token").unwrap()];
         assert!(token.mask & category_bit("ratelimit").unwrap() != 0);
     }

@@ -656,9 +656,9 @@ impl User {
         // The shard channel commands name their channel as a key (for the cluster's slot
         // routing): Redis's `not_key` specification. It is checked as a channel only.
         if !self.allkeys && spec.has_keys() && !spec.has(crate::command::flags::PUBSUB) {
-            let c = &cmds.list[id];
+            let (read, write) = categories::key_access(id);
             for at in key_positions(spec, args) {
-                if !self.key_allowed(args[at], c.key_read, c.key_write) {
+                if !self.key_allowed(args[at], read, write) {
                     return Err(Denied::Key(at));
                 }
             }
@@ -1093,6 +1093,11 @@ impl Acl {
     }
 
     fn changed(&self) {
+        // The key-permission table is built when the first user without `allkeys` appears,
+        // so that no check waits for it (the default user never needs it).
+        if self.users.read().values().any(|u| !u.allkeys) {
+            categories::key_access(0);
+        }
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 

@@ -283,6 +283,7 @@ pub(crate) mod harness {
                 scripts: None,
                 metrics: None,
                 user: None,
+                monitored: false,
             };
             execute(&mut ctx, args)
         }

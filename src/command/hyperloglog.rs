@@ -2,10 +2,11 @@
 //! values in Redis's own format (`hll_format`), so counts and stored bytes equal Redis's.
 //!
 //! PFCOUNT of one key writes the computed cardinality back into the value's header when
-//! the cached one is invalid, as Redis does. Its row is therefore not `READONLY` but
-//! `MAY_REPLICATE` (Redis's flags are `readonly may_replicate`): in a cluster PFCOUNT goes
-//! through the Raft log like a write, so every replica updates the cache at the same point
-//! and the stored bytes never differ between nodes. Standalone it runs as any command.
+//! the cached one is invalid, as Redis does. Its row has Redis 7.0.15's flag, `READONLY`
+//! (what COMMAND INFO shows), plus Tollgate's internal `LOGGED`: in a
+//! cluster PFCOUNT goes through the Raft log like a write, so every replica updates the
+//! cache at the same point and the stored bytes never differ between nodes. Standalone it
+//! runs as any command.
 //! Promotion from sparse to dense follows `hll-sparse-max-bytes` (the keyspace's copy of
 //! the CONFIG setting).
 
@@ -320,12 +321,12 @@ fn run(r: CmdResult<Reply>) -> Reply {
     r.unwrap_or_else(|e| e)
 }
 
-use super::flags::{ADMIN, DENYOOM, FAST, MAY_REPLICATE, WRITE};
+use super::flags::{ADMIN, DENYOOM, FAST, LOGGED, READONLY, WRITE};
 
 /// HyperLogLog commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("pfadd", -2, WRITE | DENYOOM | FAST, 1, 1, 1, fast: pfadd),
-    crate::cmd!("pfcount", -2, MAY_REPLICATE, 1, -1, 1, pfcount),
+    crate::cmd!("pfcount", -2, READONLY | LOGGED, 1, -1, 1, pfcount),
     crate::cmd!("pfmerge", -2, WRITE | DENYOOM, 1, -1, 1, pfmerge),
     crate::cmd!("pfdebug", 3, WRITE | DENYOOM | ADMIN, 2, 2, 1, pfdebug),
     crate::cmd!("pfselftest", 1, ADMIN, 0, 0, 0, pfselftest),

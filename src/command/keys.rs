@@ -1,14 +1,14 @@
 //! Generic key commands: DEL, EXISTS, TYPE, the EXPIRE/TTL family, RENAME, KEYS, SCAN,
-//! RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, MOVE, COPY; plus SCAN cursors.
+//! RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, SWAPDB, MOVE, COPY; plus SCAN cursors.
 
 use crate::glob::glob_match;
 use crate::pubsub::notify::{self, GENERIC};
 use bytes::Bytes;
 
-use super::args::{db_index, int, is, syntax_error, CmdResult};
+use super::args::{db_index, int, is, parse_i64, syntax_error, CmdResult};
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::store::{Db, SHARDS};
+use crate::store::{DATABASES, SHARDS};
 
 /// `ERR invalid expire time in '<cmd>' command`.
 pub fn expire_time_error(name: &str) -> Reply {
@@ -415,7 +415,8 @@ pub fn flushdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if let Err(e) = flush_option(a) {
         return e;
     }
-    ctx.db().clear();
+    let now = ctx.now_ms;
+    ctx.db().clear(now);
     Reply::ok()
 }
 
@@ -424,7 +425,29 @@ pub fn flushall(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if let Err(e) = flush_option(a) {
         return e;
     }
-    ctx.ks.dbs.iter_mut().for_each(Db::clear);
+    let now = ctx.now_ms;
+    ctx.ks.dbs.iter_mut().for_each(|db| db.clear(now));
+    Reply::ok()
+}
+
+/// SWAPDB index1 index2: both indexes are parsed (Redis's `getIntFromObjectOrReply`, an
+/// integer within 32 bits, with SWAPDB's own texts) before either is checked against the
+/// number of databases.
+pub fn swapdb(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+    let index = |arg: &[u8], which: &str| {
+        parse_i64(arg)
+            .filter(|&n| i32::try_from(n).is_ok())
+            .ok_or_else(|| Reply::err(format!("ERR invalid {which} DB index")))
+    };
+    let (first, second) = match (index(&a[1], "first"), index(&a[2], "second")) {
+        (Err(e), _) | (_, Err(e)) => return e,
+        (Ok(x), Ok(y)) => (x, y),
+    };
+    let in_range = |n: i64| usize::try_from(n).ok().filter(|&n| n < DATABASES);
+    let (Some(first), Some(second)) = (in_range(first), in_range(second)) else {
+        return Reply::err("ERR DB index is out of range");
+    };
+    ctx.ks.swap_dbs(first, second, ctx.now_ms);
     Reply::ok()
 }
 
@@ -516,6 +539,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("dbsize", 1, READONLY | FAST, 0, 0, 0, dbsize),
     crate::cmd!("flushdb", -1, WRITE, 0, 0, 0, flushdb),
     crate::cmd!("flushall", -1, WRITE, 0, 0, 0, flushall),
+    crate::cmd!("swapdb", 3, WRITE | FAST, 0, 0, 0, swapdb),
     crate::cmd!("move", 3, WRITE | FAST, 1, 1, 1, move_),
     crate::cmd!("copy", -3, WRITE, 1, 2, 1, copy),
 ];

@@ -888,6 +888,7 @@ mod tests {
             scripts: None,
             metrics: None,
             user: None,
+            monitored: false,
         };
         super::super::execute(&mut ctx, &args)
     }

@@ -112,6 +112,19 @@ pub mod flags {
     /// as `EXECABORT Transaction discarded because of: <reason>`, as Redis's `rejectCommand`
     /// does. (A high bit, clear of the flags other families add after `MAY_REPLICATE`.)
     pub const RUNS_TRANSACTION: u32 = 1 << 24;
+    /// Redis's `skip_monitor`: MONITOR is not fed this call after it ran; the command feeds
+    /// it before it runs instead (the scripts, so that their `redis.call`s follow their
+    /// line; see `pubsub::monitor`).
+    pub const SKIP_MONITOR: u32 = 1 << 25;
+    /// A container of subcommands in Redis (CONFIG, CLIENT, OBJECT, ...): its calls are
+    /// counted per subcommand (`config|get`) in INFO commandstats, latencystats, LATENCY
+    /// HISTOGRAM and `/metrics`, as Redis 7.0 counts them. A unit test checks it is set
+    /// exactly on the rows Redis has subcommands for.
+    pub const SUBCOMMANDS: u32 = 1 << 26;
+    /// Goes through the Raft log in a cluster although Redis flags it `readonly`: it may
+    /// rewrite its key's bytes (PFCOUNT's cached cardinality), which every replica must do
+    /// at the same point. Internal routing only; COMMAND INFO keeps Redis's flags.
+    pub const LOGGED: u32 = 1 << 27;
 }
 
 /// A keyspace command handler.
@@ -202,6 +215,9 @@ pub struct Ctx<'a> {
     /// The ACL user a script's `redis.call`s are checked against (`engine::Op::AsUser`);
     /// None: every permission.
     pub user: Option<&'a crate::acl::ScriptUser>,
+    /// The batch came from a client of this node and someone MONITORs: a script feeds the
+    /// commands it calls to the monitors (`pubsub::monitor`).
+    pub monitored: bool,
 }
 
 impl Ctx<'_> {

@@ -77,4 +77,12 @@ pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 use super::flags::READONLY;
 
 /// OBJECT.
-pub const COMMANDS: &[super::CommandSpec] = &[crate::cmd!("object", -2, READONLY, 2, 2, 1, object)];
+pub const COMMANDS: &[super::CommandSpec] = &[crate::cmd!(
+    "object",
+    -2,
+    READONLY | super::flags::SUBCOMMANDS,
+    2,
+    2,
+    1,
+    object
+)];

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use super::args::is;
-use super::flags::{DENYOOM, NOSCRIPT, SCRIPT, WRITE};
+use super::flags::{DENYOOM, NOSCRIPT, SCRIPT, SKIP_MONITOR, WRITE};
 use super::{Ctx, Keys};
 use crate::protocol::Reply;
 use crate::scripting::{
@@ -30,6 +30,8 @@ pub struct Host<'a> {
     metrics: Option<&'a crate::metrics::Metrics>,
     /// The ACL user each call is checked against (None: every permission).
     user: Option<&'a crate::acl::ScriptUser>,
+    /// Feed each call to the monitors as `[db lua]` (see `Ctx::monitored`).
+    monitored: bool,
 }
 
 impl<'a> Host<'a> {
@@ -45,6 +47,7 @@ impl<'a> Host<'a> {
             oom,
             metrics: None,
             user: None,
+            monitored: false,
         }
     }
 
@@ -56,6 +59,11 @@ impl<'a> Host<'a> {
     /// Check each call against `user`'s permissions, as Redis checks the script caller's.
     pub fn as_user(self, user: Option<&'a crate::acl::ScriptUser>) -> Host<'a> {
         Host { user, ..self }
+    }
+
+    /// Feed each call to the monitors (MONITOR's `[db lua]` lines).
+    pub fn monitored(self, monitored: bool) -> Host<'a> {
+        Host { monitored, ..self }
     }
 }
 
@@ -101,13 +109,16 @@ impl ScriptHost for Host<'_> {
             scripts: None,
             metrics: self.metrics,
             user: None,
+            monitored: false,
         };
         let reply = match (self.metrics, args.first().and_then(|n| super::lookup(n))) {
             (Some(metrics), Some(spec)) => {
                 let started = std::time::Instant::now();
                 let reply = super::execute_spec(&mut ctx, spec, args);
                 let failed = matches!(&reply, Reply::Error(_));
-                metrics.record_call(spec, started.elapsed(), failed);
+                super::with_slices(args, |a| {
+                    metrics.record_call(spec, a, started.elapsed(), failed)
+                });
                 if let Reply::Error(e) = &reply {
                     metrics.record_error(e);
                 }
@@ -115,13 +126,32 @@ impl ScriptHost for Host<'_> {
             }
             _ => super::execute(&mut ctx, args),
         };
+        let next_db = ctx.db;
+        if self.monitored {
+            // Calls refused before they run (unknown, wrong arity) are not shown.
+            let spec = args.first().and_then(|n| super::lookup(n));
+            if let Some(spec) = spec.filter(|s| super::arity_ok(s, args.len())) {
+                // As Redis: the database selected after the call (SELECT shows its own).
+                let db = next_db;
+                super::with_slices(args, |a| {
+                    self.ks
+                        .pubsub
+                        .monitors
+                        .after(spec, a, db, crate::pubsub::monitor::Source::Lua)
+                });
+            }
+        }
         // SELECT changes the database of the rest of the script.
-        self.db = ctx.db;
+        self.db = next_db;
         reply
     }
 
     fn script_oom(&self) -> bool {
         self.oom
+    }
+
+    fn script_noreplicas(&self) -> bool {
+        self.ks.no_good_replicas
     }
 
     fn script_runs_long(&mut self) -> bool {
@@ -193,7 +223,8 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
     };
     let mut host = Host::new(ctx.ks, ctx.db, ctx.now_us, ctx.seed, ctx.oom)
         .counted(ctx.metrics)
-        .as_user(ctx.user);
+        .as_user(ctx.user)
+        .monitored(ctx.monitored);
     let reply = scripts.engine.call(call, &mut host, a, &sctx);
     ctx.scripts = Some(scripts);
     reply
@@ -263,7 +294,7 @@ fn function_denies_oom(_: &ScriptEngine, a: &[Bytes]) -> bool {
         .is_some_and(|sub| is(sub, "load") || is(sub, "restore"))
 }
 
-const RUN: u32 = SCRIPT | NOSCRIPT | WRITE | DENYOOM;
+const RUN: u32 = SCRIPT | NOSCRIPT | WRITE | DENYOOM | SKIP_MONITOR;
 
 /// `numkeys` at argument 2, and a script may take no key.
 const NUMKEYS: Keys = Keys::Counted {
@@ -278,17 +309,17 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         .denyoom_if(eval_denies_oom::<false>),
     crate::cmd!("evalsha", -3, RUN, keys: NUMKEYS, eval::<true, false>)
         .denyoom_if(eval_denies_oom::<true>),
-    crate::cmd!("eval_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval::<false, true>)
+    crate::cmd!("eval_ro", -3, SCRIPT | NOSCRIPT | SKIP_MONITOR, keys: NUMKEYS, eval::<false, true>)
         .denyoom_if(eval_denies_oom::<false>),
-    crate::cmd!("evalsha_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, eval::<true, true>)
+    crate::cmd!("evalsha_ro", -3, SCRIPT | NOSCRIPT | SKIP_MONITOR, keys: NUMKEYS, eval::<true, true>)
         .denyoom_if(eval_denies_oom::<true>),
     crate::cmd!("fcall", -3, RUN, keys: NUMKEYS, fcall::<false>).denyoom_if(fcall_denies_oom),
-    crate::cmd!("fcall_ro", -3, SCRIPT | NOSCRIPT, keys: NUMKEYS, fcall::<true>)
+    crate::cmd!("fcall_ro", -3, SCRIPT | NOSCRIPT | SKIP_MONITOR, keys: NUMKEYS, fcall::<true>)
         .denyoom_if(fcall_denies_oom),
     crate::cmd!(
         "script",
         -2,
-        NOSCRIPT | WRITE,
+        NOSCRIPT | WRITE | super::flags::SUBCOMMANDS,
         0,
         0,
         0,
@@ -298,7 +329,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!(
         "function",
         -2,
-        NOSCRIPT | WRITE,
+        NOSCRIPT | WRITE | super::flags::SUBCOMMANDS,
         0,
         0,
         0,

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::args::db_index;
 use super::flags::{
     ADMIN, FAST, NOSCRIPT, NOT_QUEUED, NO_AUTH, NO_MULTI, RANDOM, READONLY, RUNS_TRANSACTION,
-    STATELESS, SUBSCRIBED,
+    STATELESS, SUBCOMMANDS, SUBSCRIBED,
 };
 use super::Ctx;
 use crate::protocol::Reply;
@@ -62,7 +62,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("select", 2, FAST | STATELESS, 0, 0, 0, client: conn::select, select),
     crate::cmd!("auth", -2, CONN | NO_AUTH | FAST, 0, 0, 0, client: conn::auth),
     crate::cmd!("hello", -1, CONN | NO_AUTH | FAST, 0, 0, 0, client: conn::hello),
-    crate::cmd!("acl", -2, CONN, 0, 0, 0, client: crate::server::acl::acl),
+    crate::cmd!("acl", -2, CONN | SUBCOMMANDS, 0, 0, 0, client: crate::server::acl::acl),
     crate::cmd!(
         "quit",
         -1,
@@ -81,7 +81,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         0,
         client: conn::reset
     ),
-    crate::cmd!("client", -2, CONN, 0, 0, 0, client: conn::client),
+    crate::cmd!("client", -2, CONN | SUBCOMMANDS, 0, 0, 0, client: conn::client),
     crate::cmd!("multi", 1, CONN | FAST | NOT_QUEUED, 0, 0, 0, client: tx::multi),
     crate::cmd!("exec", 1, CONN | NOT_QUEUED | RUNS_TRANSACTION, 0, 0, 0, client: tx::exec),
     crate::cmd!("discard", 1, CONN | FAST | NOT_QUEUED, 0, 0, 0, client: tx::discard),
@@ -96,19 +96,20 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     ),
     crate::cmd!("unwatch", 1, CONN | FAST, 0, 0, 0, client: tx::unwatch),
     crate::cmd!("info", -1, 0, 0, 0, 0, client: conn::info),
-    crate::cmd!("config", -2, CONN | ADMIN, 0, 0, 0, client: conn::config),
-    crate::cmd!("slowlog", -2, CONN | ADMIN, 0, 0, 0, client: conn::slowlog),
-    crate::cmd!("latency", -2, CONN | ADMIN, 0, 0, 0, client: conn::latency),
-    crate::cmd!("command", -1, 0, 0, 0, 0, client: conn::command),
+    crate::cmd!("config", -2, CONN | ADMIN | SUBCOMMANDS, 0, 0, 0, client: conn::config),
+    crate::cmd!("slowlog", -2, CONN | ADMIN | SUBCOMMANDS, 0, 0, 0, client: conn::slowlog),
+    crate::cmd!("monitor", 1, CONN | ADMIN, 0, 0, 0, client: conn::monitor),
+    crate::cmd!("latency", -2, CONN | ADMIN | SUBCOMMANDS, 0, 0, 0, client: conn::latency),
+    crate::cmd!("command", -1, SUBCOMMANDS, 0, 0, 0, client: conn::command),
     crate::cmd!("debug", -2, CONN | ADMIN, 0, 0, 0, client: conn::debug),
     crate::cmd!("shutdown", -1, CONN | ADMIN | NO_MULTI, 0, 0, 0, client: conn::shutdown),
-    crate::cmd!("memory", -2, READONLY, 0, 0, 0, client: conn::memory),
+    crate::cmd!("memory", -2, READONLY | SUBCOMMANDS, 0, 0, 0, client: conn::memory),
     crate::cmd!("lastsave", 1, FAST, 0, 0, 0, client: conn::lastsave),
     crate::cmd!("save", 1, CONN | ADMIN | NO_MULTI, 0, 0, 0, client: conn::save),
     crate::cmd!("bgsave", -1, CONN | ADMIN, 0, 0, 0, client: conn::bgsave),
     crate::cmd!("bgrewriteaof", 1, CONN | ADMIN, 0, 0, 0, client: conn::bgrewriteaof),
     // Cluster mode (src/server/cluster.rs); they answer an error on a standalone server.
-    crate::cmd!("cluster", -2, CONN, 0, 0, 0, client: conn::cluster),
+    crate::cmd!("cluster", -2, CONN | SUBCOMMANDS, 0, 0, 0, client: conn::cluster),
     crate::cmd!("raft.status", 1, CONN | ADMIN, 0, 0, 0, client: conn::raft_status),
     crate::cmd!(
         "raft.addnode",

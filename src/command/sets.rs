@@ -334,7 +334,7 @@ pub fn smove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Ok(Reply::Integer(0));
         }
         let in_src = args::read::<SetValue>(db, src, now)?.is_some_and(|s| s.contains(member));
-        args::read::<SetValue>(db, dst, now)?;
+        let in_dst = args::read::<SetValue>(db, dst, now)?.is_some_and(|s| s.contains(member));
         if src == dst || !in_src {
             return Ok(Reply::Integer(in_src as i64));
         }
@@ -347,6 +347,11 @@ pub fn smove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             |_| Some("srem"),
             |s| Ok(s.remove(member)),
         )?;
+        // As Redis: the destination changes (WATCH, the `sadd` event) only when the member
+        // was not in it already.
+        if in_dst {
+            return Ok(Reply::Integer(1));
+        }
         update_notify::<SetValue, _>(
             ctx,
             dst,

@@ -566,6 +566,10 @@ pub struct Config {
     pub busy_reply_threshold: u64,
     /// hll-sparse-max-bytes.
     pub hll_sparse_max_bytes: u64,
+    /// min-replicas-to-write (standalone only: a Raft node refuses a nonzero value).
+    pub min_replicas_to_write: u32,
+    /// min-replicas-max-lag in seconds (0: min-replicas-to-write is off, as in Redis).
+    pub min_replicas_max_lag: u32,
     /// Whether DEBUG is allowed.
     pub enable_debug_command: bool,
     /// `maxmemory`, its policy and the LFU settings.
@@ -626,6 +630,8 @@ impl Default for Config {
             client_query_buffer_limit: 1024 * 1024 * 1024,
             busy_reply_threshold: 5000,
             hll_sparse_max_bytes: 3000,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag: 10,
             enable_debug_command: false,
             memory: MemorySettings::default(),
             save: String::new(),

@@ -78,6 +78,9 @@ pub enum Apply {
     Encodings,
     /// `hll-sparse-max-bytes` (the keyspace's copy).
     Hll,
+    /// `min-replicas-to-write`, `min-replicas-max-lag`: whether writes are refused for
+    /// want of replicas (the keyspace's copy).
+    Replicas,
 }
 
 /// What setting a parameter does.
@@ -422,12 +425,13 @@ pub static PARAMS: &[Param] = &[
         c.rdb_key_save_delay = number(v);
         Ok(())
     }, Apply::KeySaveDelay),
-    Param::live("min-replicas-to-write", Kind::Int(0, INT_MAX), "0", |_| "0".into(), |_, v| {
-        if v != "0" {
-            return Err("Tollgate has no Redis replicas to count; a cluster node acknowledges a write only once a majority of nodes stored it".into());
+    Param::live("min-replicas-to-write", Kind::Int(0, INT_MAX), "0", |c| c.min_replicas_to_write.to_string(), |c, v| {
+        if v != "0" && c.cluster.is_some() {
+            return Err("a Raft node (durable or clustered) has no Redis replicas to count: it acknowledges a write only once a majority of its voters stored it".into());
         }
+        c.min_replicas_to_write = number(v);
         Ok(())
-    }, Apply::Nothing)
+    }, Apply::Replicas)
     .alias("min-slaves-to-write"),
     Param::live("notify-keyspace-events", Kind::Special(keyspace_events), "",
         |c| crate::pubsub::notify::to_text(c.notify_keyspace_events),
@@ -492,7 +496,10 @@ pub static PARAMS: &[Param] = &[
     Param::stored("replica-ignore-maxmemory", Kind::Bool, "yes", REPLICATION).alias("slave-ignore-maxmemory"),
     Param::stored("replica-priority", Kind::Int(0, INT_MAX), "100", REPLICATION).alias("slave-priority"),
     Param::stored("replica-announced", Kind::Bool, "yes", REPLICATION),
-    Param::stored("min-replicas-max-lag", Kind::Int(0, INT_MAX), "10", REPLICATION).alias("min-slaves-max-lag"),
+    Param::live("min-replicas-max-lag", Kind::Int(0, INT_MAX), "10", |c| c.min_replicas_max_lag.to_string(), |c, v| {
+        c.min_replicas_max_lag = number(v);
+        Ok(())
+    }, Apply::Replicas).alias("min-slaves-max-lag"),
 ];
 
 /// How to get a durable node.
@@ -1143,7 +1150,8 @@ mod tests {
         assert!(e(&["appendfsync", "always"]).contains("no file to fsync"));
         assert!(e(&["save", "3600 1"]).contains("nothing to snapshot"));
         assert!(set(&c, &["save", ""]).is_ok());
-        assert!(e(&["min-replicas-to-write", "1"]).contains("no Redis replicas"));
+        // Standalone there are no replicas to count: writes are refused (NOREPLICAS).
+        assert!(set(&c, &["min-replicas-to-write", "1"]).is_ok());
         assert!(set(&c, &["notify-keyspace-events", "KEA"]).is_ok());
         assert!(e(&["notify-keyspace-events", "KEm"]).contains("key-miss"));
         assert!(set(&c, &["client-output-buffer-limit", "pubsub 1mb 512kb 10"]).is_ok());

@@ -23,11 +23,18 @@ pub fn nothing(reply: &Reply) -> bool {
 }
 
 /// Standalone: serve the clients blocked on the keys made ready since the last call.
+///
+/// Runs after every command: without blocked clients, one atomic load, inlined (out of
+/// line the call cost 20 instructions per command under callgrind).
+#[inline]
 pub fn serve_ready(state: &mut State, stamp: Stamp) {
-    // Runs after every command: without blocked clients, one atomic load.
-    if state.ks.pubsub.blocking.blocked() == 0 {
-        return;
+    if state.ks.pubsub.blocking.blocked() != 0 {
+        serve_blocked(state, stamp);
     }
+}
+
+#[inline(never)]
+fn serve_blocked(state: &mut State, stamp: Stamp) {
     let now_ms = stamp.now_ms();
     let hub = state.ks.pubsub.clone();
     // Each round serves what the previous one made ready; a bounded number of rounds

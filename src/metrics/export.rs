@@ -145,8 +145,8 @@ pub fn families(m: &Metrics) -> Vec<Family> {
         "tollgate_command_duration_seconds",
         "Execution time of commands in the engine (not network or Raft wait), by command",
     );
-    for (spec, s) in m.commands() {
-        let label = || vec![("command", spec.name.to_string())];
+    for (name, s) in m.commands() {
+        let label = || vec![("command", name.to_string())];
         calls.push(label(), Value::Counter(s.calls()));
         errors.push(
             label(),

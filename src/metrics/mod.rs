@@ -1,6 +1,8 @@
 //! What the server counts about the commands it runs, for INFO (commandstats,
 //! latencystats, errorstats, stats) and for `/metrics` ([`export`]): calls, failures and an
-//! execution-time histogram per command of the table, error replies by code, limiter
+//! execution-time histogram per command of the table and, for the commands Redis has
+//! subcommands for (`flags::SUBCOMMANDS`), per subcommand (`config|get`, as Redis 7.0
+//! names them), error replies by code, limiter
 //! decisions per command, outcome and key prefix, and the bytes read and written.
 //!
 //! Recording sits on the hot path (every command of every batch), so it is a few relaxed
@@ -280,6 +282,8 @@ pub use clock::now_ns;
 
 /// Everything [`Metrics`] counts, per server.
 pub struct Metrics {
+    /// By command identity (`acl::categories::commands`): the table's rows first (a row's
+    /// id is its table index), then Redis's subcommands, which containers count under.
     commands: Box<[CommandStats]>,
     errors: Mutex<BTreeMap<String, u64>>,
     /// Limiter decisions.
@@ -303,7 +307,9 @@ impl Default for Metrics {
     fn default() -> Self {
         clock::calibrate();
         Metrics {
-            commands: command::all().map(|_| CommandStats::default()).collect(),
+            commands: (0..crate::acl::categories::commands().len())
+                .map(|_| CommandStats::default())
+                .collect(),
             errors: Mutex::new(BTreeMap::new()),
             decisions: Decisions::default(),
             net_input: AtomicU64::new(0),
@@ -366,20 +372,29 @@ impl Metrics {
         &self.commands[command::table::index(spec)]
     }
 
-    /// Count one call of `spec` that ran for `elapsed`; `failed` when it answered an error.
+    /// The counters of a call of `spec` with `args` (name first): its subcommand's
+    /// (`config|get`) when the row is a container (`SUBCOMMANDS`) and `args[1]` names one
+    /// Redis has, else the row's.
     #[inline]
-    pub fn record_call(&self, spec: &CommandSpec, elapsed: Duration, failed: bool) {
-        self.record_call_ns(
-            spec,
-            u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
-            failed,
-        )
+    pub fn command_call(&self, spec: &CommandSpec, args: &[&[u8]]) -> &CommandStats {
+        if spec.has(command::flags::SUBCOMMANDS) {
+            self.subcommand(spec, args)
+        } else {
+            self.command(spec)
+        }
     }
 
-    /// [`Metrics::record_call`] with the time in nanoseconds.
+    #[cold]
+    fn subcommand(&self, spec: &CommandSpec, args: &[&[u8]]) -> &CommandStats {
+        &self.commands[crate::acl::categories::commands().id_of_call(spec, args)]
+    }
+
+    /// Count one call of `spec` with `args` that ran for `elapsed`; `failed` when it
+    /// answered an error.
     #[inline]
-    pub fn record_call_ns(&self, spec: &CommandSpec, elapsed_ns: u64, failed: bool) {
-        self.command(spec).record(elapsed_ns, failed);
+    pub fn record_call(&self, spec: &CommandSpec, args: &[&[u8]], elapsed: Duration, failed: bool) {
+        let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.command_call(spec, args).record(ns, failed);
     }
 
     /// Count a call of `spec` refused before it ran.
@@ -406,9 +421,14 @@ impl Metrics {
         self.errors.lock().clone()
     }
 
-    /// Every command that was called or rejected, with its counters, in table order.
-    pub fn commands(&self) -> impl Iterator<Item = (&'static CommandSpec, &CommandStats)> {
-        command::all()
+    /// Every command and subcommand that was called or rejected, by its full name
+    /// (`get`, `config|get`) with its counters: the table's rows in table order, then the
+    /// subcommands.
+    pub fn commands(&self) -> impl Iterator<Item = (&'static str, &CommandStats)> {
+        let names = &crate::acl::categories::commands().list;
+        names
+            .iter()
+            .map(|c| c.name.as_str())
             .zip(self.commands.iter())
             .filter(|(_, s)| s.calls() > 0 || s.rejected.load(Ordering::Relaxed) > 0)
     }

@@ -151,10 +151,15 @@ impl Registry {
     }
 
     /// A keyspace event fired on `key` of `db`: if a client waits on it, it is ready.
+    #[inline]
     pub fn signal(&self, db: usize, key: &[u8]) {
-        if self.active.load(Ordering::Relaxed) == 0 {
-            return;
+        if self.active.load(Ordering::Relaxed) != 0 {
+            self.mark_ready(db, key);
         }
+    }
+
+    #[inline(never)]
+    fn mark_ready(&self, db: usize, key: &[u8]) {
         let mut inner = self.inner.lock();
         let slot = (db, Bytes::copy_from_slice(key));
         if inner.keys.contains_key(&slot) && !inner.ready.contains(&slot) {
@@ -168,6 +173,23 @@ impl Registry {
             return Vec::new();
         }
         std::mem::take(&mut self.inner.lock().ready)
+    }
+
+    /// The keys of database `db` that clients are blocked on (SWAPDB checks which are
+    /// ready after the swap), in byte order.
+    pub fn keys_in(&self, db: usize) -> Vec<Bytes> {
+        if self.active.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        let inner = self.inner.lock();
+        let mut keys: Vec<Bytes> = inner
+            .keys
+            .keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect();
+        keys.sort_unstable();
+        keys
     }
 
     /// The first client waiting on `key` of `db`.

@@ -14,6 +14,7 @@
 //! subscription order; patterns are matched with Redis's glob (`crate::glob`).
 
 pub mod blocking;
+pub mod monitor;
 pub mod notify;
 
 use std::collections::HashMap;
@@ -145,10 +146,27 @@ impl Subscriber {
         if self.dropped() {
             return;
         }
+        let bytes = msg.get(self.resp.load(Ordering::Relaxed));
+        let what = "pub/sub client (client-output-buffer-limit pubsub)";
+        self.deliver_bytes(bytes, limit, dropped_count, what);
+    }
+
+    /// Append `bytes`, already encoded (unless dropped), and enforce `limit`, disconnecting
+    /// with a log line that names `what` was closed.
+    pub(crate) fn deliver_bytes(
+        &self,
+        bytes: &[u8],
+        limit: OutputLimit,
+        dropped_count: &AtomicU64,
+        what: &str,
+    ) {
+        if self.dropped() {
+            return;
+        }
         let (over, mut wake) = {
             let mut buf = self.buf.lock();
             let was_empty = buf.is_empty();
-            buf.extend_from_slice(msg.get(self.resp.load(Ordering::Relaxed)));
+            buf.extend_from_slice(bytes);
             let len = buf.len() as u64;
             let over = if limit.hard > 0 && len > limit.hard {
                 true
@@ -168,10 +186,7 @@ impl Subscriber {
         if over {
             self.dropped.store(true, Ordering::Relaxed);
             dropped_count.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                id = self.id,
-                "closing pub/sub client over its output buffer limit (client-output-buffer-limit pubsub)"
-            );
+            tracing::warn!(id = self.id, "closing {what} over its output buffer limit");
             wake = true;
         }
         if wake {
@@ -239,6 +254,8 @@ pub struct Hub {
     dropped: AtomicU64,
     /// The clients blocked in BLPOP & co., woken by the same keyspace events.
     pub blocking: blocking::Registry,
+    /// The clients in MONITOR mode (`monitor.rs`).
+    pub monitors: monitor::Monitors,
 }
 
 impl std::fmt::Debug for Hub {

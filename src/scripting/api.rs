@@ -148,6 +148,9 @@ fn script_call(run: &mut RunState, args: &[Bytes]) -> Result<super::Reply, &'sta
     if info.write && run.read_only {
         return Err("Write commands are not allowed from read-only scripts.");
     }
+    if info.write && !run.wrote && host.script_noreplicas() {
+        return Err("-NOREPLICAS Not enough good replicas to write.");
+    }
     if !run.allow_oom && !run.wrote && info.deny_oom && host.script_oom() {
         return Err("-OOM command not allowed when used memory > 'maxmemory'.");
     }
@@ -169,7 +172,12 @@ unsafe fn generic_command(l: *mut lua_State, raise: bool) -> c_int {
         };
         // The arguments are copied out of Lua: they count against the VM's cap.
         budget::fits(l, args_bytes(l))?;
-        let args = match command_args(l) {
+        let args = command_args(l);
+        // The arguments are copied out: their stack slots go, so that a call with nearly
+        // as many arguments as Lua's stack holds (about 8,000) still has room for its
+        // reply (Redis's `Script check unpack with massive arguments`: LPUSH of 7,999).
+        ffi::lua_settop(l, 0);
+        let args = match args {
             Ok(a) => a,
             Err(msg) => {
                 push_error_table(l, msg.as_bytes());

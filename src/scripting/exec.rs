@@ -51,6 +51,9 @@ fn prepare(host: &dyn ScriptHost, flags: ScriptFlags, read_only_cmd: bool) -> Re
             "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'",
         ));
     }
+    if !flags.no_writes && host.script_noreplicas() {
+        return Err(Reply::err(crate::store::NOREPLICAS));
+    }
     if !flags.no_writes && read_only_cmd {
         return Err(Reply::err(
             "ERR Can not execute a script with write flag using *_ro command.",

@@ -68,6 +68,14 @@ pub trait ScriptHost {
         false
     }
 
+    /// Whether writes are refused because `min-replicas-to-write` is not met: then
+    /// scripts that declare writes may not start, and a write call is refused until the
+    /// script has written (Redis's `checkGoodReplicasStatus` in `scriptPrepareForRun` and
+    /// `scriptVerifyWriteCommandAllow`).
+    fn script_noreplicas(&self) -> bool {
+        false
+    }
+
     /// Whether the server runs in Redis Cluster mode (scripts flagged `no-cluster`
     /// are then refused).
     fn cluster_enabled(&self) -> bool {

@@ -61,6 +61,7 @@ impl Harness {
             }),
             metrics: None,
             user: None,
+            monitored: false,
         };
         command::execute(&mut ctx, args)
     }

@@ -49,6 +49,11 @@ pub async fn reset(c: &mut Client, _a: &[Bytes]) -> Answer {
     c.reset().await.into()
 }
 
+/// MONITOR: stream a line for each command the node runs (`pubsub::monitor`).
+pub async fn monitor(c: &mut Client, _a: &[Bytes]) -> Answer {
+    c.start_monitor().into()
+}
+
 /// CLIENT subcommand ...
 pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
     if is(&a[1], "reply") {
@@ -356,6 +361,7 @@ impl Client {
     }
 
     async fn reset(&mut self) -> Reply {
+        self.stop_monitor();
         let id = self.id();
         self.subs.clear(self.shared.engine.pubsub(), id);
         self.sync_subs();
@@ -368,6 +374,15 @@ impl Client {
         self.set_default_user();
         self.sync_info();
         Reply::Status("RESET".into())
+    }
+
+    /// This client's CLIENT LIST line while it runs the CLIENT call `a`: `argv-mem` is that
+    /// call's arguments, and `cmd` the call itself, as Redis shows its caller.
+    fn own_line(&self, a: &[Bytes]) -> String {
+        let mut info = self.handle.info.lock().clone();
+        info.argv_mem = a.iter().map(|x| x.len()).sum();
+        info.last_cmd = self.last_cmd();
+        info::client_line(&info)
     }
 
     fn client(&mut self, a: &[Bytes]) -> Reply {
@@ -390,14 +405,18 @@ impl Client {
                 let clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
                 let text: String = clients
                     .iter()
-                    .map(|c| info::client_line(&c.info.lock()) + "\n")
+                    .map(|c| {
+                        if Arc::ptr_eq(c, &self.handle) {
+                            self.own_line(a)
+                        } else {
+                            info::client_line(&c.info.lock())
+                        }
+                    })
+                    .map(|line| line + "\n")
                     .collect();
                 Reply::Verbatim("txt", Bytes::from(text))
             }
-            ("info", 2) => Reply::Verbatim(
-                "txt",
-                Bytes::from(info::client_line(&self.handle.info.lock()) + "\n"),
-            ),
+            ("info", 2) => Reply::Verbatim("txt", Bytes::from(self.own_line(a) + "\n")),
             ("kill", n) if n >= 3 => self.client_kill(&a[2..]),
             ("setinfo", 4) => {
                 let mut info = self.handle.info.lock();
@@ -799,15 +818,27 @@ fn latency_histogram(metrics: &crate::metrics::Metrics, names: &[Bytes]) -> Repl
     let chosen: Vec<_> = if names.is_empty() {
         called
     } else {
+        // A name is a command or `container|subcommand`; a container also stands for its
+        // subcommands, as in Redis. Unknown names are skipped.
         names
             .iter()
-            .filter_map(|n| command::lookup(n))
-            .filter_map(|spec| called.iter().find(|(s, _)| std::ptr::eq(*s, spec)).copied())
+            .flat_map(|n| {
+                let name = String::from_utf8_lossy(n).to_ascii_lowercase();
+                called
+                    .iter()
+                    .filter(move |(c, _)| {
+                        *c == name
+                            || c.strip_prefix(name.as_str())
+                                .is_some_and(|r| r.starts_with('|'))
+                    })
+                    .copied()
+                    .collect::<Vec<_>>()
+            })
             .collect()
     };
     let entries = chosen
         .into_iter()
-        .filter_map(|(spec, stats)| {
+        .filter_map(|(name, stats)| {
             let hist = stats.time()?;
             let (levels, total) = hist.cumulative(10, 41);
             let mut buckets = Vec::new();
@@ -825,7 +856,7 @@ fn latency_histogram(metrics: &crate::metrics::Metrics, names: &[Bytes]) -> Repl
                 }
             }
             Some((
-                Reply::bulk(spec.name),
+                Reply::bulk(name),
                 Reply::Map(vec![
                     (Reply::bulk("calls"), Reply::Integer(total as i64)),
                     (Reply::bulk("histogram_usec"), Reply::Map(buckets)),

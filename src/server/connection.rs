@@ -85,6 +85,8 @@ pub struct Client {
     pub(super) skipping: bool,
     /// Blocked in BLPOP & co.: the commands after it wait in the input buffer.
     blocked: Option<Box<super::blocking::Blocked>>,
+    /// In MONITOR mode: its mailbox (`subs.mailbox`) gets every command's line.
+    pub(super) monitor: bool,
 }
 
 /// Tell a client over the connection cap why it is refused, then close.
@@ -152,6 +154,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             obuf_capacity: 0,
             multi_mem: 0,
             multi_len: 0,
+            monitor: false,
+            argv_mem: 0,
             user: crate::acl::DEFAULT_USER.into(),
         }),
         kill: Default::default(),
@@ -194,9 +198,13 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         skip_next: false,
         skipping: false,
         blocked: None,
+        monitor: false,
     };
     client.run(&mut socket).await;
     client.unwatch().await;
+    if client.monitor {
+        shared.engine.pubsub().monitors.remove(id);
+    }
     client.subs.clear(shared.engine.pubsub(), id);
     shared.clients.lock().remove(&id);
 }
@@ -217,6 +225,7 @@ impl Client {
                     let mut info = self.handle.info.lock();
                     info.blocked = false;
                     info.blocked_with_timeout = false;
+                    info.argv_mem = 0;
                 }
                 let Some(reply) = released else {
                     return;
@@ -510,12 +519,20 @@ impl Client {
                 *r = Reply::Integer(self.shared.engine.pubsub().receivers(&channel, shard));
             }
         }
-        // Messages this batch delivered to the client itself come before its replies.
-        if let Some(m) = &self.subs.mailbox {
-            m.drain_into(&mut self.out);
+        // Messages this batch delivered to the client itself come before its replies; a
+        // monitor's own commands' lines come after them, as Redis feeds after replying.
+        if !self.monitor {
+            if let Some(m) = &self.subs.mailbox {
+                m.drain_into(&mut self.out);
+            }
         }
         for r in replies {
             self.push(r);
+        }
+        if self.monitor {
+            if let Some(m) = &self.subs.mailbox {
+                m.drain_into(&mut self.out);
+            }
         }
     }
 
@@ -569,7 +586,19 @@ impl Client {
             .total_commands
             .fetch_add(1, Ordering::Relaxed);
         if let Some(spec) = spec {
-            self.last_cmd = spec.name;
+            self.last_cmd = if spec.has(flags::SUBCOMMANDS) {
+                // As Redis: `client|list`, not `client`.
+                match &request {
+                    Request::Frame(f) => {
+                        f.with_args(|a| crate::acl::categories::call_name(spec, a))
+                    }
+                    Request::Args(a) => {
+                        command::with_slices(a, |a| crate::acl::categories::call_name(spec, a))
+                    }
+                }
+            } else {
+                spec.name
+            };
         } else if self.shared.security.cross_protocol(request.name()) {
             // HTTP sent to the Redis port: close before this or anything after it runs.
             return Flow::Close;
@@ -597,6 +626,10 @@ impl Client {
                     .abort_transaction(command::arity_error(spec.name))
                     .await;
                 self.push(reply);
+                // Redis's `execCommandAbort` feeds the refused EXEC to the monitors.
+                if self.shared.engine.pubsub().monitors.active() {
+                    self.feed_monitors(spec, &request.into_args());
+                }
                 return Flow::Continue;
             }
             self.reject(command::arity_error(spec.name)).await;
@@ -616,6 +649,12 @@ impl Client {
                 self.reject(e).await;
                 return Flow::Continue;
             }
+        }
+        // Redis counts a monitor as a replica, which may not touch the keyspace.
+        if self.monitor && spec.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
+            self.reject(Reply::err("ERR Replica can't interact with the keyspace"))
+                .await;
+            return Flow::Continue;
         }
         // RESP2 subscribe mode: only the subscription commands, PING, QUIT and RESET.
         if self.resp == 2 && self.subs.active() && self.multi.is_none() {
@@ -654,6 +693,12 @@ impl Client {
                     .await;
                 return Flow::Continue;
             }
+            // As in Redis, a command arriving while a script is busy is refused (and dooms
+            // the transaction) rather than queued.
+            if let Some(busy) = self.shared.engine.busy() {
+                self.reject(Reply::err(busy)).await;
+                return Flow::Continue;
+            }
             // As in Redis, a queue may not grow while memory is over `maxmemory`.
             if self.shared.engine.out_of_memory().await {
                 self.reject(Reply::err(crate::engine::memory::OOM_ERROR))
@@ -671,11 +716,18 @@ impl Client {
             self.flush_pending().await;
             let started = std::time::Instant::now();
             let answer = client(self, &args).await;
+            // (A blocking command's pop ran in the engine, which fed it.)
+            if !matches!(answer, Answer::Engine)
+                && !spec.has(flags::BLOCKING)
+                && self.shared.engine.pubsub().monitors.active()
+            {
+                self.feed_monitors(spec, &args);
+            }
             if !matches!(answer, Answer::Engine) {
                 let elapsed = started.elapsed();
                 let failed = matches!(&answer, Answer::Reply(Reply::Error(_)));
                 let metrics = self.shared.engine.metrics();
-                metrics.record_call(spec, elapsed, failed);
+                command::with_slices(&args, |a| metrics.record_call(spec, a, elapsed, failed));
                 if let Answer::Reply(Reply::Error(e)) = &answer {
                     metrics.record_error(e);
                 }
@@ -701,6 +753,7 @@ impl Client {
                     let mut info = self.handle.info.lock();
                     info.blocked = true;
                     info.blocked_with_timeout = b.timeout.is_some();
+                    info.argv_mem = args.iter().map(|a| a.len()).sum();
                     drop(info);
                     self.blocked = Some(b);
                 }
@@ -798,6 +851,47 @@ impl Client {
         let (sub, psub, ssub) = self.subs.sizes();
         let mut info = self.handle.info.lock();
         info.subs = (sub, psub, ssub);
+    }
+
+    /// Feed a connection command that has just run to the monitors (`pubsub::monitor`).
+    #[cold]
+    fn feed_monitors(&self, spec: &CommandSpec, args: &[Bytes]) {
+        let source = crate::pubsub::monitor::Source::Client(self.handle.info.lock().addr);
+        let monitors = &self.shared.engine.pubsub().monitors;
+        command::with_slices(args, |a| monitors.after(spec, a, self.db, source));
+    }
+
+    /// MONITOR: from now on this connection gets a line for every command the node runs
+    /// (a second MONITOR is answered nothing, as in Redis).
+    pub(super) fn start_monitor(&mut self) -> Reply {
+        if self.monitor {
+            self.skipping = true;
+            return Reply::ok();
+        }
+        let id = self.id();
+        let mailbox = self
+            .subs
+            .mailbox
+            .get_or_insert_with(|| crate::pubsub::Subscriber::new(id, self.resp))
+            .clone();
+        self.shared.engine.pubsub().monitors.add(mailbox);
+        self.monitor = true;
+        self.handle.info.lock().monitor = true;
+        Reply::ok()
+    }
+
+    /// Leave MONITOR mode (RESET).
+    pub(super) fn stop_monitor(&mut self) {
+        if std::mem::take(&mut self.monitor) {
+            let id = self.id();
+            self.shared.engine.pubsub().monitors.remove(id);
+            self.handle.info.lock().monitor = false;
+        }
+    }
+
+    /// The name of the command being run (CLIENT LIST `cmd`, published once per read).
+    pub(super) fn last_cmd(&self) -> &'static str {
+        self.last_cmd
     }
 
     /// This client's id.

@@ -94,14 +94,16 @@ async fn section(shared: &Shared, name: &str, out: &mut String) {
         "cluster" => out.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
+            let now = shared.engine.now_ms();
             let state = shared.engine.lock().await;
             for (i, db) in state.ks.dbs.iter().enumerate() {
                 if !db.is_empty() {
                     let _ = write!(
                         out,
-                        "db{i}:keys={},expires={},avg_ttl=0\r\n",
+                        "db{i}:keys={},expires={},avg_ttl={}\r\n",
                         db.len(),
-                        db.expires_count()
+                        db.expires_count(),
+                        db.average_ttl_ms(now)
                     );
                 }
             }
@@ -309,13 +311,13 @@ fn cpu_section(out: &mut String) {
 
 fn commandstats_section(shared: &Shared, out: &mut String) {
     out.push_str("# Commandstats\r\n");
-    for (spec, s) in shared.engine.metrics().commands() {
+    for (name, s) in shared.engine.metrics().commands() {
         let calls = s.calls();
         let usec = s.time().map_or(0, |h| h.sum_ns() / 1000);
         let _ = write!(
             out,
             "cmdstat_{}:calls={calls},usec={usec},usec_per_call={:.2},rejected_calls={},failed_calls={}\r\n",
-            spec.name,
+            name,
             if calls > 0 { usec as f64 / calls as f64 } else { 0.0 },
             s.rejected.load(Ordering::Relaxed),
             s.failed.load(Ordering::Relaxed),
@@ -325,7 +327,7 @@ fn commandstats_section(shared: &Shared, out: &mut String) {
 
 fn latencystats_section(shared: &Shared, out: &mut String) {
     out.push_str("# Latencystats\r\n");
-    for (spec, s) in shared.engine.metrics().commands() {
+    for (name, s) in shared.engine.metrics().commands() {
         let Some(h) = s.time().filter(|h| h.count() > 0) else {
             continue;
         };
@@ -333,7 +335,7 @@ fn latencystats_section(shared: &Shared, out: &mut String) {
         let _ = write!(
             out,
             "latency_percentiles_usec_{}:p50={:.3},p99={:.3},p99.9={:.3}\r\n",
-            spec.name,
+            name,
             p(0.5),
             p(0.99),
             p(0.999)
@@ -376,8 +378,12 @@ fn human_bytes(n: usize) -> String {
 /// `obl`/`omem` the output buffer's pending bytes and size, `multi-mem` the queued MULTI
 /// commands, `tot-mem` their sum plus the connection's own state.
 pub fn client_line(c: &ClientInfo) -> String {
-    // Redis's order of the flag letters: P (pub/sub), x (MULTI), b (blocked); N: none.
+    // Redis's order of the flag letters: O (MONITOR), P (pub/sub), x (MULTI), b (blocked);
+    // N: none.
     let mut flags = String::new();
+    if c.monitor {
+        flags.push('O');
+    }
     if c.subs.0 + c.subs.1 + c.subs.2 > 0 {
         flags.push('P');
     }
@@ -396,7 +402,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         + std::mem::size_of::<ClientInfo>()
         + std::mem::size_of::<super::connection::Client>();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -410,6 +416,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         if c.in_multi { c.multi_len as i64 } else { -1 },
         c.qbuf,
         c.qbuf_capacity.saturating_sub(c.qbuf),
+        c.argv_mem,
         c.multi_mem,
         c.qbuf_capacity,
         c.qbuf_capacity,
@@ -537,6 +544,7 @@ fn flag_names(spec: &command::CommandSpec) -> Vec<Reply> {
         (flags::NO_MULTI, "no_multi"),
         (flags::NO_AUTH, "no_auth"),
         (flags::BLOCKING, "blocking"),
+        (flags::SKIP_MONITOR, "skip_monitor"),
         (flags::PUBSUB, "pubsub"),
         (flags::MAY_REPLICATE, "may_replicate"),
     ];

@@ -148,6 +148,11 @@ pub struct ClientInfo {
     pub multi_mem: usize,
     /// Commands queued in MULTI.
     pub multi_len: usize,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: bool,
+    /// Bytes of the arguments of the command it is in (CLIENT LIST `argv-mem`): a blocked
+    /// command's; 0 between commands (the caller's own line shows its CLIENT call's).
+    pub argv_mem: usize,
     /// The ACL user it is authenticated as (CLIENT LIST `user`).
     pub user: String,
 }
@@ -298,6 +303,7 @@ impl Server {
             .configure_latency(config.latency_monitor_threshold);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.set_hll_sparse_max_bytes(config.hll_sparse_max_bytes);
+        engine.set_no_good_replicas(no_good_replicas(&config));
         engine.memory().configure(&config.memory);
         engine.set_object_settings(config.object_settings());
         engine.encodings().configure(&config.encodings);
@@ -634,6 +640,13 @@ pub fn unix_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Redis's `checkGoodReplicasStatus` on a standalone server, which has no replicas: writes
+/// are refused once `min-replicas-to-write` asks for any (and `min-replicas-max-lag` is
+/// not 0, which turns the check off in Redis).
+fn no_good_replicas(config: &Config) -> bool {
+    config.min_replicas_to_write > 0 && config.min_replicas_max_lag > 0
+}
+
 /// Make the running server follow a CONFIG SET (`old` → `new`); an error refuses it.
 pub fn apply_config(
     shared: &Shared,
@@ -699,6 +712,10 @@ pub fn apply_config(
                 .engine
                 .acl()
                 .set_requirepass(new.requirepass.as_deref());
+            Ok(())
+        }
+        Apply::Replicas => {
+            shared.engine.set_no_good_replicas(no_good_replicas(new));
             Ok(())
         }
         Apply::Hll => {

@@ -87,6 +87,14 @@ impl Client {
     }
 
     async fn exec(&mut self) -> Reply {
+        // Refused while a script is busy (EXEC has no `allow-busy` in Redis): a transaction
+        // is discarded, none of it runs.
+        if let Some(busy) = self.shared.engine.busy() {
+            if self.multi.is_none() {
+                return Reply::err(busy);
+            }
+            return self.abort_transaction(Reply::err(busy)).await;
+        }
         let Some(queued) = self.multi.take() else {
             return Reply::err("ERR EXEC without MULTI");
         };
@@ -124,6 +132,11 @@ impl Client {
             if spec.runs_in_engine() {
                 ops.push(Op::Command(args, Some(spec)));
                 slots.push(None);
+            } else if spec.name == "monitor" {
+                // Redis's refusal: a transaction's client expects one reply per command.
+                slots.push(Some(Reply::err(
+                    "ERR MONITOR isn't allowed for DENY BLOCKING client",
+                )));
             } else if spec.name == "bgsave" || spec.name == "bgrewriteaof" {
                 scheduled.push((slots.len(), args));
                 slots.push(Some(Reply::Nil));

@@ -443,11 +443,17 @@ impl Db {
         self.expires.len()
     }
 
-    /// Delete every key.
-    pub fn clear(&mut self) {
-        for flags in self.watched.values() {
-            flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
-        }
+    /// The average time to live of the keys with a deadline at `now_ms`, in milliseconds
+    /// (INFO keyspace's `avg_ttl`; see `ExpiryIndex::average_ttl_ms`).
+    pub fn average_ttl_ms(&self, now_ms: u64) -> u64 {
+        self.expires.average_ttl_ms(now_ms)
+    }
+
+    /// Delete every key (FLUSHDB, FLUSHALL at `now_ms`). As Redis's
+    /// `touchAllWatchedKeysInDb(db, NULL)`, only the watchers of keys that are live go
+    /// dirty: a watched key that is absent or already expired does not change.
+    pub fn clear(&mut self, now_ms: u64) {
+        self.touch_replaced(None, now_ms);
         // Fresh maps rather than cleared ones: like Redis's FLUSHALL, this gives the
         // tables' memory back instead of keeping their capacity.
         self.shards.iter_mut().for_each(|s| *s = Shard::default());
@@ -519,6 +525,22 @@ impl Db {
             list.retain(|f| !Arc::ptr_eq(f, flag));
             if list.is_empty() {
                 self.watched.remove(key);
+            }
+        }
+    }
+
+    /// Whether `key` is present and not expired at `now_ms` (not counted as a use).
+    fn is_live(&self, key: &[u8], now_ms: u64) -> bool {
+        self.get_raw(key).is_some_and(|e| !e.is_expired(now_ms))
+    }
+
+    /// Redis's `touchAllWatchedKeysInDb`: before this database's keys are replaced by
+    /// `other`'s (SWAPDB) or by none (FLUSHDB), mark the watchers of each watched key that
+    /// is live here or there, the keys whose content the replacement changes.
+    fn touch_replaced(&self, other: Option<&Db>, now_ms: u64) {
+        for (key, flags) in &self.watched {
+            if self.is_live(key, now_ms) || other.is_some_and(|o| o.is_live(key, now_ms)) {
+                flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
             }
         }
     }
@@ -601,7 +623,15 @@ pub struct Keyspace {
     /// `hll-sparse-max-bytes`: the longest sparse HyperLogLog before it becomes dense
     /// (a setting, not data: kept when the databases are replaced).
     pub hll_sparse_max_bytes: usize,
+    /// `min-replicas-to-write` is set (with a nonzero `min-replicas-max-lag`) on a
+    /// standalone server, which has no replica to count: writes are refused with
+    /// [`NOREPLICAS`], as on a Redis primary without enough good replicas. Always false on
+    /// a Raft node (CONFIG refuses the setting there), so replicas never differ by it.
+    pub no_good_replicas: bool,
 }
+
+/// Redis's refusal of a write while `min-replicas-to-write` is not met.
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 /// `hll-sparse-max-bytes`'s default.
 pub const HLL_SPARSE_MAX_BYTES: usize = 3000;
@@ -623,6 +653,7 @@ impl Keyspace {
             object: Arc::default(),
             encodings: Arc::default(),
             hll_sparse_max_bytes: HLL_SPARSE_MAX_BYTES,
+            no_good_replicas: false,
         };
         let hub = ks.pubsub.clone();
         ks.share_pubsub(&hub);
@@ -668,6 +699,35 @@ impl Keyspace {
     /// Total number of keys in all databases.
     pub fn total_keys(&self) -> usize {
         self.dbs.iter().map(Db::len).sum()
+    }
+
+    /// SWAPDB: exchange the keys (values, deadlines, key counts) of databases `a` and `b`
+    /// at `now_ms`, as Redis's `dbSwapDatabases`. What belongs to the clients stays with the
+    /// database number: WATCHes and blocked clients keep waiting on the same `(db, key)`.
+    /// So, as Redis's `touchAllWatchedKeysInDb` does, a watched key that is live on either
+    /// side before the swap is touched (its content changes or it appears or disappears;
+    /// a key that is absent or expired on both sides does not change), and a key a client
+    /// is blocked on that is live after the swap is made ready (`scanDatabaseForReadyKeys`).
+    /// No keyspace event fires, as in Redis. Indexes must be below [`DATABASES`].
+    pub fn swap_dbs(&mut self, a: usize, b: usize, now_ms: u64) {
+        if a == b {
+            return;
+        }
+        let (lo, hi) = (a.min(b), a.max(b));
+        let (left, right) = self.dbs.split_at_mut(hi);
+        let (x, y) = (&mut left[lo], &mut right[0]);
+        x.touch_replaced(Some(y), now_ms);
+        y.touch_replaced(Some(x), now_ms);
+        std::mem::swap(&mut x.shards, &mut y.shards);
+        std::mem::swap(&mut x.expires, &mut y.expires);
+        std::mem::swap(&mut x.len, &mut y.len);
+        for db in [&*x, &*y] {
+            for key in self.pubsub.blocking.keys_in(db.index) {
+                if db.is_live(&key, now_ms) {
+                    self.pubsub.blocking.signal(db.index, &key);
+                }
+            }
+        }
     }
 }
 

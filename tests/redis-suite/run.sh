@@ -33,6 +33,8 @@ UNITS=(
 )
 [ $# -gt 0 ] && UNITS=("$@")
 
+[ -x "$SUITE/runtest" ] && [ -d "$SUITE/tests/unit" ] ||
+  { echo "Redis's Tcl suite is not at $SUITE (set SUITE to the redis-7.0.15-tests folder)" >&2; exit 2; }
 command -v tclsh >/dev/null || { echo "tclsh is needed (Debian package tcl)" >&2; exit 2; }
 command -v redis-server >/dev/null || { echo "redis-server is needed" >&2; exit 2; }
 if [ -z "${BIN:-}" ]; then
