@@ -23,6 +23,7 @@
 use bytes::Bytes;
 use indexmap::IndexMap;
 
+use super::varint::{len_size, put_len, take};
 use super::KeyHasher;
 
 /// The large form: field -> value in insertion order.
@@ -80,42 +81,6 @@ struct Slot {
     start: usize,
     /// The value's bytes.
     value: std::ops::Range<usize>,
-}
-
-fn put_len(out: &mut Vec<u8>, mut n: usize) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn len_size(mut n: usize) -> usize {
-    let mut size = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        size += 1;
-    }
-    size
-}
-
-/// Read a length at `*pos` and return the string's range, moving `*pos` past it.
-#[inline]
-fn take(buf: &[u8], pos: &mut usize) -> std::ops::Range<usize> {
-    let mut n = 0usize;
-    let mut shift = 0;
-    loop {
-        let b = buf[*pos];
-        *pos += 1;
-        n |= ((b & 0x7f) as usize) << shift;
-        if b < 0x80 {
-            break;
-        }
-        shift += 7;
-    }
-    let start = *pos;
-    *pos += n;
-    start..*pos
 }
 
 impl Compact {

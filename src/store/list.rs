@@ -18,6 +18,8 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::varint::{len_size, put_len, take};
+
 /// Largest packed buffer: one quicklist node under `list-max-listpack-size -2`.
 pub const PACKED_MAX_BYTES: usize = 8192;
 
@@ -41,42 +43,6 @@ impl Default for ListValue {
 pub struct Packed {
     len: u32,
     buf: Box<[u8]>,
-}
-
-fn put_len(out: &mut Vec<u8>, mut n: usize) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn len_size(mut n: usize) -> usize {
-    let mut size = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        size += 1;
-    }
-    size
-}
-
-/// Read a length at `*pos` and return the item's range, moving `*pos` past it.
-#[inline]
-fn take(buf: &[u8], pos: &mut usize) -> std::ops::Range<usize> {
-    let mut n = 0usize;
-    let mut shift = 0;
-    loop {
-        let b = buf[*pos];
-        *pos += 1;
-        n |= ((b & 0x7f) as usize) << shift;
-        if b < 0x80 {
-            break;
-        }
-        shift += 7;
-    }
-    let start = *pos;
-    *pos += n;
-    start..*pos
 }
 
 /// The items of a packed buffer, in order.

@@ -18,6 +18,7 @@ pub mod set;
 pub mod small;
 pub mod snapshot;
 pub mod value;
+mod varint;
 pub mod zset;
 
 use std::collections::HashMap;
