@@ -4,21 +4,15 @@
 //! read is disconnected instead of buffering without bound.
 
 mod common;
+mod redis_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::TestServer;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use redis_support::RedisServer;
 
 /// A child process killed when the test ends, failed or not.
 struct Reaped(std::process::Child);
@@ -28,29 +22,6 @@ impl Drop for Reaped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// redis-server 7.0.15 on a free port, and a connection to it once it answers.
-fn start_redis() -> (Reaped, u16) {
-    let port = free_port();
-    let child = std::process::Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server 7.0.15 must be installed for this test");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Reaped(child), port)
 }
 
 /// `redis-cli -p port monitor`, its output lines arriving on a channel once it printed OK.
@@ -210,7 +181,8 @@ fn run_sequence(port: u16) {
 /// The same commands give the same monitor lines from Tollgate as from redis-server.
 #[test]
 fn monitor_lines_match_redis() {
-    let (_redis, rport) = start_redis();
+    let reference = RedisServer::start();
+    let rport = reference.port;
     let server = TestServer::start();
     let tport = server.addr.port();
     let mut seen = Vec::new();
@@ -264,7 +236,8 @@ fn mask_raw(s: &str) -> String {
 /// closes; MONITOR inside MULTI fails at EXEC; a user needs the `monitor` permission.
 #[test]
 fn monitor_client_behaves_as_redis() {
-    let (_redis, rport) = start_redis();
+    let reference = RedisServer::start();
+    let rport = reference.port;
     let server = TestServer::start();
     let tport = server.addr.port();
     let cases: &[&[u8]] = &[

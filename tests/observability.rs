@@ -5,6 +5,7 @@
 
 mod cluster_support;
 mod common;
+mod redis_support;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use cluster_support::{serial, Cluster};
 use common::TestServer;
+use redis_support::RedisServer;
 
 /// A port nothing listens on now.
 fn free_port() -> u16 {
@@ -762,47 +764,14 @@ fn text_of(v: &redis::Value) -> String {
     }
 }
 
-/// A child process killed when the test ends, failed or not.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start redis-server 7.0.15 on a free port with `extra` arguments.
-fn start_redis(extra: &[&str]) -> (Reaped, u16) {
-    let port = free_port();
-    let mut args = vec![
-        "--port".to_string(),
-        port.to_string(),
-        "--save".into(),
-        String::new(),
-        "--appendonly".into(),
-        "no".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let child = std::process::Command::new("redis-server")
-        .args(&args)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server 7.0.15 must be installed for this test");
-    (Reaped(child), port)
-}
-
 /// LATENCY against redis-server 7.0.15: the same sequence (monitor off, a DEBUG SLEEP
 /// above a 100 ms threshold (high enough that no other command of a loaded machine
 /// reaches it), the reports, RESET, HISTOGRAM, the errors) gives replies of the
 /// same shape, with the durations and times masked.
 #[test]
 fn latency_matches_redis_reply_by_reply() {
-    let (_redis, port) = start_redis(&["--enable-debug-command", "yes"]);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let mut rcon = eventually("redis-server", Duration::from_secs(10), || {
-        client.get_connection().ok()
-    });
+    let reference = RedisServer::with_args(&["--enable-debug-command", "yes"]);
+    let mut rcon = reference.conn();
     let s = TestServer::start();
     let mut con = s.conn();
     let steps: &[&[&str]] = &[
@@ -898,10 +867,13 @@ fn latency_matches_redis_reply_by_reply() {
             .unwrap();
         let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
     }
-    let mut r3 = redis::Client::open(format!("redis://127.0.0.1:{port}/?protocol=resp3"))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut r3 = redis::Client::open(format!(
+        "redis://127.0.0.1:{}/?protocol=resp3",
+        reference.port
+    ))
+    .unwrap()
+    .get_connection()
+    .unwrap();
     let mut c3 = s.conn3();
     let levels = [
         1, 2, 4, 8, 16, 33, 66, 132, 264, 528, 1056, 2113, 4227, 8454,
@@ -945,11 +917,8 @@ fn latency_matches_redis_reply_by_reply() {
 /// with the same entries.
 #[test]
 fn subcommand_stats_match_redis() {
-    let (_redis, port) = start_redis(&[]);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let mut rcon = eventually("redis-server", Duration::from_secs(10), || {
-        client.get_connection().ok()
-    });
+    let reference = RedisServer::start();
+    let mut rcon = reference.conn();
     let s = TestServer::start();
     let mut con = s.conn();
     let steps: &[&[&str]] = &[
@@ -1113,11 +1082,8 @@ fn keyspace_avg_ttl_is_the_average_time_left() {
 /// blocked in BLPOP its command's arguments, and the others 0 between commands.
 #[test]
 fn client_list_argv_mem_and_cmd_match_redis() {
-    let (_redis, rport) = start_redis(&[]);
-    let rclient = redis::Client::open(format!("redis://127.0.0.1:{rport}/")).unwrap();
-    let _ = eventually("redis-server", Duration::from_secs(10), || {
-        rclient.get_connection().ok()
-    });
+    let reference = RedisServer::start();
+    let rclient = redis::Client::open(format!("redis://127.0.0.1:{}/", reference.port)).unwrap();
     let s = TestServer::start();
     let field = |line: &str, name: &str| -> String {
         line.split(' ')
