@@ -582,31 +582,23 @@ fn tls_session_cache_settings_decide_resumption() {
             ("tls-session-caching".into(), "yes".into()),
         ]
     );
-    for max in ["TLSv1_2", "TLSv1_3"] {
-        assert_eq!(
-            py_resumption(&s.ca.pem, s.tls_port, max, 0),
-            "False True",
-            "{max}"
-        );
-    }
+    // Two handshakes `wait` seconds apart with each TLS version: "<first resumed> <second resumed>".
+    let resumption = |wait: u64, expected: &str| {
+        for max in ["TLSv1_2", "TLSv1_3"] {
+            assert_eq!(
+                py_resumption(&s.ca.pem, s.tls_port, max, wait),
+                expected,
+                "{max}"
+            );
+        }
+    };
+    resumption(0, "False True");
     config(&mut c, "tls-session-caching", "no").unwrap();
-    for max in ["TLSv1_2", "TLSv1_3"] {
-        assert_eq!(
-            py_resumption(&s.ca.pem, s.tls_port, max, 0),
-            "False False",
-            "{max}"
-        );
-    }
+    resumption(0, "False False");
     config(&mut c, "tls-session-caching", "yes").unwrap();
     config(&mut c, "tls-session-cache-timeout", "1").unwrap();
     // A session older than the timeout is not resumed (2 s apart: at least 1 s).
-    for max in ["TLSv1_2", "TLSv1_3"] {
-        assert_eq!(
-            py_resumption(&s.ca.pem, s.tls_port, max, 2),
-            "False False",
-            "{max}"
-        );
-    }
+    resumption(2, "False False");
     let e = config(&mut c, "tls-session-cache-size", "0").unwrap_err();
     assert!(
         e.contains("rustls's session cache holds a fixed number"),
