@@ -985,6 +985,7 @@ mod tests {
             ("hash-max-ziplist-value", "1"),
             ("zset-max-ziplist-entries", "0"),
             ("zset-max-listpack-value", "1"),
+            ("hll-sparse-max-bytes", "100"),
         ] {
             let e = node(&[(name, value)]).unwrap_err();
             assert!(

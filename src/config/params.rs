@@ -477,7 +477,9 @@ pub static PARAMS: &[Param] = &[
     Param::stored("stream-node-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "4096", "tunes streams, which Tollgate does not have"),
     Param::stored("stream-node-max-entries", Kind::Int(0, LONG_MAX), "100", "tunes streams, which Tollgate does not have"),
     Param::live("hll-sparse-max-bytes", Kind::MemoryU(0, LONG_MAX as u64), "3000", |c| c.hll_sparse_max_bytes.to_string(), |c, v| {
-        c.hll_sparse_max_bytes = number(v);
+        // The sparse/dense switch decides a HyperLogLog's bytes, which every node must
+        // write alike.
+        c.hll_sparse_max_bytes = cluster_fixed(c, number(v), "3000")? as u64;
         Ok(())
     }, Apply::Hll),
     // Replication.
