@@ -675,11 +675,8 @@ fn bitfield_inner(ctx: &mut Ctx, a: &[Bytes], read_only: bool) -> CmdResult<Repl
     Ok(Reply::Array(replies))
 }
 
-fn run(r: CmdResult<Reply>) -> Reply {
-    r.unwrap_or_else(|e| e)
-}
-
 use super::flags::{DENYOOM, FAST, READONLY, WRITE};
+use super::strings::run;
 
 /// Bitmap commands.
 pub const COMMANDS: &[super::CommandSpec] = &[

@@ -317,11 +317,8 @@ pub fn pfselftest(ctx: &mut Ctx, _a: &[Bytes]) -> Reply {
     Reply::ok()
 }
 
-fn run(r: CmdResult<Reply>) -> Reply {
-    r.unwrap_or_else(|e| e)
-}
-
 use super::flags::{ADMIN, DENYOOM, FAST, LOGGED, READONLY, WRITE};
+use super::strings::run;
 
 /// HyperLogLog commands.
 pub const COMMANDS: &[super::CommandSpec] = &[

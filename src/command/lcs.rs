@@ -182,11 +182,8 @@ impl Table {
     }
 }
 
-fn run(r: CmdResult<Reply>) -> Reply {
-    r.unwrap_or_else(|e| e)
-}
-
 use super::flags::READONLY;
+use super::strings::run;
 
 /// The LCS command.
 pub const COMMANDS: &[super::CommandSpec] = &[crate::cmd!("lcs", -3, READONLY, 1, 2, 1, lcs)];
