@@ -61,7 +61,7 @@ pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         return Reply::Nil;
     };
     match *sub {
-        "encoding" => Reply::bulk(encoding::encoding(&entry.value, &settings)),
+        "encoding" => Reply::bulk(encoding::encoding(&entry.value)),
         "refcount" => Reply::Integer(encoding::refcount(&entry.value, &settings)),
         "idletime" if clock.lfu() => Reply::err(
             "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",

@@ -813,33 +813,15 @@ pub fn lookup(name: &str) -> Option<(&'static Param, &'static str)> {
 }
 
 impl Config {
-    /// What OBJECT ENCODING and REFCOUNT judge by: the encoding thresholds (stored
-    /// parameters, read here) and whether small integers are shared, which Redis stops
-    /// doing when `maxmemory` is set with an LRU or LFU policy.
+    /// What OBJECT REFCOUNT judges by: whether small integers are shared, which Redis
+    /// stops doing when `maxmemory` is set with an LRU or LFU policy.
     pub fn object_settings(&self) -> ObjectSettings {
-        let number = |name: &str, default: u64| {
-            lookup(name)
-                .and_then(|(p, _)| self.param_value(p).parse().ok())
-                .unwrap_or(default)
-        };
-        let d = ObjectSettings::default();
         let policy = self.memory.policy;
         let lru_or_lfu = matches!(
             policy,
             Policy::AllKeysLru | Policy::VolatileLru | Policy::AllKeysLfu | Policy::VolatileLfu
         );
         ObjectSettings {
-            hash_max_listpack_entries: number(
-                "hash-max-listpack-entries",
-                d.hash_max_listpack_entries,
-            ),
-            hash_max_listpack_value: number("hash-max-listpack-value", d.hash_max_listpack_value),
-            set_max_intset_entries: number("set-max-intset-entries", d.set_max_intset_entries),
-            zset_max_listpack_entries: number(
-                "zset-max-listpack-entries",
-                d.zset_max_listpack_entries,
-            ),
-            zset_max_listpack_value: number("zset-max-listpack-value", d.zset_max_listpack_value),
             shared_integers: self.memory.maxmemory == 0 || !lru_or_lfu,
         }
     }

@@ -116,20 +116,11 @@ use super::value::{HashValue, ListValue, SetValue, StrValue};
 use super::zset::SortedSet;
 use super::Value;
 
-/// The settings OBJECT reads, copied from the configuration when it changes
-/// (`Engine::set_object_settings`). Defaults are Redis 7.0's.
+/// The setting OBJECT REFCOUNT reads, copied from the configuration when it changes
+/// (`Engine::set_object_settings`). (OBJECT ENCODING reads the value itself: each
+/// collection knows its encoding, converted by `Encodings` above.) Defaults are Redis 7.0's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ObjectSettings {
-    /// `hash-max-listpack-entries`.
-    pub hash_max_listpack_entries: u64,
-    /// `hash-max-listpack-value`.
-    pub hash_max_listpack_value: u64,
-    /// `set-max-intset-entries`.
-    pub set_max_intset_entries: u64,
-    /// `zset-max-listpack-entries`.
-    pub zset_max_listpack_entries: u64,
-    /// `zset-max-listpack-value`.
-    pub zset_max_listpack_value: u64,
     /// Whether integers 0..10000 are shared objects (OBJECT REFCOUNT answers `INT_MAX`):
     /// Redis shares them unless `maxmemory` is set with an LRU or LFU policy.
     pub shared_integers: bool,
@@ -138,11 +129,6 @@ pub struct ObjectSettings {
 impl Default for ObjectSettings {
     fn default() -> Self {
         ObjectSettings {
-            hash_max_listpack_entries: 512,
-            hash_max_listpack_value: 64,
-            set_max_intset_entries: 512,
-            zset_max_listpack_entries: 128,
-            zset_max_listpack_value: 64,
             shared_integers: true,
         }
     }
@@ -167,34 +153,34 @@ pub fn string_encoding(s: &StrValue) -> &'static str {
 }
 
 /// A list: Redis 7.0 always answers `quicklist` (its listpack-encoded lists came in 7.2).
-pub fn list_encoding(_l: &ListValue, _s: &ObjectSettings) -> &'static str {
+pub fn list_encoding(_l: &ListValue) -> &'static str {
     "quicklist"
 }
 
 /// A set: its real encoding (`intset` while compact, `hashtable` once converted; Redis
 /// 7.0 has no listpack sets).
-pub fn set_encoding(set: &SetValue, _s: &ObjectSettings) -> &'static str {
+pub fn set_encoding(set: &SetValue) -> &'static str {
     set.encoding()
 }
 
 /// A hash: its real encoding (`listpack` while compact, `hashtable` once converted).
-pub fn hash_encoding(h: &HashValue, _s: &ObjectSettings) -> &'static str {
+pub fn hash_encoding(h: &HashValue) -> &'static str {
     h.encoding()
 }
 
 /// A sorted set: its real encoding (`listpack` while compact, `skiplist` once converted).
-pub fn zset_encoding(z: &SortedSet, _s: &ObjectSettings) -> &'static str {
+pub fn zset_encoding(z: &SortedSet) -> &'static str {
     z.encoding()
 }
 
 /// OBJECT ENCODING of any value.
-pub fn encoding(v: &Value, s: &ObjectSettings) -> &'static str {
+pub fn encoding(v: &Value) -> &'static str {
     match v {
         Value::Str(x) => string_encoding(x),
-        Value::List(l) => list_encoding(l, s),
-        Value::Set(x) => set_encoding(x, s),
-        Value::Hash(h) => hash_encoding(h, s),
-        Value::ZSet(z) => zset_encoding(z, s),
+        Value::List(l) => list_encoding(l),
+        Value::Set(x) => set_encoding(x),
+        Value::Hash(h) => hash_encoding(h),
+        Value::ZSet(z) => zset_encoding(z),
     }
 }
 
@@ -228,22 +214,19 @@ mod tests {
         assert_eq!(refcount(&Value::string("-1"), &s), 1);
         let unshared = ObjectSettings {
             shared_integers: false,
-            ..s
         };
         assert_eq!(refcount(&Value::string("1"), &unshared), 1);
     }
 
     #[test]
     fn collections_follow_the_thresholds() {
-        let s = ObjectSettings::default();
         let mut set = SetValue::default();
         set.insert(&Bytes::from_static(b"1"), 2);
         set.insert(&Bytes::from_static(b"-7"), 2);
-        assert_eq!(set_encoding(&set, &s), "intset");
+        assert_eq!(set_encoding(&set), "intset");
         set.insert(&Bytes::from_static(b"a"), 2);
-        assert_eq!(set_encoding(&set, &s), "hashtable");
+        assert_eq!(set_encoding(&set), "hashtable");
 
-        let s = ObjectSettings::default();
-        assert_eq!(list_encoding(&ListValue::default(), &s), "quicklist");
+        assert_eq!(list_encoding(&ListValue::default()), "quicklist");
     }
 }
