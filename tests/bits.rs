@@ -268,7 +268,8 @@ fn lcs_matches_redis() {
             both(&mut r, &mut t, &args(call));
         }
     }
-    // (11585 + 1)^2 * 4 bytes is just below 512 MB; one more byte on each side is above.
+    // The table is (len + 1)^2 cells of 4 bytes: 11,585^2 * 4 (strings of 11,584 bytes) is just
+    // below 512 MB, 11,587^2 * 4 (these strings of 11,586) is above.
     let big = "x".repeat(11_586);
     both(&mut r, &mut t, &args(&["MSET", "a", &big, "b", &big]));
     both(&mut r, &mut t, &args(&["LCS", "a", "b", "LEN"]));

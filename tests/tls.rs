@@ -681,7 +681,7 @@ fn tls_session_cache_settings_decide_resumption() {
     }
     // At start too.
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let mut out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args([
             "--port",
             &free_port().to_string(),
@@ -689,9 +689,24 @@ fn tls_session_cache_settings_decide_resumption() {
             "dh.pem",
         ])
         .current_dir(dir.path())
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(!out.status.success());
-    let text = String::from_utf8_lossy(&out.stderr);
+    // Bounded: a server that wrongly starts is killed and the test fails.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = out.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = out.kill();
+            panic!("tollgate started with --tls-dh-params-file");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    let mut text = String::new();
+    std::io::Read::read_to_string(out.stderr.as_mut().unwrap(), &mut text).unwrap();
     assert!(text.contains("ECDHE only"), "{text}");
 }

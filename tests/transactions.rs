@@ -270,14 +270,16 @@ fn swapdb_serves_blocked_clients() {
         .unwrap();
     q::<()>(&mut blocked, &["SELECT", "9"]);
     let waiter = std::thread::spawn(move || q::<Vec<String>>(&mut blocked, &["BRPOP", "k", "15"]));
-    // Wait (bounded) until the client is blocked.
-    for _ in 0..500 {
+    // Wait (bounded) until the client is blocked: the swap must be what serves it.
+    let blocked_now = (0..500).any(|_| {
         let info: String = q(&mut c, &["INFO", "clients"]);
-        if info.contains("blocked_clients:1") {
-            break;
+        let yes = info.contains("blocked_clients:1");
+        if !yes {
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+        yes
+    });
+    assert!(blocked_now, "BRPOP never blocked");
     assert_eq!(q::<String>(&mut c, &["SWAPDB", "1", "9"]), "OK");
     assert_eq!(waiter.join().unwrap(), ["k", "hello"]);
     q::<()>(&mut c, &["SELECT", "9"]);
