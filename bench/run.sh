@@ -55,9 +55,14 @@ extra() {
   local cmd
   IFS=';' read -ra cmds <<<"$EXTRA"
   for cmd in "${cmds[@]}"; do
+    # A row whose command failed (redis-benchmark then prints no figures) says so instead
+    # of vanishing from the table. (No globbing of the command's words: set -f.)
+    set -f
     # shellcheck disable=SC2086
-    redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 --csv $cmd 2>/dev/null \
-      | tail -n +2 | tr -d '"' | cut -d, -f1,2 | sed 's/ .*,/,/'
+    out=$(redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 --csv $cmd 2>/dev/null \
+      | tail -n +2 | tr -d '"' | cut -d, -f1,2 | sed 's/ .*,/,/')
+    set +f
+    if [ -n "$out" ]; then echo "$out"; else echo "${cmd%% *},failed"; fi
   done
 }
 
@@ -67,7 +72,11 @@ for P in 1 32; do
   R=$(rps $RPORT $P; extra $RPORT $P); T=$(rps $TPORT $P; extra $TPORT $P)
   while IFS=, read -r name r; do
     t=$(echo "$T" | grep "^$name," | cut -d, -f2 || true)
-    if [ -n "$t" ]; then ratio=$(python3 -c "print(f'{$t/$r:.2f}x')"); else t="failed"; ratio="-"; fi
+    if [ "$r" = failed ] || [ "$t" = failed ] || [ -z "$t" ]; then
+      t=${t:-failed}; ratio="-"
+    else
+      ratio=$(python3 -c "print(f'{$t/$r:.2f}x')")
+    fi
     printf '%-10s %-8s %14s %14s %8s\n' "$name" "$P" "$r" "$t" "$ratio"
   done <<<"$R"
 done
@@ -122,13 +131,17 @@ slidelog() {
   local port=$1 start end
   redis-cli -p "$port" flushall >/dev/null
   start=$(date +%s.%N)
-  local pids=()
+  local pids=() pid f
   for f in 0 1 2 3; do
-    redis-cli -p "$port" --pipe <"$SLTMP/$f.resp" >/dev/null &
+    redis-cli -p "$port" --pipe <"$SLTMP/$f.resp" >"$SLTMP/$f.out" &
     pids+=($!)
   done
-  wait "${pids[@]}"
+  for pid in "${pids[@]}"; do wait "$pid" || { echo "redis-cli --pipe failed on port $port" >&2; exit 1; }; done
   end=$(date +%s.%N)
+  # Every reply must have been a success: redis-cli --pipe ends with "errors: N, replies: M".
+  for f in 0 1 2 3; do
+    grep -q "errors: 0," "$SLTMP/$f.out" || { echo "sliding-log step refused on port $port: $(tail -1 "$SLTMP/$f.out")" >&2; exit 1; }
+  done
   python3 -c "print(int($STEPS / ($end - $start)))"
 }
 r=$(slidelog $RPORT)
