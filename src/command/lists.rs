@@ -319,7 +319,7 @@ pub fn linsert(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let Some(l) = read_list(ctx, &a[1])? else {
             return Ok(Reply::Integer(0));
         };
-        let Some(at) = l.positions(&a[3]).first().copied() else {
+        let Some(at) = l.position(&a[3]) else {
             return Ok(Reply::Integer(-1));
         };
         let len = update_notify::<List, _>(
@@ -394,18 +394,13 @@ pub fn lpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         } else {
             o.maxlen.min(l.len())
         };
-        // One pass over the list (a packed list is scanned, not indexed).
-        let found = l.positions(&a[2]);
+        // One pass over the MAXLEN window (a packed list is scanned, not indexed): its head
+        // for a positive RANK, its tail for a negative one, searched from that end.
         let len = l.len();
         let positions: Box<dyn Iterator<Item = usize>> = if o.rank > 0 {
-            Box::new(found.into_iter().take_while(move |&i| i < scan_len))
+            Box::new(l.positions(&a[2], 0..scan_len).into_iter())
         } else {
-            Box::new(
-                found
-                    .into_iter()
-                    .rev()
-                    .take_while(move |&i| i >= len - scan_len),
-            )
+            Box::new(l.positions(&a[2], len - scan_len..len).into_iter().rev())
         };
         let skip = usize::try_from(o.rank.unsigned_abs() - 1).unwrap_or(usize::MAX);
         let want = match o.count {

@@ -224,20 +224,32 @@ impl ListValue {
         }
     }
 
-    /// The positions of items equal to `v`, in order.
-    pub fn positions(&self, v: &[u8]) -> Vec<usize> {
+    /// The position of the first item equal to `v`.
+    pub fn position(&self, v: &[u8]) -> Option<usize> {
+        match self {
+            ListValue::Packed(p) => p.iter().position(|x| x == v),
+            ListValue::Deque(d) => d.iter().position(|x| x == v),
+        }
+    }
+
+    /// The positions of items equal to `v` among the items at `window` (positions in the
+    /// whole list), in order: one pass over that window only.
+    pub fn positions(&self, v: &[u8], window: std::ops::Range<usize>) -> Vec<usize> {
+        let start = window.start;
         match self {
             ListValue::Packed(p) => p
                 .iter()
                 .enumerate()
+                .skip(start)
+                .take(window.len())
                 .filter(|(_, x)| *x == v)
                 .map(|(i, _)| i)
                 .collect(),
             ListValue::Deque(d) => d
-                .iter()
+                .range(window)
                 .enumerate()
                 .filter(|(_, x)| *x == v)
-                .map(|(i, _)| i)
+                .map(|(i, _)| start + i)
                 .collect(),
         }
     }
