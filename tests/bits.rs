@@ -6,7 +6,7 @@ mod common;
 mod redis_support;
 
 use common::TestServer;
-use redis::{Connection, Value};
+use redis::Connection;
 use redis_support::RedisServer;
 
 /// A small fixed-seed generator (xorshift64*), so that failures reproduce.
@@ -25,20 +25,9 @@ impl Rng {
     }
 }
 
-fn call(c: &mut Connection, args: &[Vec<u8>]) -> String {
-    let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).unwrap());
-    for a in &args[1..] {
-        cmd.arg(&a[..]);
-    }
-    match cmd.query::<Value>(c) {
-        Ok(v) => format!("{v:?}"),
-        Err(e) => format!("error: {}", common::error_text(&e)),
-    }
-}
-
 /// Send `args` to both servers and require the same reply; returns it.
 fn both(r: &mut Connection, t: &mut Connection, args: &[Vec<u8>]) -> String {
-    let (a, b) = (call(r, args), call(t, args));
+    let (a, b) = (common::reply_text(r, args), common::reply_text(t, args));
     let shown: Vec<String> = args
         .iter()
         .map(|a| String::from_utf8_lossy(a).into_owned())
