@@ -153,6 +153,75 @@ fn bitmap_offsets_past_512_mb_are_refused_and_the_last_one_works() {
     }
 }
 
+/// SETBIT and BITFIELD write in place through one lookup: on an expired key they start
+/// from an empty string (no TTL left), a SETBIT that changes nothing leaves a WATCH clean
+/// and one that changes a bit (or creates the key) makes EXEC fail, and the keyspace
+/// events are Redis's (`expired`, `new`, `setbit`), on both servers alike.
+#[test]
+fn bit_writes_on_expired_and_watched_keys_match_redis() {
+    let redis = RedisServer::start();
+    let tollgate = TestServer::start();
+    let (mut r, mut t) = (redis.conn(), tollgate.conn());
+    for c in [&mut r, &mut t] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("notify-keyspace-events")
+            .arg("KEAn")
+            .query(c)
+            .unwrap();
+    }
+    let mut rs = redis.conn();
+    let mut ts = tollgate.conn();
+    let mut rsub = rs.as_pubsub();
+    let mut tsub = ts.as_pubsub();
+    for sub in [&mut rsub, &mut tsub] {
+        sub.psubscribe("__keyevent@0__:*").unwrap();
+        sub.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+            .unwrap();
+    }
+    let step = |r: &mut Connection, t: &mut Connection, cmd: &[&str]| {
+        both(r, t, &args(cmd));
+    };
+    for key in ["k", "f"] {
+        step(&mut r, &mut t, &["SET", key, "abc", "PX", "1"]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    step(&mut r, &mut t, &["SETBIT", "k", "3", "1"]);
+    step(&mut r, &mut t, &["BITFIELD", "f", "SET", "u8", "#2", "200"]);
+    for key in ["k", "f"] {
+        step(&mut r, &mut t, &["GET", key]);
+        step(&mut r, &mut t, &["TTL", key]);
+    }
+    // WATCH stays clean when the bit already has the value; a change (or a new key)
+    // makes EXEC fail.
+    for (key, bit, value) in [("k", "3", "1"), ("k", "3", "0"), ("new", "100", "0")] {
+        step(&mut r, &mut t, &["WATCH", key]);
+        step(&mut r, &mut t, &["SETBIT", key, bit, value]);
+        step(&mut r, &mut t, &["MULTI"]);
+        step(&mut r, &mut t, &["PING"]);
+        step(&mut r, &mut t, &["EXEC"]);
+    }
+    step(&mut r, &mut t, &["STRLEN", "new"]);
+    // Every event, in order, until none comes for 500 ms (at most 100).
+    let events = |sub: &mut redis::PubSub| -> Vec<String> {
+        let mut out = Vec::new();
+        while out.len() < 100 {
+            match sub.get_message() {
+                Ok(m) => out.push(format!(
+                    "{} {}",
+                    m.get_channel_name(),
+                    m.get_payload::<String>().unwrap()
+                )),
+                Err(_) => break,
+            }
+        }
+        out
+    };
+    let theirs = events(&mut rsub);
+    assert!(theirs.iter().any(|e| e.ends_with(":new new")), "{theirs:?}");
+    assert_eq!(events(&mut tsub), theirs);
+}
+
 /// PFADD of binary elements in growing batches (sparse, the promotion, dense), PFCOUNT's
 /// cached cardinality, PFMERGE of sparse and dense: every reply and the stored bytes
 /// equal Redis's at every step.
