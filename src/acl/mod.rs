@@ -929,7 +929,8 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// A change to the users, as the Raft log carries it (`engine::Op::Acl`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub enum Change {
-    /// ACL SETUSER name rules...
+    /// ACL SETUSER name rules..., as entries written before `SetUserWith` existed carry it
+    /// (applied as `SetUserWith` with `pubsub_all: false`; nothing proposes it any more).
     SetUser(String, Vec<String>),
     /// ACL DELUSER names...
     DelUsers(Vec<String>),
@@ -954,18 +955,21 @@ pub enum Change {
 pub fn apply(store: &Acl, change: &Change) -> crate::protocol::Reply {
     use crate::protocol::Reply;
     match change {
-        Change::SetUser(name, rules) => match store.set_user(name, rules, false) {
-            Ok(()) => Reply::ok(),
-            Err(e) => Reply::err(e),
-        },
-        Change::SetUserWith {
-            name,
-            rules,
-            pubsub_all,
-        } => match store.set_user(name, rules, *pubsub_all) {
-            Ok(()) => Reply::ok(),
-            Err(e) => Reply::err(e),
-        },
+        Change::SetUser(..) | Change::SetUserWith { .. } => {
+            let (name, rules, pubsub_all) = match change {
+                Change::SetUser(name, rules) => (name, rules, false),
+                Change::SetUserWith {
+                    name,
+                    rules,
+                    pubsub_all,
+                } => (name, rules, *pubsub_all),
+                _ => unreachable!("matched above"),
+            };
+            match store.set_user(name, rules, pubsub_all) {
+                Ok(()) => Reply::ok(),
+                Err(e) => Reply::err(e),
+            }
+        }
         Change::DelUsers(names) => match store.del_users(names) {
             Ok(n) => Reply::Integer(n as i64),
             Err(e) => Reply::err(e),
