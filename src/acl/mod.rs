@@ -449,7 +449,7 @@ impl User {
     /// here.
     fn selector(rule: &str, pubsub_all: bool) -> Result<User, String> {
         let mut s = User::new_with("", pubsub_all);
-        let inside = crate::protocol::parser::sds_split_args(rule[1..rule.len() - 1].as_bytes())
+        let inside = crate::protocol::parser::sds_split_args(&rule.as_bytes()[1..rule.len() - 1])
             .unwrap_or_default();
         for inner in &inside {
             let inner = String::from_utf8_lossy(inner);
