@@ -6,7 +6,7 @@ mod common;
 mod redis_support;
 
 use common::TestServer;
-use redis::{Connection, Value};
+use redis::Connection;
 use redis_support::RedisServer;
 
 /// A small fixed-seed generator (xorshift64*), so that failures reproduce.
@@ -25,20 +25,9 @@ impl Rng {
     }
 }
 
-fn call(c: &mut Connection, args: &[Vec<u8>]) -> String {
-    let mut cmd = redis::cmd(std::str::from_utf8(&args[0]).unwrap());
-    for a in &args[1..] {
-        cmd.arg(&a[..]);
-    }
-    match cmd.query::<Value>(c) {
-        Ok(v) => format!("{v:?}"),
-        Err(e) => format!("error: {}", common::error_text(&e)),
-    }
-}
-
 /// Send `args` to both servers and require the same reply; returns it.
 fn both(r: &mut Connection, t: &mut Connection, args: &[Vec<u8>]) -> String {
-    let (a, b) = (call(r, args), call(t, args));
+    let (a, b) = (common::reply_text(r, args), common::reply_text(t, args));
     let shown: Vec<String> = args
         .iter()
         .map(|a| String::from_utf8_lossy(a).into_owned())
@@ -162,6 +151,75 @@ fn bitmap_offsets_past_512_mb_are_refused_and_the_last_one_works() {
     ] {
         both(&mut r, &mut t, &args(cmd));
     }
+}
+
+/// SETBIT and BITFIELD write in place through one lookup: on an expired key they start
+/// from an empty string (no TTL left), a SETBIT that changes nothing leaves a WATCH clean
+/// and one that changes a bit (or creates the key) makes EXEC fail, and the keyspace
+/// events are Redis's (`expired`, `new`, `setbit`), on both servers alike.
+#[test]
+fn bit_writes_on_expired_and_watched_keys_match_redis() {
+    let redis = RedisServer::start();
+    let tollgate = TestServer::start();
+    let (mut r, mut t) = (redis.conn(), tollgate.conn());
+    for c in [&mut r, &mut t] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("notify-keyspace-events")
+            .arg("KEAn")
+            .query(c)
+            .unwrap();
+    }
+    let mut rs = redis.conn();
+    let mut ts = tollgate.conn();
+    let mut rsub = rs.as_pubsub();
+    let mut tsub = ts.as_pubsub();
+    for sub in [&mut rsub, &mut tsub] {
+        sub.psubscribe("__keyevent@0__:*").unwrap();
+        sub.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+            .unwrap();
+    }
+    let step = |r: &mut Connection, t: &mut Connection, cmd: &[&str]| {
+        both(r, t, &args(cmd));
+    };
+    for key in ["k", "f"] {
+        step(&mut r, &mut t, &["SET", key, "abc", "PX", "1"]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    step(&mut r, &mut t, &["SETBIT", "k", "3", "1"]);
+    step(&mut r, &mut t, &["BITFIELD", "f", "SET", "u8", "#2", "200"]);
+    for key in ["k", "f"] {
+        step(&mut r, &mut t, &["GET", key]);
+        step(&mut r, &mut t, &["TTL", key]);
+    }
+    // WATCH stays clean when the bit already has the value; a change (or a new key)
+    // makes EXEC fail.
+    for (key, bit, value) in [("k", "3", "1"), ("k", "3", "0"), ("new", "100", "0")] {
+        step(&mut r, &mut t, &["WATCH", key]);
+        step(&mut r, &mut t, &["SETBIT", key, bit, value]);
+        step(&mut r, &mut t, &["MULTI"]);
+        step(&mut r, &mut t, &["PING"]);
+        step(&mut r, &mut t, &["EXEC"]);
+    }
+    step(&mut r, &mut t, &["STRLEN", "new"]);
+    // Every event, in order, until none comes for 500 ms (at most 100).
+    let events = |sub: &mut redis::PubSub| -> Vec<String> {
+        let mut out = Vec::new();
+        while out.len() < 100 {
+            match sub.get_message() {
+                Ok(m) => out.push(format!(
+                    "{} {}",
+                    m.get_channel_name(),
+                    m.get_payload::<String>().unwrap()
+                )),
+                Err(_) => break,
+            }
+        }
+        out
+    };
+    let theirs = events(&mut rsub);
+    assert!(theirs.iter().any(|e| e.ends_with(":new new")), "{theirs:?}");
+    assert_eq!(events(&mut tsub), theirs);
 }
 
 /// PFADD of binary elements in growing batches (sparse, the promotion, dense), PFCOUNT's

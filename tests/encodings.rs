@@ -11,19 +11,8 @@ mod redis_support;
 
 use common::TestServer;
 use proptest::prelude::*;
-use redis::{Connection, Value};
+use redis::Connection;
 use redis_support::RedisServer;
-
-fn run(c: &mut Connection, cmd: &[String]) -> String {
-    let mut q = redis::cmd(&cmd[0]);
-    for a in &cmd[1..] {
-        q.arg(a);
-    }
-    match q.query::<Value>(c) {
-        Ok(v) => format!("{v:?}"),
-        Err(e) => common::error_text(&e),
-    }
-}
 
 fn strings(c: &mut Connection, cmd: &[&str]) -> Vec<String> {
     let mut q = redis::cmd(cmd[0]);
@@ -171,7 +160,12 @@ fn object_encoding_follows_redis_step_by_step() {
                     theirs.sort();
                     prop_assert_eq!(mine, theirs, "{:?}", s);
                 } else {
-                    prop_assert_eq!(run(r, s), run(t, s), "{:?}", s);
+                    prop_assert_eq!(
+                        common::reply_text(r, s),
+                        common::reply_text(t, s),
+                        "{:?}",
+                        s
+                    );
                 }
                 let enc = encoding(r);
                 prop_assert_eq!(&enc, &encoding(t), "OBJECT ENCODING after {:?}", s);

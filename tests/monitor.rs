@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::TestServer;
+use common::{reply_text, TestServer};
 use redis_support::RedisServer;
 
 /// A child process killed when the test ends, failed or not.
@@ -88,15 +88,6 @@ fn mask(line: &str) -> String {
     format!("TS {rest}")
 }
 
-fn cmd(con: &mut redis::Connection, args: &[&str]) {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    // Errors are part of the sequence: only the lines are compared.
-    let _: redis::RedisResult<redis::Value> = c.query(con);
-}
-
 /// Raw bytes on a new connection; whatever comes back within the read timeouts.
 fn raw(port: u16, bytes: &[u8]) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -127,34 +118,36 @@ fn run_sequence(port: u16) {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
     let mut con = client.get_connection().unwrap();
     let c = &mut con;
-    cmd(c, &["SET", "k", "v"]);
-    cmd(c, &["GET", "k"]);
-    cmd(c, &["SET", "a b", "x\ny\"\u{1}\\\t\u{7f}é"]);
+    // The replies (errors included) are part of the sequence but not compared: only the
+    // MONITOR lines are.
+    reply_text(c, &["SET", "k", "v"]);
+    reply_text(c, &["GET", "k"]);
+    reply_text(c, &["SET", "a b", "x\ny\"\u{1}\\\t\u{7f}é"]);
     // Administrative calls are never shown, per subcommand.
-    cmd(c, &["CONFIG", "GET", "maxmemory"]);
-    cmd(c, &["CONFIG", "HELP"]);
-    cmd(c, &["CLIENT", "LIST"]);
-    cmd(c, &["CLIENT", "SETNAME", "watched"]);
-    cmd(c, &["SLOWLOG", "GET"]);
-    cmd(c, &["LATENCY", "LATEST"]);
-    cmd(c, &["ACL", "SETUSER", "someone", "on"]);
-    cmd(c, &["INFO", "server"]);
+    reply_text(c, &["CONFIG", "GET", "maxmemory"]);
+    reply_text(c, &["CONFIG", "HELP"]);
+    reply_text(c, &["CLIENT", "LIST"]);
+    reply_text(c, &["CLIENT", "SETNAME", "watched"]);
+    reply_text(c, &["SLOWLOG", "GET"]);
+    reply_text(c, &["LATENCY", "LATEST"]);
+    reply_text(c, &["ACL", "SETUSER", "someone", "on"]);
+    reply_text(c, &["INFO", "server"]);
     // Refused before running: not shown.
-    cmd(c, &["NOSUCHCOMMAND", "x"]);
-    cmd(c, &["GET"]);
+    reply_text(c, &["NOSUCHCOMMAND", "x"]);
+    reply_text(c, &["GET"]);
     // Transactions: MULTI, the queued commands when EXEC runs them, then EXEC.
-    cmd(c, &["MULTI"]);
-    cmd(c, &["SET", "k", "1"]);
-    cmd(c, &["INCR", "k"]);
-    cmd(c, &["SELECT", "2"]);
-    cmd(c, &["EXEC"]);
-    cmd(c, &["SELECT", "0"]);
-    cmd(c, &["MULTI"]);
-    cmd(c, &["SET", "k", "1"]);
-    cmd(c, &["EXEC", "extra"]);
-    cmd(c, &["EXEC"]);
+    reply_text(c, &["MULTI"]);
+    reply_text(c, &["SET", "k", "1"]);
+    reply_text(c, &["INCR", "k"]);
+    reply_text(c, &["SELECT", "2"]);
+    reply_text(c, &["EXEC"]);
+    reply_text(c, &["SELECT", "0"]);
+    reply_text(c, &["MULTI"]);
+    reply_text(c, &["SET", "k", "1"]);
+    reply_text(c, &["EXEC", "extra"]);
+    reply_text(c, &["EXEC"]);
     // Scripts: EVAL first, then its calls as [db lua].
-    cmd(
+    reply_text(
         c,
         &[
             "EVAL",
@@ -162,20 +155,20 @@ fn run_sequence(port: u16) {
             "0",
         ],
     );
-    cmd(c, &["EVAL", "return redis.call('nosuch')", "0"]);
+    reply_text(c, &["EVAL", "return redis.call('nosuch')", "0"]);
     // Secrets redacted.
-    cmd(c, &["AUTH", "not-the-password"]);
-    cmd(c, &["AUTH", "someone", "secret"]);
-    cmd(c, &["AUTH", "a", "b", "c"]);
-    cmd(c, &["HELLO", "2", "AUTH", "default", "wrong"]);
-    cmd(
+    reply_text(c, &["AUTH", "not-the-password"]);
+    reply_text(c, &["AUTH", "someone", "secret"]);
+    reply_text(c, &["AUTH", "a", "b", "c"]);
+    reply_text(c, &["HELLO", "2", "AUTH", "default", "wrong"]);
+    reply_text(
         c,
         &["HELLO", "2", "SETNAME", "n", "AUTH", "default", "wrong"],
     );
-    cmd(c, &["INCR", "counter"]);
-    cmd(c, &["BLPOP", "nolist", "0.01"]);
-    cmd(c, &["PING"]);
-    cmd(c, &["ECHO", "end-of-sequence"]);
+    reply_text(c, &["INCR", "counter"]);
+    reply_text(c, &["BLPOP", "nolist", "0.01"]);
+    reply_text(c, &["PING"]);
+    reply_text(c, &["ECHO", "end-of-sequence"]);
 }
 
 /// The same commands give the same monitor lines from Tollgate as from redis-server.

@@ -30,13 +30,16 @@ use rustls::{
 pub struct TlsFiles {
     /// This endpoint's certificate chain (PEM), leaf first.
     pub cert: PathBuf,
-    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1, or encrypted PKCS#8).
     pub key: PathBuf,
+    /// The passphrase of an encrypted `key` (`tls-key-file-pass`).
+    pub key_pass: Option<KeyPass>,
     /// The CA certificates (PEM) that peers' certificates must chain to.
     pub ca: Option<PathBuf>,
     /// The certificate chain and key this endpoint presents when it connects to a peer
-    /// (Redis's `tls-client-cert-file` / `tls-client-key-file`); `cert`/`key` when `None`.
-    pub client: Option<(PathBuf, PathBuf)>,
+    /// (Redis's `tls-client-cert-file` / `tls-client-key-file`, and the key's
+    /// `tls-client-key-file-pass`); `cert`/`key`/`key_pass` when `None`.
+    pub client: Option<(PathBuf, PathBuf, Option<KeyPass>)>,
 }
 
 /// The protocol choices of a TLS endpoint (`tls-protocols`, `tls-ciphers`,
@@ -262,10 +265,100 @@ pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-/// The private key in a PEM file.
-pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path)
-        .map_err(|e| format!("cannot read a private key from {}: {e}", path.display()))
+/// The private key in a PEM file: PKCS#8, PKCS#1 or SEC1, or an encrypted PKCS#8 key
+/// (`ENCRYPTED PRIVATE KEY`, PBES2: what `openssl genpkey -aes-256-cbc` and
+/// `openssl pkcs8 -topk8` write) decrypted with `pass` (Redis's `tls-key-file-pass`). A
+/// pass given for an unencrypted key is not needed and not used, as with OpenSSL in Redis.
+/// OpenSSL's legacy encrypted PEM (`Proc-Type: 4,ENCRYPTED`) is refused by name.
+pub fn load_key(path: &Path, pass: Option<&KeyPass>) -> Result<PrivateKeyDer<'static>, String> {
+    let text = std::fs::read(path)
+        .map_err(|e| format!("cannot read a private key from {}: {e}", path.display()))?;
+    if contains(&text, b"Proc-Type: 4,ENCRYPTED") {
+        return Err(format!(
+            "the private key in {} is encrypted in OpenSSL's legacy PEM format \
+             (Proc-Type: 4,ENCRYPTED), which Tollgate does not read; convert it to an \
+             encrypted PKCS#8 key (openssl pkcs8 -topk8 -v2 aes-256-cbc -in old.pem -out \
+             key.pem) or to an unencrypted one (openssl pkey -in old.pem -out key.pem)",
+            path.display()
+        ));
+    }
+    match pem_block(&text, "ENCRYPTED PRIVATE KEY") {
+        Some(block) => decrypt_key(path, block, pass),
+        None => PrivateKeyDer::from_pem_slice(&text)
+            .map_err(|e| format!("cannot read a private key from {}: {e}", path.display())),
+    }
+}
+
+/// The passphrase of an encrypted private key; its `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyPass(pub String);
+
+impl std::fmt::Debug for KeyPass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyPass(..)")
+    }
+}
+
+/// What an encrypted key must be, for errors about one that is not.
+const PBES2: &str = "Tollgate reads PBES2 keys (PBKDF2 or scrypt with AES-CBC, as openssl \
+     genpkey -aes-256-cbc and openssl pkcs8 -topk8 -v2 aes-256-cbc write)";
+
+fn decrypt_key(
+    path: &Path,
+    block: &str,
+    pass: Option<&KeyPass>,
+) -> Result<PrivateKeyDer<'static>, String> {
+    use pkcs8::der::Document;
+    let Some(pass) = pass else {
+        return Err(format!(
+            "the private key in {} is encrypted: give its passphrase in tls-key-file-pass \
+             (tls-client-key-file-pass for tls-client-key-file)",
+            path.display()
+        ));
+    };
+    let bad = |e: &dyn std::fmt::Display| {
+        format!(
+            "cannot read the encrypted private key in {} ({e}): {PBES2}",
+            path.display()
+        )
+    };
+    let (_, doc) = Document::from_pem(block).map_err(|e| bad(&e))?;
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes()).map_err(|e| bad(&e))?;
+    // An algorithm pkcs5 does not implement is named; any other failure is the padding or
+    // the structure of what a wrong passphrase decrypts to (pkcs5 0.7 reports a bad padding
+    // as `EncryptFailed`).
+    let plain = info.decrypt(pass.0.as_bytes()).map_err(|e| {
+        use pkcs8::pkcs5::Error as Pkcs5;
+        match e {
+            pkcs8::Error::EncryptedPrivateKey(
+                e @ (Pkcs5::UnsupportedAlgorithm { .. }
+                | Pkcs5::AlgorithmParametersInvalid { .. }
+                | Pkcs5::NoPbes1CryptSupport),
+            ) => format!(
+                "cannot decrypt the private key in {} ({e}): {PBES2}",
+                path.display()
+            ),
+            _ => format!(
+                "cannot decrypt the private key in {}: wrong passphrase",
+                path.display()
+            ),
+        }
+    })?;
+    Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()))
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The PEM block labelled `label` in `text`, from its BEGIN line to its END line.
+fn pem_block<'a>(text: &'a [u8], label: &str) -> Option<&'a str> {
+    let text = std::str::from_utf8(text).ok()?;
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let start = text.find(&begin)?;
+    let stop = start + text[start..].find(&end)? + end.len();
+    Some(&text[start..stop])
 }
 
 /// The CA certificates in a PEM file, as trust anchors.
@@ -307,7 +400,7 @@ pub fn server_config(
         }
     };
     let certs = load_certs(&files.cert)?;
-    let key = load_key(&files.key)?;
+    let key = load_key(&files.key, files.key_pass.as_ref())?;
     let mut config = builder
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
@@ -376,16 +469,19 @@ fn cluster_configs(
     let inner = WebPkiServerVerifier::builder_with_provider(load_roots(ca)?, provider.clone())
         .build()
         .map_err(|e| format!("server verifier: {e}"))?;
-    let (cert, key) = files
-        .client
-        .clone()
-        .unwrap_or_else(|| (files.cert.clone(), files.key.clone()));
+    let (cert, key, pass) = files.client.clone().unwrap_or_else(|| {
+        (
+            files.cert.clone(),
+            files.key.clone(),
+            files.key_pass.clone(),
+        )
+    });
     let client = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&opts.versions)
         .map_err(|e| format!("TLS protocols and cipher suites: {e}"))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(SignedByCa(inner)))
-        .with_client_auth_cert(load_certs(&cert)?, load_key(&key)?)
+        .with_client_auth_cert(load_certs(&cert)?, load_key(&key, pass.as_ref())?)
         .map_err(|e| {
             format!(
                 "certificate {} and key {} do not make a usable pair: {e}",
@@ -452,5 +548,92 @@ impl ServerCertVerifier for SignedByCa {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CA-signed certificate and its key, the key also encrypted by the openssl CLI
+    /// (`openssl pkcs8 -topk8 -v2 aes-256-cbc`) with `pass`: (ca, cert, plain key,
+    /// encrypted key).
+    fn files(dir: &Path, pass: &str) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let paths = (
+            dir.join("ca.pem"),
+            dir.join("node.crt"),
+            dir.join("node.key"),
+            dir.join("node.enc.key"),
+        );
+        std::fs::write(&paths.0, ca.pem()).unwrap();
+        std::fs::write(&paths.1, cert.pem()).unwrap();
+        std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+        let out = std::process::Command::new("openssl")
+            .args(["pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in"])
+            .arg(&paths.2)
+            .arg("-out")
+            .arg(&paths.3)
+            .args(["-passout", &format!("pass:{pass}")])
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "{out:?}");
+        paths
+    }
+
+    #[test]
+    fn encrypted_pkcs8_keys_need_their_passphrase() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, _, plain, enc) = files(dir.path(), "pw");
+        let pass = |p: &str| Some(KeyPass(p.to_string()));
+        let e = load_key(&enc, None).unwrap_err();
+        assert!(e.contains("is encrypted: give its passphrase"), "{e}");
+        let e = load_key(&enc, pass("wrong").as_ref()).unwrap_err();
+        assert!(e.ends_with("wrong passphrase"), "{e}");
+        let key = load_key(&enc, pass("pw").as_ref()).unwrap();
+        assert_eq!(key, load_key(&plain, None).unwrap());
+        // A passphrase for a key that is not encrypted is not needed (as with OpenSSL).
+        assert_eq!(load_key(&plain, pass("pw").as_ref()).unwrap(), key);
+        assert_eq!(format!("{:?}", pass("pw").unwrap()), "KeyPass(..)");
+    }
+
+    /// The cluster link's client key (`tls-client-key-file`) is read with its own
+    /// passphrase (`tls-client-key-file-pass`), the server key with `tls-key-file-pass`.
+    #[test]
+    fn the_cluster_client_key_has_its_own_passphrase() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, plain, enc) = files(dir.path(), "client pw");
+        let tls = |client_pass: Option<&str>| TlsFiles {
+            cert: cert.clone(),
+            key: plain.clone(),
+            key_pass: None,
+            ca: Some(ca.clone()),
+            client: Some((
+                cert.clone(),
+                enc.clone(),
+                client_pass.map(|p| KeyPass(p.to_string())),
+            )),
+        };
+        let opts = TlsOptions::default();
+        let e = ClusterTls::load(&tls(None), &opts).unwrap_err();
+        assert!(e.contains("is encrypted"), "{e}");
+        let e = ClusterTls::load(&tls(Some("pw")), &opts).unwrap_err();
+        assert!(e.contains("wrong passphrase"), "{e}");
+        ClusterTls::load(&tls(Some("client pw")), &opts).unwrap();
+        // The server key's passphrase is `key_pass`.
+        let mut f = tls(Some("client pw"));
+        f.key = enc.clone();
+        assert!(ClusterTls::load(&f, &opts).is_err());
+        f.key_pass = Some(KeyPass("client pw".into()));
+        ClusterTls::load(&f, &opts).unwrap();
     }
 }

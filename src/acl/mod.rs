@@ -412,6 +412,9 @@ impl User {
                     return Err(rule_error(rule, CHANNELS_AFTER_ALL));
                 }
                 let p = &bytes[1..];
+                if has_spaces(p) {
+                    return Err(rule_error(rule, SYNTAX));
+                }
                 if p == b"*" {
                     self.allchannels = true;
                     self.channels.clear();
@@ -440,10 +443,17 @@ impl User {
 
     /// A selector from its rule, `(<rules>)` (Redis's `ACLCreateSelectorFromOpSet`): only
     /// the command, key and channel rules are allowed inside; an error names the whole
-    /// selector as the modifier.
+    /// selector as the modifier. The inside is split as Redis splits it, with
+    /// `sdssplitargs`: `"..."` (C escapes, `\xHH`) and `'...'` quote a rule; unbalanced
+    /// quotes leave redis-server 7.0.15 with no rules at all (an empty selector), and so
+    /// here.
     fn selector(rule: &str, pubsub_all: bool) -> Result<User, String> {
         let mut s = User::new_with("", pubsub_all);
-        for inner in rule[1..rule.len() - 1].split_ascii_whitespace() {
+        let inside = crate::protocol::parser::sds_split_args(&rule.as_bytes()[1..rule.len() - 1])
+            .unwrap_or_default();
+        for inner in &inside {
+            let inner = String::from_utf8_lossy(inner);
+            let inner = inner.as_ref();
             let lower = inner.to_ascii_lowercase();
             let allowed = matches!(
                 lower.as_str(),
@@ -453,7 +463,10 @@ impl User {
                     | "resetchannels"
                     | "allcommands"
                     | "nocommands"
-            ) || matches!(inner.as_bytes()[0], b'~' | b'%' | b'&' | b'+' | b'-');
+            ) || matches!(
+                inner.as_bytes().first(),
+                Some(b'~' | b'%' | b'&' | b'+' | b'-')
+            );
             let r = if allowed {
                 s.apply_inner(inner, pubsub_all)
             } else {
@@ -544,6 +557,9 @@ impl User {
         };
         if self.allkeys {
             return Err(rule_error(rule, KEYS_AFTER_ALL));
+        }
+        if has_spaces(pattern) {
+            return Err(rule_error(rule, SYNTAX));
         }
         if pattern == b"*" && read && write {
             self.allkeys = true;
@@ -840,6 +856,14 @@ impl User {
     }
 }
 
+/// Whether a key or channel pattern holds white space or a NUL byte, which Redis refuses
+/// (`ACLStringHasSpaces`: ACL LIST and the aclfile separate rules by spaces).
+fn has_spaces(pattern: &[u8]) -> bool {
+    pattern
+        .iter()
+        .any(|&b| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0))
+}
+
 /// Join the rules that make up one selector (`(+get`, `~key*)` -> `(+get ~key*)`), as
 /// Redis's `ACLMergeSelectorArguments` does for ACL SETUSER and the aclfile; an open
 /// parenthesis that never closes is refused in Redis's words.
@@ -929,7 +953,8 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// A change to the users, as the Raft log carries it (`engine::Op::Acl`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
 pub enum Change {
-    /// ACL SETUSER name rules...
+    /// ACL SETUSER name rules..., as entries written before `SetUserWith` existed carry it
+    /// (applied as `SetUserWith` with `pubsub_all: false`; nothing proposes it any more).
     SetUser(String, Vec<String>),
     /// ACL DELUSER names...
     DelUsers(Vec<String>),
@@ -954,18 +979,21 @@ pub enum Change {
 pub fn apply(store: &Acl, change: &Change) -> crate::protocol::Reply {
     use crate::protocol::Reply;
     match change {
-        Change::SetUser(name, rules) => match store.set_user(name, rules, false) {
-            Ok(()) => Reply::ok(),
-            Err(e) => Reply::err(e),
-        },
-        Change::SetUserWith {
-            name,
-            rules,
-            pubsub_all,
-        } => match store.set_user(name, rules, *pubsub_all) {
-            Ok(()) => Reply::ok(),
-            Err(e) => Reply::err(e),
-        },
+        Change::SetUser(..) | Change::SetUserWith { .. } => {
+            let (name, rules, pubsub_all) = match change {
+                Change::SetUser(name, rules) => (name, rules, false),
+                Change::SetUserWith {
+                    name,
+                    rules,
+                    pubsub_all,
+                } => (name, rules, *pubsub_all),
+                _ => unreachable!("matched above"),
+            };
+            match store.set_user(name, rules, pubsub_all) {
+                Ok(()) => Reply::ok(),
+                Err(e) => Reply::err(e),
+            }
+        }
         Change::DelUsers(names) => match store.del_users(names) {
             Ok(n) => Reply::Integer(n as i64),
             Err(e) => Reply::err(e),
@@ -1207,7 +1235,13 @@ pub fn parse_file(text: &str, path: &str, pubsub_all: bool) -> Result<Vec<User>,
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let words: Vec<&str> = line.split_ascii_whitespace().collect();
+        // Redis splits a line at single spaces (not with quotes, unlike inside a selector)
+        // and trims tabs and line ends off each word; an empty word is no rule.
+        let words: Vec<&str> = line
+            .split(' ')
+            .map(|w| w.trim_matches(['\t', '\r', '\n']))
+            .filter(|w| !w.is_empty())
+            .collect();
         if words[0] != "user" || words.len() < 2 {
             errors.push_str(&format!(
                 "{path}:{n} should start with user keyword followed by the username. "
@@ -1219,15 +1253,42 @@ pub fn parse_file(text: &str, path: &str, pubsub_all: bool) -> Result<Vec<User>,
             errors.push_str(&format!("{path}:{n}: Duplicate user '{name}' found. "));
             continue;
         }
-        let mut u = User::new_with(name, pubsub_all);
-        match u.apply_all_with(&words[2..], pubsub_all) {
-            Ok(()) => users.push(u),
+        let reason = |e: &str| -> String {
+            let e = e.strip_prefix("ERR ").unwrap_or(e);
+            let why = e.split_once("': ").map_or(e, |(_, w)| w);
+            why.strip_suffix('.').unwrap_or(why).to_string()
+        };
+        let rules = match merge_selectors(&words[2..]) {
+            Ok(rules) => rules,
             Err(e) => {
-                let e = e.strip_prefix("ERR ").unwrap_or(&e);
-                let why = e.split_once("': ").map_or(e, |(_, w)| w);
-                let why = why.strip_suffix('.').unwrap_or(why);
-                errors.push_str(&format!("{path}:{n}: {why}. "));
+                errors.push_str(&format!("{path}:{n}: {}. ", reason(&e)));
+                continue;
             }
+        };
+        // Like redis-server 7.0.15, every rule is tried: each unknown command or category
+        // is reported with its rule, of the other errors only the first (it may be why
+        // later rules fail).
+        let mut u = User::new_with(name, pubsub_all);
+        let mut line_errors = String::new();
+        let mut other_error = false;
+        for rule in &rules {
+            let Err(e) = u.apply_with(rule, pubsub_all) else {
+                continue;
+            };
+            let why = reason(&e);
+            if why == UNKNOWN {
+                line_errors.push_str(&format!(
+                    "{path}:{n}: Error in applying operation '{rule}': {why}. "
+                ));
+            } else if !other_error {
+                line_errors.push_str(&format!("{path}:{n}: {why}. "));
+                other_error = true;
+            }
+        }
+        if line_errors.is_empty() {
+            users.push(u);
+        } else {
+            errors.push_str(&line_errors);
         }
     }
     if !errors.is_empty() {
@@ -1345,6 +1406,46 @@ mod tests {
         assert_eq!(
             parse_file("user bob on bogus\nfoo\n", "f", false).unwrap_err(),
             "f:1: Syntax error. f:2 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"
+        );
+    }
+
+    /// An aclfile line is split at single spaces, without quotes (quotes work only inside
+    /// a selector); every unknown command is reported with its rule, of other errors only
+    /// the first: redis-server 7.0.15's ACL LOAD texts for the same lines.
+    #[test]
+    fn aclfile_lines_split_and_report_like_redis() {
+        const WARN: &str =
+            "WARNING: ACL errors detected, no change to the previously active ACL rules was performed";
+        let err = |line: &str| parse_file(line, "f", false).unwrap_err();
+        assert_eq!(
+            err(r#"user alice on ">pass word" "~a b*" +get"#),
+            format!("f:1: Syntax error. {WARN}")
+        );
+        assert_eq!(
+            err(r#"user bob on nopass "(~x* +set)" ~y* +get"#),
+            format!("f:1: Syntax error. f:1: Error in applying operation '+set)\"': Unknown command or category name in ACL. {WARN}")
+        );
+        assert_eq!(
+            err("user ian on nopass +nosuch +get ~a b +@nocat allkeys ~x"),
+            format!("f:1: Error in applying operation '+nosuch': Unknown command or category name in ACL. f:1: Syntax error. f:1: Error in applying operation '+@nocat': Unknown command or category name in ACL. {WARN}")
+        );
+        assert_eq!(
+            err("user fay on nopass ~y*\t+get"),
+            format!("f:1: Syntax error. {WARN}")
+        );
+        let users = parse_file(
+            "user gus on nopass (~\"g*\" +get)   ~h*\nuser hal on nopass ( ~i* +get ) \tallchannels",
+            "f",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            users[0].describe(),
+            "on nopass ~h* resetchannels -@all (~g* resetchannels -@all +get)"
+        );
+        assert_eq!(
+            users[1].describe(),
+            "on nopass &* -@all (~i* resetchannels -@all +get)"
         );
     }
 }

@@ -43,37 +43,29 @@ fn read_bytes<'a>(
     }
 }
 
-/// The bytes of the string at `key` for writing, created or zero-padded so that byte
-/// `len - 1` exists (Redis's `lookupStringForBitCommand`). Returns the bytes and whether
-/// the key was created or grown.
-fn write_bytes<'a>(
+/// The string at `key` for writing, in one lookup: an absent key is created empty (then
+/// grown by [`StrValue::bytes_mut`] into one zeroed allocation, as Redis's
+/// `lookupStringForBitCommand` with `sdsgrowzero`); WRONGTYPE if another type. Returns
+/// the string and whether it was created; the caller marks the key's WATCHes when it
+/// writes (`Db::signal_modified`).
+fn string_for_write<'a>(
     db: &'a mut Db,
     key: &[u8],
     now: u64,
-    len: usize,
-) -> CmdResult<(&'a mut [u8], bool)> {
-    let exists = match db.get(key, now) {
-        None => false,
-        Some(Entry {
-            value: Value::Str(_),
-            ..
-        }) => true,
-        Some(_) => return Err(wrongtype()),
-    };
-    if !exists {
-        db.set(key, Value::Str(StrValue::Raw(StrBytes::new(&vec![0; len]))));
+) -> CmdResult<(&'a mut StrValue, bool)> {
+    let (entry, created) =
+        db.get_or_create(key, now, || Value::Str(StrValue::Raw(StrBytes::new(&[]))));
+    match &mut entry.value {
+        Value::Str(s) => Ok((s, created)),
+        _ => Err(wrongtype()),
     }
-    match db.get_mut(key, now) {
-        Some(Entry {
-            value: Value::Str(s),
-            ..
-        }) => {
-            let old = s.len();
-            let bytes = s.bytes_mut(len);
-            let grown = !exists || bytes.len() != old;
-            Ok((bytes, grown))
-        }
-        _ => unreachable!("the key was just checked or created as a string"),
+}
+
+/// The bit at `offset` of a string value (an integer read as its decimal text).
+fn stored_bit(s: &StrValue, offset: u64) -> u8 {
+    match s {
+        StrValue::Raw(b) => get_bit(b, offset),
+        StrValue::Int(n) => get_bit(itoa::Buffer::new().format(*n).as_bytes(), offset),
     }
 }
 
@@ -121,20 +113,18 @@ fn setbit_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         _ => return Err(Reply::err(BAD_BIT)),
     };
     let now = ctx.now_ms;
+    let db = ctx.db();
+    let (s, created) = string_for_write(db, a[1], now)?;
     // A bit that already has the value changes nothing: like Redis, the key is then not
     // touched (a WATCH on it stays clean).
-    let mut digits = itoa::Buffer::new();
-    if let Some(b) = read_bytes(ctx.db(), a[1], now, &mut digits)? {
-        if (offset >> 3) < b.len() as u64 && (get_bit(b, offset) == 1) == on {
-            return Ok(Reply::Integer(i64::from(on)));
-        }
+    if !created && (offset >> 3) < s.len() as u64 && (stored_bit(s, offset) == 1) == on {
+        return Ok(Reply::Integer(i64::from(on)));
     }
-    let (bytes, grown) = write_bytes(ctx.db(), a[1], now, (offset >> 3) as usize + 1)?;
+    let bytes = s.bytes_mut((offset >> 3) as usize + 1);
     let old = get_bit(bytes, offset);
-    if grown || (old == 1) != on {
-        put_bit(bytes, offset, on);
-        ctx.notify(STRING, "setbit", a[1]);
-    }
+    put_bit(bytes, offset, on);
+    db.signal_modified(a[1]);
+    ctx.notify(STRING, "setbit", a[1]);
     Ok(Reply::Integer(i64::from(old)))
 }
 
@@ -656,7 +646,11 @@ fn bitfield_inner(ctx: &mut Ctx, a: &[Bytes], read_only: bool) -> CmdResult<Repl
             "ERR BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    let (bytes, grown) = write_bytes(ctx.db(), &a[1], now, (highest >> 3) as usize + 1)?;
+    let db = ctx.db();
+    let (s, created) = string_for_write(db, &a[1], now)?;
+    let before = s.len();
+    let bytes = s.bytes_mut((highest >> 3) as usize + 1);
+    let grown = created || bytes.len() != before;
     let mut changed = false;
     let replies = ops
         .iter()
@@ -669,6 +663,7 @@ fn bitfield_inner(ctx: &mut Ctx, a: &[Bytes], read_only: bool) -> CmdResult<Repl
             }
         })
         .collect();
+    db.signal_modified(&a[1]);
     if changed {
         ctx.notify(STRING, "setbit", &a[1]);
     }

@@ -70,29 +70,17 @@ pub fn pfadd(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     let max = ctx.ks.hll_sparse_max_bytes;
     let key = a[1];
     let db = ctx.db();
-    let (mut updated, dense) = match read_hll(db, key, now) {
+    // The destination is read and checked once: a dense one is then edited in place, a
+    // sparse one (or a new one) is rebuilt from this copy and stored.
+    let (mut updated, sparse) = match read_hll(db, key, now) {
         Err(e) => return e,
-        Ok(None) => (true, false),
+        Ok(None) => (true, Some(hll::new_sparse())),
         // Nothing to raise: like Redis, the key is not touched (a WATCH stays clean).
         Ok(Some(s)) if s[4] == hll::DENSE && !raises_any(s, &a[2..]) => return Reply::Integer(0),
-        Ok(Some(s)) => (false, s[4] == hll::DENSE),
+        Ok(Some(s)) if s[4] == hll::DENSE => (false, None),
+        Ok(Some(s)) => (false, Some(s.to_vec())),
     };
-    let result = if dense {
-        // The common case once a HyperLogLog is large: registers change in place.
-        let s = stored_mut(db, key, now);
-        for ele in &a[2..] {
-            let (index, count) = hll::pattern(ele);
-            updated |= hll::dense_set(&mut s[hll::HEADER..], index, count);
-        }
-        if updated {
-            hll::invalidate_cache(s);
-        }
-        Ok(())
-    } else {
-        let mut s = match read_hll(db, key, now) {
-            Ok(Some(s)) => s.to_vec(),
-            _ => hll::new_sparse(),
-        };
+    let result = if let Some(mut s) = sparse {
         let mut result = Ok(());
         for ele in &a[2..] {
             match hll::add(&mut s, ele, max) {
@@ -109,6 +97,17 @@ pub fn pfadd(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
         // Like Redis, registers set before a corruption was met stay set.
         store(db, key, now, &s);
         result
+    } else {
+        // The common case once a HyperLogLog is large: registers change in place.
+        let s = stored_mut(db, key, now);
+        for ele in &a[2..] {
+            let (index, count) = hll::pattern(ele);
+            updated |= hll::dense_set(&mut s[hll::HEADER..], index, count);
+        }
+        if updated {
+            hll::invalidate_cache(s);
+        }
+        Ok(())
     };
     if let Err(e) = result {
         return invalid(e);
@@ -166,14 +165,18 @@ fn pfmerge_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let db = ctx.db();
     let mut max = vec![0u8; hll::REGISTERS];
     let mut dense = false;
-    // The destination is the first source, as in Redis.
-    for key in &a[1..] {
+    // The destination is the first source, as in Redis; it is read and checked once.
+    let mut dest = None;
+    for (i, key) in a[1..].iter().enumerate() {
         if let Some(s) = read_hll(db, key, now)? {
             dense |= s[4] == hll::DENSE;
             hll::merge_into(&mut max, s).map_err(invalid)?;
+            if i == 0 {
+                dest = Some(s.to_vec());
+            }
         }
     }
-    let mut s = read_hll(db, &a[1], now)?.map_or_else(hll::new_sparse, <[u8]>::to_vec);
+    let mut s = dest.unwrap_or_else(hll::new_sparse);
     if dense {
         hll::to_dense(&mut s).map_err(invalid)?;
     }

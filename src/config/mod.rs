@@ -486,6 +486,8 @@ pub struct TlsConfig {
     pub cert_file: String,
     /// `tls-key-file`: its private key (PEM).
     pub key_file: String,
+    /// `tls-key-file-pass`: the passphrase of an encrypted `tls-key-file` ("" = none).
+    pub key_file_pass: String,
     /// `tls-ca-cert-file`: the CA that client (and cluster peer) certificates must chain to.
     pub ca_cert_file: String,
     /// `tls-auth-clients`: whether clients must present a certificate.
@@ -499,6 +501,8 @@ pub struct TlsConfig {
     pub client_cert_file: String,
     /// `tls-client-key-file`: its key.
     pub client_key_file: String,
+    /// `tls-client-key-file-pass`: the passphrase of an encrypted `tls-client-key-file`.
+    pub client_key_file_pass: String,
     /// `tls-ciphers`: TLS 1.2 suites, `:`-separated ("" = all rustls implements).
     pub ciphers: String,
     /// `tls-ciphersuites`: TLS 1.3 suites, `:`-separated ("" = all).
@@ -519,12 +523,14 @@ impl Default for TlsConfig {
             port: 0,
             cert_file: String::new(),
             key_file: String::new(),
+            key_file_pass: String::new(),
             ca_cert_file: String::new(),
             auth_clients: tollgate_raft::tls::ClientAuth::Required,
             protocols: String::new(),
             cluster: false,
             client_cert_file: String::new(),
             client_key_file: String::new(),
+            client_key_file_pass: String::new(),
             ciphers: String::new(),
             ciphersuites: String::new(),
             prefer_server_ciphers: false,

@@ -226,6 +226,12 @@ pub static PARAMS: &[Param] = &[
         c.tls.key_file = v.to_string();
         Ok(())
     }, Apply::Tls),
+    // The passphrases of encrypted PKCS#8 keys (raft/src/tls.rs `load_key`); CONFIG GET
+    // shows them, as Redis's does.
+    Param::live("tls-key-file-pass", Kind::Text, "", |c| c.tls.key_file_pass.clone(), |c, v| {
+        c.tls.key_file_pass = v.to_string();
+        Ok(())
+    }, Apply::Tls),
     Param::live("tls-ca-cert-file", Kind::Text, "", |c| c.tls.ca_cert_file.clone(), |c, v| {
         c.tls.ca_cert_file = v.to_string();
         Ok(())
@@ -249,6 +255,10 @@ pub static PARAMS: &[Param] = &[
     }, Apply::Tls),
     Param::live("tls-client-key-file", Kind::Text, "", |c| c.tls.client_key_file.clone(), |c, v| {
         c.tls.client_key_file = v.to_string();
+        Ok(())
+    }, Apply::Tls),
+    Param::live("tls-client-key-file-pass", Kind::Text, "", |c| c.tls.client_key_file_pass.clone(), |c, v| {
+        c.tls.client_key_file_pass = v.to_string();
         Ok(())
     }, Apply::Tls),
     Param::live("tls-ciphers", Kind::Special(crate::server::tls::check_ciphers), "", |c| c.tls.ciphers.clone(), |c, v| {
@@ -282,12 +292,6 @@ pub static PARAMS: &[Param] = &[
     // mean when unset; anything else is refused with the reason.
     Param::live("tls-dh-params-file", Kind::Text, "", |_| String::new(), |_, v| {
         refuse_unless_empty(v, "Tollgate does not use DH parameters: rustls negotiates keys with ECDHE only (TLS 1.3, and TLS 1.2's ECDHE suites), so there is nothing to configure; remove the setting")
-    }, Apply::Nothing),
-    Param::live("tls-key-file-pass", Kind::Text, "", |_| String::new(), |_, v| {
-        refuse_unless_empty(v, "encrypted private keys are not supported (rustls reads unencrypted PEM keys only); decrypt the key first, e.g. openssl pkey -in key.pem -out plain.pem")
-    }, Apply::Nothing),
-    Param::live("tls-client-key-file-pass", Kind::Text, "", |_| String::new(), |_, v| {
-        refuse_unless_empty(v, "encrypted private keys are not supported (rustls reads unencrypted PEM keys only); decrypt the key first, e.g. openssl pkey -in key.pem -out plain.pem")
     }, Apply::Nothing),
     Param::live("tls-ca-cert-dir", Kind::Text, "", |_| String::new(), |_, v| {
         refuse_unless_empty(v, "a CA directory is not supported; put the CA certificates in one PEM file and name it in tls-ca-cert-file")

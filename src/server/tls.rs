@@ -21,7 +21,7 @@ use parking_lot::RwLock;
 use rustls::SupportedProtocolVersion;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
-use tollgate_raft::tls::{ClientAuth, ClusterTls, TlsFiles, TlsOptions};
+use tollgate_raft::tls::{ClientAuth, ClusterTls, KeyPass, TlsFiles, TlsOptions};
 
 use super::Shared;
 use crate::config::{Config, TlsConfig};
@@ -99,11 +99,13 @@ pub fn files(c: &TlsConfig) -> Result<TlsFiles, String> {
     if ca.is_none() && c.auth_clients != ClientAuth::None && c.port != 0 {
         return Err("tls-auth-clients yes or optional checks client certificates against a CA: set tls-ca-cert-file (or tls-auth-clients no)".into());
     }
+    let pass = |p: &str| (!p.is_empty()).then(|| KeyPass(p.to_string()));
     let client = match (c.client_cert_file.is_empty(), c.client_key_file.is_empty()) {
         (true, true) => None,
         (false, false) => Some((
             PathBuf::from(&c.client_cert_file),
             PathBuf::from(&c.client_key_file),
+            pass(&c.client_key_file_pass),
         )),
         _ => {
             return Err(
@@ -115,6 +117,7 @@ pub fn files(c: &TlsConfig) -> Result<TlsFiles, String> {
     Ok(TlsFiles {
         cert: PathBuf::from(&c.cert_file),
         key: PathBuf::from(&c.key_file),
+        key_pass: pass(&c.key_file_pass),
         ca,
         client,
     })

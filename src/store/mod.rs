@@ -284,6 +284,49 @@ impl Db {
         }
     }
 
+    /// The live entry at `key` for editing in place or, when the key is absent or expired,
+    /// a new entry holding `create()` (an expired entry's slot is reused), in one lookup;
+    /// with whether it was created. Watchers are not marked: a caller that changes the
+    /// value calls [`Db::signal_modified`].
+    pub fn get_or_create(
+        &mut self,
+        key: &[u8],
+        now_ms: u64,
+        create: impl FnOnce() -> Value,
+    ) -> (&mut Entry, bool) {
+        let (h, entry) = slot(&mut self.shards, key);
+        match entry {
+            RawEntryMut::Occupied(o) => {
+                let (k, entry) = o.into_key_value();
+                if !entry.is_expired(now_ms) {
+                    self.clock.touch(entry);
+                    return (entry, false);
+                }
+                entry.value = create();
+                let old = entry.set_deadline(None);
+                self.expires.moved(k, old, None);
+                *entry.access.get_mut() = self.clock.initial();
+                key_event(&self.pubsub, self.index, notify::EXPIRED, "expired", key);
+                key_event(&self.pubsub, self.index, notify::NEW, "new", key);
+                (entry, true)
+            }
+            RawEntryMut::Vacant(v) => {
+                let mut entry = Entry::new(create());
+                *entry.access.get_mut() = self.clock.initial();
+                let (_, entry) = v.insert_hashed_nocheck(h, Key::new(key), entry);
+                self.len += 1;
+                key_event(&self.pubsub, self.index, notify::NEW, "new", key);
+                (entry, true)
+            }
+        }
+    }
+
+    /// Mark the WATCHes of `key` dirty: it was changed in place (Redis's
+    /// `signalModifiedKey`).
+    pub fn signal_modified(&self, key: &[u8]) {
+        self.touch(key);
+    }
+
     /// Read-modify-write of `key` in one lookup. `f` sees the live entry (None when the key
     /// is absent or expired) and returns what to store: `Some((value, deadline))` replaces
     /// the value and deadline (an expired entry's slot is reused), `None` leaves the key as

@@ -157,6 +157,27 @@ pub fn err(c: &mut redis::Connection, args: &[&str]) -> String {
     }
 }
 
+/// Run a command: its reply, or Redis's error text ("CODE message").
+pub fn reply<A: redis::ToRedisArgs>(
+    c: &mut redis::Connection,
+    args: &[A],
+) -> Result<redis::Value, String> {
+    let mut cmd = redis::Cmd::new();
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.query(c).map_err(|e| error_text(&e))
+}
+
+/// Run a command and describe what came back, for comparing two servers' answers step by
+/// step: the reply's `Debug` text, or `error: CODE message`.
+pub fn reply_text<A: redis::ToRedisArgs>(c: &mut redis::Connection, args: &[A]) -> String {
+    match reply(c, args) {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
 /// Redis's full error text from a redis-rs error: "CODE message".
 pub fn error_text(e: &redis::RedisError) -> String {
     match (e.code(), e.detail()) {

@@ -43,7 +43,11 @@ impl Ca {
     /// A certificate for `name` (server and client use), written to `dir/<name>.crt` and
     /// `dir/<name>.key`.
     pub fn issue(&self, dir: &Path, name: &str) -> Issued {
-        let key = KeyPair::generate().unwrap();
+        self.issue_for(dir, name, KeyPair::generate().unwrap())
+    }
+
+    /// [`Ca::issue`] for a key made elsewhere (e.g. by the openssl CLI).
+    pub fn issue_for(&self, dir: &Path, name: &str, key: KeyPair) -> Issued {
         let mut params =
             CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, name);
