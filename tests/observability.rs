@@ -1140,3 +1140,180 @@ fn client_list_argv_mem_and_cmd_match_redis() {
     assert_eq!(seen[0], seen[1], "redis-server's fields, then Tollgate's");
     assert_eq!(seen[1][..2], ["10".to_string(), "client|info".to_string()]);
 }
+
+/// `keyspace_hits`/`keyspace_misses` move exactly as redis-server 7.0.15's over the same
+/// mixed commands (read lookups count; writes, and the reads Redis does with
+/// `lookupKeyWrite`, do not), compared after every step; CONFIG RESETSTAT zeroes both and
+/// `/metrics` carries the same numbers.
+#[test]
+fn keyspace_hits_and_misses_match_redis() {
+    let reference = RedisServer::start();
+    let mut rcon = reference.conn();
+    let http = free_port();
+    let s = TestServer::with(|c| c.http_port = http);
+    let mut con = s.conn();
+    let steps: &[&[&str]] = &[
+        &["SET", "s", "1"],
+        &["GET", "s"],
+        &["GET", "nokey"],
+        &["MGET", "s", "nokey", "s"],
+        &["EXISTS", "s", "nokey"],
+        &["TYPE", "s"],
+        &["TYPE", "nokey"],
+        &["TTL", "s"],
+        &["PTTL", "nokey"],
+        &["STRLEN", "s"],
+        &["GETRANGE", "s", "0", "1"],
+        &["APPEND", "s", "x"],
+        &["INCR", "n"],
+        &["INCRBYFLOAT", "n", "1.5"],
+        &["SETNX", "s", "y"],
+        &["SET", "s", "v"],
+        &["SET", "s", "v2", "GET"],
+        &["SET", "s2", "v", "NX", "GET"],
+        &["SET", "s3", "v", "XX"],
+        &["GETSET", "s", "w"],
+        &["GETEX", "s", "PERSIST"],
+        &["GETDEL", "nokey"],
+        &["SETRANGE", "s", "0", "a"],
+        &["MSETNX", "m1", "1", "s", "2"],
+        &["LPUSH", "l", "a", "b", "c"],
+        &["LRANGE", "l", "0", "-1"],
+        &["LLEN", "nol"],
+        &["LINDEX", "l", "0"],
+        &["LPOS", "l", "a"],
+        &["LPOP", "l"],
+        &["LSET", "l", "0", "z"],
+        &["LINSERT", "l", "BEFORE", "z", "y"],
+        &["LREM", "l", "0", "q"],
+        &["RPOPLPUSH", "l", "l2"],
+        &["LMOVE", "nol", "l2", "LEFT", "RIGHT"],
+        &["BLPOP", "l2", "1"],
+        &["LMPOP", "2", "nol", "l", "LEFT"],
+        &["GET", "l"],
+        &["HSET", "h", "f", "v", "c", "1"],
+        &["HGET", "h", "f"],
+        &["HGET", "h", "nof"],
+        &["HGET", "noh", "f"],
+        &["HMGET", "h", "f", "g"],
+        &["HGETALL", "h"],
+        &["HEXISTS", "h", "f"],
+        &["HLEN", "h"],
+        &["HINCRBY", "h", "c", "1"],
+        &["HSETNX", "h", "f", "v"],
+        &["HDEL", "h", "nof"],
+        &["HGET", "s", "f"],
+        &["SADD", "st", "a", "b", "c"],
+        &["SMEMBERS", "st"],
+        &["SISMEMBER", "st", "a"],
+        &["SCARD", "nost"],
+        &["SUNION", "st", "nost"],
+        &["SUNIONSTORE", "d", "st", "nost"],
+        &["SINTERCARD", "2", "st", "d"],
+        &["SMOVE", "st", "st2", "a"],
+        &["SPOP", "st"],
+        &["SREM", "st", "zz"],
+        &["SRANDMEMBER", "st"],
+        &["ZADD", "z", "1", "a", "2", "b"],
+        &["ZADD", "z", "1", "a"],
+        &["ZSCORE", "z", "a"],
+        &["ZRANGE", "z", "0", "-1"],
+        &["ZRANK", "z", "a"],
+        &["ZCARD", "noz"],
+        &["ZUNIONSTORE", "zd", "2", "z", "noz"],
+        &["ZRANGESTORE", "zd2", "z", "0", "-1"],
+        &["ZINCRBY", "z", "1", "a"],
+        &["ZREM", "z", "b"],
+        &["ZPOPMIN", "noz"],
+        &["PFADD", "p", "a", "b"],
+        &["PFCOUNT", "p"],
+        &["PFCOUNT", "p", "nop"],
+        &["PFMERGE", "pm", "p", "nop"],
+        &["SETBIT", "b", "1", "1"],
+        &["GETBIT", "b", "1"],
+        &["BITCOUNT", "b"],
+        &["BITPOS", "nob", "1"],
+        &["BITOP", "OR", "bo", "b", "nob"],
+        &["BITFIELD", "b", "GET", "u4", "0"],
+        &["EXPIRE", "s", "100"],
+        &["PERSIST", "s"],
+        &["RENAME", "s", "s4"],
+        &["COPY", "s4", "s5"],
+        &["COPY", "nokey", "s6"],
+        &["DUMP", "s4"],
+        &["DUMP", "nokey"],
+        &["OBJECT", "ENCODING", "s4"],
+        &["OBJECT", "ENCODING", "nokey"],
+        &["DEL", "s5", "nokey"],
+        &["SORT", "l2", "ALPHA"],
+        &["SORT", "st", "BY", "w_*", "ALPHA"],
+        &["LCS", "s4", "s2"],
+        &["EVAL", "return redis.call('get', KEYS[1])", "1", "s4"],
+        &["SET", "e", "v", "PX", "1"],
+        &["KEYS", "*"],
+        &["SCAN", "0"],
+        &["DBSIZE"],
+        &["RANDOMKEY"],
+        &["MEMORY", "USAGE", "s4"],
+    ];
+    let reads = |con: &mut redis::Connection| {
+        let text: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+        let field = |f: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{f}:")))
+                .unwrap_or_else(|| panic!("INFO stats has no {f}"))
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        };
+        (field("keyspace_hits"), field("keyspace_misses"))
+    };
+    for con in [&mut rcon, &mut con] {
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+        assert_eq!(reads(con), (0, 0));
+    }
+    for step in steps {
+        let mut c = redis::cmd(step[0]);
+        for a in &step[1..] {
+            c.arg(*a);
+        }
+        let theirs: redis::RedisResult<redis::Value> = c.query(&mut rcon);
+        let ours: redis::RedisResult<redis::Value> = c.query(&mut con);
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{step:?}: {ours:?} vs {theirs:?}"
+        );
+        assert_eq!(
+            reads(&mut con),
+            reads(&mut rcon),
+            "after {step:?} (hits, misses)"
+        );
+    }
+    // The key set with PX 1 expires: a read of it is a miss on both.
+    thread::sleep(Duration::from_millis(20));
+    for con in [&mut rcon, &mut con] {
+        let _: Option<String> = redis::cmd("GET").arg("e").query(con).unwrap();
+    }
+    let (hits, misses) = reads(&mut con);
+    assert_eq!(
+        (hits, misses),
+        reads(&mut rcon),
+        "after GET of an expired key"
+    );
+    assert!(hits > 30 && misses > 20, "{hits} {misses}");
+    let (_, text) = http_get(http, "/metrics");
+    assert_eq!(
+        metric(&text, "tollgate_keyspace_hits_total", &[]),
+        Some(hits as f64)
+    );
+    assert_eq!(
+        metric(&text, "tollgate_keyspace_misses_total", &[]),
+        Some(misses as f64)
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(reads(&mut con), (0, 0));
+}

@@ -22,14 +22,22 @@ const BAD_TYPE: &str =
     "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
 
 /// The string at `key` as bytes (an integer as its decimal text): Ok(None) if absent,
-/// WRONGTYPE if another type.
+/// WRONGTYPE if another type. A read lookup (counts a keyspace hit or miss).
 fn read_bytes<'a>(
     db: &'a Db,
     key: &[u8],
     now: u64,
     digits: &'a mut itoa::Buffer,
 ) -> CmdResult<Option<&'a [u8]>> {
-    match db.get(key, now) {
+    bytes_of(db.read(key, now), digits)
+}
+
+/// The bytes of a string entry ([`read_bytes`] on an entry already looked up).
+fn bytes_of<'a>(
+    entry: Option<&'a Entry>,
+    digits: &'a mut itoa::Buffer,
+) -> CmdResult<Option<&'a [u8]>> {
+    match entry {
         None => Ok(None),
         Some(Entry {
             value: Value::Str(StrValue::Raw(b)),
@@ -124,7 +132,7 @@ fn setbit_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     // A bit that already has the value changes nothing: like Redis, the key is then not
     // touched (a WATCH on it stays clean).
     let mut digits = itoa::Buffer::new();
-    if let Some(b) = read_bytes(ctx.db(), a[1], now, &mut digits)? {
+    if let Some(b) = bytes_of(ctx.db().get(a[1], now), &mut digits)? {
         if (offset >> 3) < b.len() as u64 && (get_bit(b, offset) == 1) == on {
             return Ok(Reply::Integer(i64::from(on)));
         }

@@ -265,6 +265,7 @@ fn stats_section(shared: &Shared, out: &mut String) {
     let m = shared.engine.metrics();
     let rates = s.rates();
     let errors: u64 = m.errors().values().sum();
+    let (hits, misses) = shared.engine.memory().clock().reads();
     let _ = write!(
         out,
         "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
@@ -273,7 +274,8 @@ fn stats_section(shared: &Shared, out: &mut String) {
          instantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\n\
          instantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\n\
          rejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n\
-         expired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\npubsub_channels:0\r\n\
+         expired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\n\
+         keyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\npubsub_channels:0\r\n\
          pubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\n\
          unexpected_error_replies:0\r\ntotal_error_replies:{errors}\r\ntotal_reads_processed:{}\r\n\
          total_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\n",

@@ -227,6 +227,16 @@ impl Db {
         Some(entry)
     }
 
+    /// [`Db::get`] for a command that reads the key (Redis's `lookupKeyRead`): counts a
+    /// keyspace hit or miss. Writes, and a read that Redis does with `lookupKeyWrite`
+    /// (PFCOUNT of one key, blocking pops, SMOVE, ...), use [`Db::get`], which does not.
+    #[inline]
+    pub fn read(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        let entry = self.get(key, now_ms);
+        self.clock.count_read(entry.is_some());
+        entry
+    }
+
     /// The entry for `key`, expired or not, without counting a use (eviction and
     /// introspection look at keys this way).
     pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
