@@ -448,6 +448,14 @@ impl Engine {
         self.state.lock().ks.no_good_replicas = refused && self.cluster.get().is_none();
     }
 
+    /// Bytes of the two Lua VMs and of the keyspace's tables now (`Keyspace::table_bytes`),
+    /// taken once at start: their growth since is INFO `used_memory_overhead`.
+    pub fn overhead_parts(&self) -> (usize, usize) {
+        let state = self.state.lock();
+        let (eval, functions) = state.scripts.used_memory();
+        (eval + functions, state.ks.table_bytes())
+    }
+
     /// Change the longest sparse HyperLogLog (CONFIG SET hll-sparse-max-bytes).
     pub fn set_hll_sparse_max_bytes(&self, n: u64) {
         self.state.lock().ks.hll_sparse_max_bytes = usize::try_from(n).unwrap_or(usize::MAX);

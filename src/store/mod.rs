@@ -268,6 +268,24 @@ impl Db {
         }
     }
 
+    /// Bytes of this database's tables that hold no data: the hash tables' control bytes,
+    /// empty slots and, in each occupied slot, what is not the key or the value (the
+    /// deadline and the access information), plus the expiry index's sets and the WATCH
+    /// table. A slot's key and value (inline when short, else a pointer to heap bytes)
+    /// are data. What Redis counts as a database's overhead (its two dicts, whose
+    /// entries point to the keys and values) in INFO `used_memory_overhead`.
+    pub fn table_bytes(&self) -> usize {
+        const DATA: usize = std::mem::size_of::<Key>() + std::mem::size_of::<Value>();
+        let shards: usize = self
+            .shards
+            .iter()
+            .map(|s| s.allocation_size() - s.len() * DATA)
+            .sum();
+        let watched =
+            self.watched.capacity() * (std::mem::size_of::<(Bytes, Vec<WatchFlag>)>() + 1);
+        shards + std::mem::size_of_val(&*self.shards) + self.expires.table_bytes() + watched
+    }
+
     /// Whether `key` exists and is live.
     pub fn contains(&self, key: &[u8], now_ms: u64) -> bool {
         self.get(key, now_ms).is_some()
@@ -705,6 +723,11 @@ impl Keyspace {
             d.event(notify::EVICTED, "evicted", key);
         }
         evicted
+    }
+
+    /// [`Db::table_bytes`] of all databases.
+    pub fn table_bytes(&self) -> usize {
+        self.dbs.iter().map(Db::table_bytes).sum()
     }
 
     /// Total number of keys in all databases.
