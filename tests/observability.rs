@@ -1317,3 +1317,74 @@ fn keyspace_hits_and_misses_match_redis() {
         .unwrap();
     assert_eq!(reads(&mut con), (0, 0));
 }
+
+/// The caller's own CLIENT LIST line in a pipeline: `qbuf` is the whole read (the
+/// commands after CLIENT LIST included) and `obl` the reply ahead of it, the same numbers
+/// as redis-server 7.0.15's. A client that does not read a large reply shows it pending
+/// to the others: `obl` the first 16 KiB, `oll` the 16 KiB blocks of the rest.
+#[test]
+fn client_list_qbuf_obl_and_oll() {
+    let field = |text: &str, name: &str| -> u64 {
+        text.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let reference = RedisServer::start();
+    let s = TestServer::start();
+    let mut seen = Vec::new();
+    for mut con in [reference.conn(), s.conn()] {
+        let (_, line, _): ((), String, String) = redis::pipe()
+            .cmd("SET")
+            .arg("a")
+            .arg("x")
+            .cmd("CLIENT")
+            .arg("LIST")
+            .cmd("GET")
+            .arg("a")
+            .query(&mut con)
+            .unwrap();
+        seen.push((
+            field(&line, "qbuf"),
+            field(&line, "obl"),
+            field(&line, "oll"),
+        ));
+    }
+    assert_eq!(seen[0], seen[1], "(qbuf, obl, oll): Redis, Tollgate");
+    assert_eq!(seen[1], (73, 5, 0));
+
+    // 600 replies of 64 KiB (about 38 MiB) to a client that reads none of them: more
+    // than the kernel's socket buffers hold, so most stay pending in Tollgate.
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg("x".repeat(64 * 1024))
+        .query(&mut con)
+        .unwrap();
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    slow.write_all(b"CLIENT SETNAME slow\r\n").unwrap();
+    let mut ok = [0u8; 5];
+    slow.read_exact(&mut ok).unwrap();
+    slow.write_all(&b"GET big\r\n".repeat(600)).unwrap();
+    let line = eventually(
+        "the slow client's pending output",
+        Duration::from_secs(20),
+        || {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+            list.lines()
+                .find(|l| l.contains("name=slow ") && field(l, "oll") > 0)
+                .map(str::to_string)
+        },
+    );
+    assert_eq!(field(&line, "obl"), 16 * 1024, "{line}");
+    // Everything after the first 16 KiB in 16 KiB blocks: 600 replies of 65,546 bytes.
+    assert_eq!(
+        field(&line, "oll"),
+        (600 * 65_546 - 16_384u64).div_ceil(16_384),
+        "{line}"
+    );
+    assert!(field(&line, "omem") >= 600 * 65_546, "{line}");
+    drop(slow);
+}

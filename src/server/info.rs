@@ -401,10 +401,16 @@ fn human_bytes(n: usize) -> String {
     }
 }
 
+/// Redis's static reply buffer (`PROTO_REPLY_CHUNK_BYTES`): replies beyond it go to a
+/// list of blocks of at least this size (CLIENT LIST `oll`).
+pub const REPLY_CHUNK: usize = 16 * 1024;
+
 /// One CLIENT LIST line. The memory fields are the connection's buffers as of its last
 /// read: `qbuf`/`qbuf-free` the query buffer's data and free space, `rbs` its size,
-/// `obl`/`omem` the output buffer's pending bytes and size, `multi-mem` the queued MULTI
-/// commands, `tot-mem` their sum plus the connection's own state.
+/// `obl` the pending output up to [`REPLY_CHUNK`] and `oll` the blocks of
+/// [`REPLY_CHUNK`] the rest fills (Redis's static buffer and reply list), `omem` the
+/// output buffer's size, `multi-mem` the queued MULTI commands, `tot-mem` their sum plus
+/// the connection's own state.
 pub fn client_line(c: &ClientInfo) -> String {
     // Redis's order of the flag letters: O (MONITOR), P (pub/sub), x (MULTI), b (blocked);
     // N: none.
@@ -426,7 +432,7 @@ pub fn client_line(c: &ClientInfo) -> String {
     }
     let tot = c.total_memory();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -444,7 +450,8 @@ pub fn client_line(c: &ClientInfo) -> String {
         c.multi_mem,
         c.qbuf_capacity,
         c.qbuf_capacity,
-        c.obuf,
+        c.obuf.min(REPLY_CHUNK),
+        c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK),
         c.obuf_capacity,
         c.last_cmd,
         c.user,
