@@ -1131,3 +1131,251 @@ fn client_list_argv_mem_and_cmd_match_redis() {
     assert_eq!(seen[0], seen[1], "redis-server's fields, then Tollgate's");
     assert_eq!(seen[1][..2], ["10".to_string(), "client|info".to_string()]);
 }
+
+/// `keyspace_hits`/`keyspace_misses` move exactly as redis-server 7.0.15's over the same
+/// mixed commands (read lookups count; writes, and the reads Redis does with
+/// `lookupKeyWrite`, do not), compared after every step; CONFIG RESETSTAT zeroes both and
+/// `/metrics` carries the same numbers.
+#[test]
+fn keyspace_hits_and_misses_match_redis() {
+    let reference = RedisServer::start();
+    let mut rcon = reference.conn();
+    let http = free_port();
+    let s = TestServer::with(|c| c.http_port = http);
+    let mut con = s.conn();
+    let steps: &[&[&str]] = &[
+        &["SET", "s", "1"],
+        &["GET", "s"],
+        &["GET", "nokey"],
+        &["MGET", "s", "nokey", "s"],
+        &["EXISTS", "s", "nokey"],
+        &["TYPE", "s"],
+        &["TYPE", "nokey"],
+        &["TTL", "s"],
+        &["PTTL", "nokey"],
+        &["STRLEN", "s"],
+        &["GETRANGE", "s", "0", "1"],
+        &["APPEND", "s", "x"],
+        &["INCR", "n"],
+        &["INCRBYFLOAT", "n", "1.5"],
+        &["SETNX", "s", "y"],
+        &["SET", "s", "v"],
+        &["SET", "s", "v2", "GET"],
+        &["SET", "s2", "v", "NX", "GET"],
+        &["SET", "s3", "v", "XX"],
+        &["GETSET", "s", "w"],
+        &["GETEX", "s", "PERSIST"],
+        &["GETDEL", "nokey"],
+        &["SETRANGE", "s", "0", "a"],
+        &["MSETNX", "m1", "1", "s", "2"],
+        &["LPUSH", "l", "a", "b", "c"],
+        &["LRANGE", "l", "0", "-1"],
+        &["LLEN", "nol"],
+        &["LINDEX", "l", "0"],
+        &["LPOS", "l", "a"],
+        &["LPOP", "l"],
+        &["LSET", "l", "0", "z"],
+        &["LINSERT", "l", "BEFORE", "z", "y"],
+        &["LREM", "l", "0", "q"],
+        &["RPOPLPUSH", "l", "l2"],
+        &["LMOVE", "nol", "l2", "LEFT", "RIGHT"],
+        &["BLPOP", "l2", "1"],
+        &["LMPOP", "2", "nol", "l", "LEFT"],
+        &["GET", "l"],
+        &["HSET", "h", "f", "v", "c", "1"],
+        &["HGET", "h", "f"],
+        &["HGET", "h", "nof"],
+        &["HGET", "noh", "f"],
+        &["HMGET", "h", "f", "g"],
+        &["HGETALL", "h"],
+        &["HEXISTS", "h", "f"],
+        &["HLEN", "h"],
+        &["HINCRBY", "h", "c", "1"],
+        &["HSETNX", "h", "f", "v"],
+        &["HDEL", "h", "nof"],
+        &["HGET", "s", "f"],
+        &["SADD", "st", "a", "b", "c"],
+        &["SMEMBERS", "st"],
+        &["SISMEMBER", "st", "a"],
+        &["SCARD", "nost"],
+        &["SUNION", "st", "nost"],
+        &["SUNIONSTORE", "d", "st", "nost"],
+        &["SINTERCARD", "2", "st", "d"],
+        &["SMOVE", "st", "st2", "a"],
+        &["SPOP", "st"],
+        &["SREM", "st", "zz"],
+        &["SRANDMEMBER", "st"],
+        &["ZADD", "z", "1", "a", "2", "b"],
+        &["ZADD", "z", "1", "a"],
+        &["ZSCORE", "z", "a"],
+        &["ZRANGE", "z", "0", "-1"],
+        &["ZRANK", "z", "a"],
+        &["ZCARD", "noz"],
+        &["ZUNIONSTORE", "zd", "2", "z", "noz"],
+        &["ZRANGESTORE", "zd2", "z", "0", "-1"],
+        &["ZINCRBY", "z", "1", "a"],
+        &["ZREM", "z", "b"],
+        &["ZPOPMIN", "noz"],
+        &["PFADD", "p", "a", "b"],
+        &["PFCOUNT", "p"],
+        &["PFCOUNT", "p", "nop"],
+        &["PFMERGE", "pm", "p", "nop"],
+        &["SETBIT", "b", "1", "1"],
+        &["GETBIT", "b", "1"],
+        &["BITCOUNT", "b"],
+        &["BITPOS", "nob", "1"],
+        &["BITOP", "OR", "bo", "b", "nob"],
+        &["BITFIELD", "b", "GET", "u4", "0"],
+        &["EXPIRE", "s", "100"],
+        &["PERSIST", "s"],
+        &["RENAME", "s", "s4"],
+        &["COPY", "s4", "s5"],
+        &["COPY", "nokey", "s6"],
+        &["DUMP", "s4"],
+        &["DUMP", "nokey"],
+        &["OBJECT", "ENCODING", "s4"],
+        &["OBJECT", "ENCODING", "nokey"],
+        &["DEL", "s5", "nokey"],
+        &["SORT", "l2", "ALPHA"],
+        &["SORT", "st", "BY", "w_*", "ALPHA"],
+        &["LCS", "s4", "s2"],
+        &["EVAL", "return redis.call('get', KEYS[1])", "1", "s4"],
+        &["SET", "e", "v", "PX", "1"],
+        &["KEYS", "*"],
+        &["SCAN", "0"],
+        &["DBSIZE"],
+        &["RANDOMKEY"],
+        &["MEMORY", "USAGE", "s4"],
+    ];
+    let reads = |con: &mut redis::Connection| {
+        let text: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+        let field = |f: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{f}:")))
+                .unwrap_or_else(|| panic!("INFO stats has no {f}"))
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        };
+        (field("keyspace_hits"), field("keyspace_misses"))
+    };
+    for con in [&mut rcon, &mut con] {
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+        assert_eq!(reads(con), (0, 0));
+    }
+    for step in steps {
+        let mut c = redis::cmd(step[0]);
+        for a in &step[1..] {
+            c.arg(*a);
+        }
+        let theirs: redis::RedisResult<redis::Value> = c.query(&mut rcon);
+        let ours: redis::RedisResult<redis::Value> = c.query(&mut con);
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{step:?}: {ours:?} vs {theirs:?}"
+        );
+        assert_eq!(
+            reads(&mut con),
+            reads(&mut rcon),
+            "after {step:?} (hits, misses)"
+        );
+    }
+    // The key set with PX 1 expires: a read of it is a miss on both.
+    thread::sleep(Duration::from_millis(20));
+    for con in [&mut rcon, &mut con] {
+        let _: Option<String> = redis::cmd("GET").arg("e").query(con).unwrap();
+    }
+    let (hits, misses) = reads(&mut con);
+    assert_eq!(
+        (hits, misses),
+        reads(&mut rcon),
+        "after GET of an expired key"
+    );
+    assert!(hits > 30 && misses > 20, "{hits} {misses}");
+    let (_, text) = http_get(http, "/metrics");
+    assert_eq!(
+        metric(&text, "tollgate_keyspace_hits_total", &[]),
+        Some(hits as f64)
+    );
+    assert_eq!(
+        metric(&text, "tollgate_keyspace_misses_total", &[]),
+        Some(misses as f64)
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(reads(&mut con), (0, 0));
+}
+
+/// The caller's own CLIENT LIST line in a pipeline: `qbuf` is the whole read (the
+/// commands after CLIENT LIST included) and `obl` the reply ahead of it, the same numbers
+/// as redis-server 7.0.15's. A client that does not read a large reply shows it pending
+/// to the others: `obl` the first 16 KiB, `oll` the 16 KiB blocks of the rest.
+#[test]
+fn client_list_qbuf_obl_and_oll() {
+    let field = |text: &str, name: &str| -> u64 {
+        text.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let reference = RedisServer::start();
+    let s = TestServer::start();
+    let mut seen = Vec::new();
+    for mut con in [reference.conn(), s.conn()] {
+        let (_, line, _): ((), String, String) = redis::pipe()
+            .cmd("SET")
+            .arg("a")
+            .arg("x")
+            .cmd("CLIENT")
+            .arg("LIST")
+            .cmd("GET")
+            .arg("a")
+            .query(&mut con)
+            .unwrap();
+        seen.push((
+            field(&line, "qbuf"),
+            field(&line, "obl"),
+            field(&line, "oll"),
+        ));
+    }
+    assert_eq!(seen[0], seen[1], "(qbuf, obl, oll): Redis, Tollgate");
+    assert_eq!(seen[1], (73, 5, 0));
+
+    // 600 replies of 64 KiB (about 38 MiB) to a client that reads none of them: more
+    // than the kernel's socket buffers hold, so most stay pending in Tollgate.
+    let mut con = s.conn();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg("x".repeat(64 * 1024))
+        .query(&mut con)
+        .unwrap();
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    slow.write_all(b"CLIENT SETNAME slow\r\n").unwrap();
+    let mut ok = [0u8; 5];
+    slow.read_exact(&mut ok).unwrap();
+    slow.write_all(&b"GET big\r\n".repeat(600)).unwrap();
+    let line = eventually(
+        "the slow client's pending output",
+        Duration::from_secs(20),
+        || {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut con).unwrap();
+            list.lines()
+                .find(|l| l.contains("name=slow ") && field(l, "oll") > 0)
+                .map(str::to_string)
+        },
+    );
+    assert_eq!(field(&line, "obl"), 16 * 1024, "{line}");
+    // Everything after the first 16 KiB in 16 KiB blocks: 600 replies of 65,546 bytes.
+    assert_eq!(
+        field(&line, "oll"),
+        (600 * 65_546 - 16_384u64).div_ceil(16_384),
+        "{line}"
+    );
+    assert!(field(&line, "omem") >= 600 * 65_546, "{line}");
+    drop(slow);
+}

@@ -344,10 +344,10 @@ pub fn is_admin(spec: &CommandSpec, args: &[&[u8]]) -> bool {
 /// they run). Writes are what `min-replicas-to-write` refuses, as Redis's `processCommand`
 /// refuses commands flagged `write`.
 pub fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    const WRITE: u32 = 1 << 2;
+    debug_assert_eq!(category_bit("write"), Some(WRITE));
     let cmds = commands();
-    cmds.list[cmds.id_of_call(spec, args)]
-        .categories
-        .contains(&"write")
+    cmds.list[cmds.id_of_call(spec, args)].mask & WRITE != 0
 }
 
 /// COMMAND INFO's ACL categories of a row (`@read`, ...), as redis-server lists them.

@@ -133,8 +133,19 @@ kind!(SetValue, Set, SetValue::default());
 kind!(SortedSet, ZSet, SortedSet::new());
 
 /// Borrow the value at `key` as type `T`; absent is Ok(None), another type is WRONGTYPE.
+/// A read lookup: counts a keyspace hit or miss ([`Db::read`]).
 pub fn read<'a, T: Kind>(db: &'a Db, key: &[u8], now_ms: u64) -> CmdResult<Option<&'a T>> {
-    match db.get(key, now_ms) {
+    typed(db.read(key, now_ms))
+}
+
+/// [`read`] for a command that writes the key (Redis's `lookupKeyWrite`): no keyspace hit
+/// or miss is counted.
+pub fn lookup<'a, T: Kind>(db: &'a Db, key: &[u8], now_ms: u64) -> CmdResult<Option<&'a T>> {
+    typed(db.get(key, now_ms))
+}
+
+fn typed<T: Kind>(entry: Option<&crate::store::Entry>) -> CmdResult<Option<&T>> {
+    match entry {
         None => Ok(None),
         Some(e) => T::get(&e.value).map(Some).ok_or_else(wrongtype),
     }

@@ -22,14 +22,22 @@ const BAD_TYPE: &str =
     "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
 
 /// The string at `key` as bytes (an integer as its decimal text): Ok(None) if absent,
-/// WRONGTYPE if another type.
+/// WRONGTYPE if another type. A read lookup (counts a keyspace hit or miss).
 fn read_bytes<'a>(
     db: &'a Db,
     key: &[u8],
     now: u64,
     digits: &'a mut itoa::Buffer,
 ) -> CmdResult<Option<&'a [u8]>> {
-    match db.get(key, now) {
+    bytes_of(db.read(key, now), digits)
+}
+
+/// The bytes of a string entry ([`read_bytes`] on an entry already looked up).
+fn bytes_of<'a>(
+    entry: Option<&'a Entry>,
+    digits: &'a mut itoa::Buffer,
+) -> CmdResult<Option<&'a [u8]>> {
+    match entry {
         None => Ok(None),
         Some(Entry {
             value: Value::Str(StrValue::Raw(b)),

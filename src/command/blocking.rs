@@ -37,7 +37,7 @@ pub fn parse_timeout(arg: &[u8]) -> CmdResult<u64> {
 fn first_ready<T: args::Kind>(ctx: &mut Ctx, keys: &[Bytes]) -> CmdResult<Option<Bytes>> {
     let now = ctx.now_ms;
     for k in keys {
-        if args::read::<T>(ctx.db(), k, now)?.is_some() {
+        if args::lookup::<T>(ctx.db(), k, now)?.is_some() {
             return Ok(Some(k.clone()));
         }
     }

@@ -65,7 +65,7 @@ pub fn exists_where<T: Kind>(
     pred: impl FnOnce(&T) -> bool,
 ) -> CmdResult<bool> {
     let now = ctx.now_ms;
-    Ok(args::read::<T>(ctx.db(), key, now)?.is_some_and(pred))
+    Ok(args::lookup::<T>(ctx.db(), key, now)?.is_some_and(pred))
 }
 
 /// A 64-bit FNV-1a hash: fixed across processes and machines, unlike `KeyHasher`.

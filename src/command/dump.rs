@@ -24,7 +24,7 @@ use super::flags::{DENYOOM, READONLY, WRITE};
 /// DUMP key
 pub fn dump(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
-    match ctx.db().get(&a[1], now) {
+    match ctx.db().read(&a[1], now) {
         Some(entry) => Reply::Bulk(Bytes::from(dump_payload(&entry.value))),
         None => Reply::Nil,
     }

@@ -17,9 +17,16 @@ fn bulk(b: &[u8]) -> Reply {
     Reply::Bulk(Bytes::copy_from_slice(b))
 }
 
+/// The hash at `key`, a read lookup (counts a keyspace hit or miss).
 fn read_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashValue>> {
     let now = ctx.now_ms;
     read::<HashValue>(ctx.db(), key, now)
+}
+
+/// [`read_hash`] for a command that writes the key (no hit or miss counted).
+fn lookup_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashValue>> {
+    let now = ctx.now_ms;
+    super::args::lookup::<HashValue>(ctx.db(), key, now)
 }
 
 /// Set field/value pairs from `a[2..]`; returns how many fields were new.
@@ -61,7 +68,7 @@ pub fn hmset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// HSETNX key field value
 pub fn hsetnx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
-        if read_hash(ctx, &a[1])?.is_some_and(|h| h.contains_key(&a[2])) {
+        if lookup_hash(ctx, &a[1])?.is_some_and(|h| h.contains_key(&a[2])) {
             return Ok(Reply::Integer(0));
         }
         let limits = ctx.ks.encodings.hash();
@@ -186,7 +193,7 @@ fn rewrite_field(
     event: &'static str,
 ) -> CmdResult<Bytes> {
     // Compute on a read first, so that an error creates nothing and fires no WATCH.
-    let next = step(read_hash(ctx, key)?.and_then(|h| h.get(field)))?;
+    let next = step(lookup_hash(ctx, key)?.and_then(|h| h.get(field)))?;
     let limits = ctx.ks.encodings.hash();
     update_notify::<HashValue, _>(
         ctx,

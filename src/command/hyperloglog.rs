@@ -28,9 +28,20 @@ fn invalid(_: hll::Corrupted) -> Reply {
 }
 
 /// The HyperLogLog at `key`: Ok(None) if absent; WRONGTYPE (Redis's two texts) if not a
-/// string or not a valid HyperLogLog.
+/// string or not a valid HyperLogLog. Counts no keyspace hit or miss: Redis looks the key
+/// up for writing in PFADD, PFDEBUG and for PFMERGE's destination; [`count_hll`] is the
+/// read lookup of PFCOUNT and PFMERGE's sources.
 fn read_hll<'a>(db: &'a Db, key: &[u8], now: u64) -> CmdResult<Option<&'a [u8]>> {
-    match db.get(key, now) {
+    hll_of(db.get(key, now))
+}
+
+/// [`read_hll`] as a read lookup (counts a keyspace hit or miss).
+fn count_hll<'a>(db: &'a Db, key: &[u8], now: u64) -> CmdResult<Option<&'a [u8]>> {
+    hll_of(db.read(key, now))
+}
+
+fn hll_of(entry: Option<&Entry>) -> CmdResult<Option<&[u8]>> {
+    match entry {
         None => Ok(None),
         Some(Entry {
             value: Value::Str(StrValue::Raw(b)),
@@ -137,13 +148,13 @@ fn pfcount_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     if a.len() > 2 {
         let mut max = vec![0u8; hll::REGISTERS];
         for key in &a[1..] {
-            if let Some(s) = read_hll(db, key, now)? {
+            if let Some(s) = count_hll(db, key, now)? {
                 hll::merge_into(&mut max, s).map_err(invalid)?;
             }
         }
         return Ok(Reply::Integer(hll::count_raw(&max) as i64));
     }
-    let Some(s) = read_hll(db, &a[1], now)? else {
+    let Some(s) = count_hll(db, &a[1], now)? else {
         return Ok(Reply::Integer(0));
     };
     if let Some(card) = hll::cached(s) {
@@ -168,7 +179,7 @@ fn pfmerge_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     // The destination is the first source, as in Redis; it is read and checked once.
     let mut dest = None;
     for (i, key) in a[1..].iter().enumerate() {
-        if let Some(s) = read_hll(db, key, now)? {
+        if let Some(s) = count_hll(db, key, now)? {
             dense |= s[4] == hll::DENSE;
             hll::merge_into(&mut max, s).map_err(invalid)?;
             if i == 0 {

@@ -39,7 +39,7 @@ pub fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn exists(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     let now = ctx.now_ms;
     let db = ctx.db();
-    Reply::Integer(a[1..].iter().filter(|k| db.contains(k, now)).count() as i64)
+    Reply::Integer(a[1..].iter().filter(|k| db.read(k, now).is_some()).count() as i64)
 }
 
 /// TYPE key
@@ -47,7 +47,7 @@ pub fn type_(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
     let name = ctx
         .db()
-        .get(&a[1], now)
+        .read(&a[1], now)
         .map_or("none", |e| e.value.type_name());
     Reply::Status(name.into())
 }
@@ -186,7 +186,7 @@ enum TtlView {
 
 fn ttl_generic(ctx: &mut Ctx, a: &[&[u8]], view: TtlView) -> Reply {
     let now = ctx.now_ms;
-    let Some(entry) = ctx.db().get(a[1], now) else {
+    let Some(entry) = ctx.db().read(a[1], now) else {
         return Reply::Integer(-2);
     };
     let Some(at) = entry.expires_at() else {
@@ -499,7 +499,7 @@ pub fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     if dst_db == ctx.db && a[1] == a[2] {
         return Reply::err("ERR source and destination objects are the same");
     }
-    let Some(entry) = ctx.ks.dbs[ctx.db].get(&a[1], now).cloned() else {
+    let Some(entry) = ctx.ks.dbs[ctx.db].read(&a[1], now).cloned() else {
         return Reply::Integer(0);
     };
     let dst = &mut ctx.ks.dbs[dst_db];

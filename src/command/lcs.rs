@@ -23,7 +23,7 @@ pub fn lcs(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 fn lcs_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     let db = ctx.db();
-    let value = |key: &[u8]| match db.get(key, now) {
+    let value = |key: &[u8]| match db.read(key, now) {
         None => Ok(Bytes::new()),
         Some(Entry {
             value: Value::Str(s),

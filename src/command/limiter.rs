@@ -476,7 +476,7 @@ pub fn limit_info(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
 fn info_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let now = ctx.now_ms;
     let db = ctx.db();
-    let entry = db.get(a[1], now);
+    let entry = db.read(a[1], now);
     let Some(bytes) = state_bytes(entry)? else {
         return Ok(Reply::Nil);
     };

@@ -37,9 +37,16 @@ impl End {
     }
 }
 
+/// The list at `key`, a read lookup (counts a keyspace hit or miss).
 fn read_list<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a List>> {
     let now = ctx.now_ms;
     args::read::<List>(ctx.db(), key, now)
+}
+
+/// [`read_list`] for a command that writes the key (no hit or miss counted).
+fn lookup_list<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a List>> {
+    let now = ctx.now_ms;
+    args::lookup::<List>(ctx.db(), key, now)
 }
 
 fn push(list: &mut List, end: End, v: Bytes) {
@@ -135,7 +142,7 @@ fn pop_generic(ctx: &mut Ctx, a: &[Bytes], end: End) -> Reply {
                     .map_err(|_| Reply::err("ERR value is out of range, must be positive"))?,
             ),
         };
-        if read_list(ctx, &a[1])?.is_none() {
+        if lookup_list(ctx, &a[1])?.is_none() {
             return Ok(if count.is_some() {
                 Reply::NilArray
             } else {
@@ -209,7 +216,7 @@ pub fn lindex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 /// LSET key index element
 pub fn lset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
-        let Some(l) = read_list(ctx, &a[1])? else {
+        let Some(l) = lookup_list(ctx, &a[1])? else {
             return Err(Reply::err("ERR no such key"));
         };
         let i =
@@ -316,7 +323,7 @@ pub fn linsert(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         } else {
             return Err(syntax_error());
         };
-        let Some(l) = read_list(ctx, &a[1])? else {
+        let Some(l) = lookup_list(ctx, &a[1])? else {
             return Ok(Reply::Integer(0));
         };
         let Some(at) = l.position(&a[3]) else {
@@ -422,10 +429,10 @@ pub fn lpos(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 
 /// Pop from `src` at `from` and push onto `dst` at `to`; the reply is the moved element.
 fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> CmdResult<Reply> {
-    if read_list(ctx, src)?.is_none() {
+    if lookup_list(ctx, src)?.is_none() {
         return Ok(Reply::Nil);
     }
-    read_list(ctx, dst)?;
+    lookup_list(ctx, dst)?;
     if src == dst {
         // Rotate in place: the key never empties, so it keeps its TTL.
         let moved = update::<List, _>(ctx, src, false, |l| {

@@ -58,8 +58,10 @@ pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         .peek(&a[2])
         .filter(|e| e.expires_at().is_none_or(|d| d >= now))
     else {
+        clock.count_read(false);
         return Reply::Nil;
     };
+    clock.count_read(true);
     match *sub {
         "encoding" => Reply::bulk(encoding::encoding(&entry.value)),
         "refcount" => Reply::Integer(encoding::refcount(&entry.value, &settings)),

@@ -99,7 +99,8 @@ pub fn spop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let count = pop_count(a)?;
         let seed = ctx.seed;
         let key = &a[1];
-        let Some(size) = read_set(ctx, key)?.map(|s| s.len()) else {
+        let now = ctx.now_ms;
+        let Some(size) = args::lookup::<SetValue>(ctx.db(), key, now)?.map(|s| s.len()) else {
             return Ok(if count.is_some() {
                 Reply::Set(Vec::new())
             } else {
@@ -333,8 +334,8 @@ pub fn smove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         if !db.contains(src, now) {
             return Ok(Reply::Integer(0));
         }
-        let in_src = args::read::<SetValue>(db, src, now)?.is_some_and(|s| s.contains(member));
-        let in_dst = args::read::<SetValue>(db, dst, now)?.is_some_and(|s| s.contains(member));
+        let in_src = args::lookup::<SetValue>(db, src, now)?.is_some_and(|s| s.contains(member));
+        let in_dst = args::lookup::<SetValue>(db, dst, now)?.is_some_and(|s| s.contains(member));
         if src == dst || !in_src {
             return Ok(Reply::Integer(in_src as i64));
         }

@@ -109,7 +109,7 @@ fn lookup_by_pattern(db: &Db, now: u64, pattern: &[u8], elem: &Bytes) -> Option<
     key.extend_from_slice(&pattern[..star]);
     key.extend_from_slice(elem);
     key.extend_from_slice(suffix);
-    let entry = db.get(&key, now)?;
+    let entry = db.read(&key, now)?;
     match (&entry.value, field) {
         (Value::Str(s), None) => Some(s.to_bytes()),
         (Value::Hash(h), Some(f)) => h.get(f).map(Bytes::copy_from_slice),
@@ -182,7 +182,7 @@ fn sort_generic(ctx: &mut Ctx, a: &[Bytes], readonly: bool) -> Reply {
         let now = ctx.now_ms;
         let in_script = ctx.scripts.is_none();
         let db = &ctx.ks.dbs[ctx.db];
-        let value = db.get(&a[1], now).map(|e| &e.value);
+        let value = db.read(&a[1], now).map(|e| &e.value);
         // Redis sorts a set that is not to be sorted when the result is stored or goes to a
         // script, so that replicas agree (Tollgate's set order is deterministic anyway).
         if o.dont_sort && matches!(value, Some(Value::Set(_))) && (o.store.is_some() || in_script) {

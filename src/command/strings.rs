@@ -11,9 +11,19 @@ use super::Ctx;
 use crate::protocol::Reply;
 use crate::store::{Db, Entry, StrValue, Value};
 
-/// The string at `key`: Ok(None) if absent, WRONGTYPE if another type.
+/// The string at `key`: Ok(None) if absent, WRONGTYPE if another type. A read lookup
+/// (counts a keyspace hit or miss).
 pub fn get_str<'a>(db: &'a Db, key: &[u8], now_ms: u64) -> CmdResult<Option<&'a StrValue>> {
-    match db.get(key, now_ms) {
+    str_of(db.read(key, now_ms))
+}
+
+/// [`get_str`] for a command that writes the key: counts no keyspace hit or miss.
+fn lookup_str<'a>(db: &'a Db, key: &[u8], now_ms: u64) -> CmdResult<Option<&'a StrValue>> {
+    str_of(db.get(key, now_ms))
+}
+
+fn str_of(entry: Option<&Entry>) -> CmdResult<Option<&StrValue>> {
+    match entry {
         None => Ok(None),
         Some(Entry {
             value: Value::Str(s),
@@ -105,11 +115,10 @@ fn set_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     }
     let key = a[1];
     let db = ctx.db();
-    let old = get_str(db, key, now);
-    let old_value = match (&old, get) {
-        (Err(e), true) => return Err(e.clone()),
-        (Ok(v), _) => v.map(StrValue::to_bytes),
-        _ => None,
+    // Only SET ... GET reads the old value (a read lookup, as Redis's getGenericCommand).
+    let old_value = match get {
+        true => get_str(db, key, now)?.map(StrValue::to_bytes),
+        false => None,
     };
     let exists = db.contains(key, now);
     if (nx && exists) || (xx && !exists) {
@@ -384,7 +393,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
     let db = ctx.db();
     // Redis's order: the type, then the stored value, then the increment.
-    let current = match get_str(db, &a[1], now) {
+    let current = match lookup_str(db, &a[1], now) {
         Err(e) => return e,
         Ok(cur) => cur.map(StrValue::to_bytes),
     };
@@ -407,7 +416,7 @@ pub fn incrbyfloat(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 pub fn append(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
     let db = ctx.db();
-    let current = match get_str(db, &a[1], now) {
+    let current = match lookup_str(db, &a[1], now) {
         Err(e) => return e,
         Ok(v) => v.map(StrValue::to_bytes),
     };
@@ -478,7 +487,7 @@ pub fn setrange(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     let db = ctx.db();
-    let current = match get_str(db, &a[1], now) {
+    let current = match lookup_str(db, &a[1], now) {
         Err(e) => return e,
         Ok(v) => v.map(StrValue::to_bytes),
     };

@@ -155,7 +155,7 @@ fn lookup_inputs<'a>(ctx: &'a mut Ctx, keys: &[Bytes]) -> CmdResult<Vec<Input<'a
     let now = ctx.now_ms;
     let db = &ctx.ks.dbs[ctx.db];
     keys.iter()
-        .map(|k| match db.get(k, now).map(|e| &e.value) {
+        .map(|k| match db.read(k, now).map(|e| &e.value) {
             None => Ok(Input::Missing),
             Some(Value::ZSet(z)) => Ok(Input::ZSet(z)),
             Some(Value::Set(s)) => Ok(Input::Set(s)),

@@ -25,9 +25,16 @@ use crate::store::zset::{
 };
 use crate::store::Value;
 
+/// The sorted set at `key`, a read lookup (counts a keyspace hit or miss).
 fn read_zset<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SortedSet>> {
     let now = ctx.now_ms;
     args::read::<SortedSet>(ctx.db(), key, now)
+}
+
+/// [`read_zset`] for a command that writes the key (no hit or miss counted).
+fn lookup_zset<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SortedSet>> {
+    let now = ctx.now_ms;
+    args::lookup::<SortedSet>(ctx.db(), key, now)
 }
 
 /// A score as Redis 7.0 replies it to a client speaking `resp`.
@@ -166,7 +173,7 @@ fn apply_add(
     let resp = ctx.resp;
     // When nothing would change, answer from a read: Redis signals WATCH only for
     // real changes, and the mutable path below would touch the key.
-    if let Some(z) = read_zset(ctx, key)? {
+    if let Some(z) = lookup_zset(ctx, key)? {
         let previews: Vec<Preview> = pairs
             .iter()
             .map(|(s, m)| preview(z, *s, m, flags))
@@ -629,7 +636,7 @@ pub fn zremrangebylex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
 fn pop_generic(ctx: &mut Ctx, a: &[Bytes], max: bool) -> Reply {
     run((|| {
         let count = pop_count(a)?;
-        if read_zset(ctx, &a[1])?.is_none() || count == Some(0) {
+        if lookup_zset(ctx, &a[1])?.is_none() || count == Some(0) {
             return Ok(Reply::Array(Vec::new()));
         }
         let n = count.map_or(1, |c| usize::try_from(c).unwrap_or(usize::MAX));

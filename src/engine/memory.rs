@@ -136,6 +136,7 @@ impl MemoryControl {
     /// CONFIG RESETSTAT.
     pub fn reset_stats(&self) {
         self.evicted.store(0, Ordering::Relaxed);
+        self.clock().reset_reads();
     }
 
     fn count_evicted(&self, n: usize) {

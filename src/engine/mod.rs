@@ -448,6 +448,14 @@ impl Engine {
         self.state.lock().ks.no_good_replicas = refused && self.cluster.get().is_none();
     }
 
+    /// Bytes of the two Lua VMs and of the keyspace's tables now (`Keyspace::table_bytes`),
+    /// taken once at start: their growth since is INFO `used_memory_overhead`.
+    pub fn overhead_parts(&self) -> (usize, usize) {
+        let state = self.state.lock();
+        let (eval, functions) = state.scripts.used_memory();
+        (eval + functions, state.ks.table_bytes())
+    }
+
     /// Change the longest sparse HyperLogLog (CONFIG SET hll-sparse-max-bytes).
     pub fn set_hll_sparse_max_bytes(&self, n: u64) {
         self.state.lock().ks.hll_sparse_max_bytes = usize::try_from(n).unwrap_or(usize::MAX);
@@ -977,12 +985,23 @@ fn refused_for_replicas(state: &State, op: &Op) -> bool {
     match op {
         Op::Command(args, spec) => spec
             .or_else(|| args.first().and_then(|n| command::lookup(n)))
-            .is_some_and(|spec| {
-                command::with_slices(args, |a| crate::acl::categories::call_writes(spec, a))
-            }),
-        Op::Frame(frame, spec) => frame.with_args(|a| crate::acl::categories::call_writes(spec, a)),
+            .is_some_and(|spec| call_refused(state, spec, args)),
+        Op::Frame(frame, spec) => frame.with_args(|a| call_refused_slices(state, spec, a)),
         _ => false,
     }
+}
+
+/// [`refused_for_replicas`] for a call whose row is known.
+#[inline]
+fn call_refused(state: &State, spec: &CommandSpec, args: &[Bytes]) -> bool {
+    state.ks.no_good_replicas
+        && command::with_slices(args, |a| crate::acl::categories::call_writes(spec, a))
+}
+
+/// [`call_refused`] on borrowed arguments.
+#[inline]
+fn call_refused_slices(state: &State, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    state.ks.no_good_replicas && crate::acl::categories::call_writes(spec, args)
 }
 
 /// How the commands of a batch meet `maxmemory`.
@@ -1066,56 +1085,46 @@ fn command_ctx(
 /// dearest part of recording it.
 type LastStats<'m> = Option<(*const CommandSpec, &'m crate::metrics::CommandStats)>;
 
-/// Count a command that ran from `started` until now and answered `reply`; returns now
-/// and how long it ran. Always inlined: as a call, saving and restoring registers cost
-/// about 20 of its 67 instructions per command (callgrind, INCR).
+/// The counters of a call of `spec` with `args`: the subcommand's for a container
+/// (`SUBCOMMANDS`, resolved here once), else the row's, kept in `last` across a batch.
 #[inline(always)]
-fn record<'m>(
+fn counters<'m>(
     metrics: &'m Metrics,
     last: &mut LastStats<'m>,
     spec: &CommandSpec,
-    started: u64,
-    reply: &Reply,
-) -> (u64, u64) {
-    let now = crate::metrics::now_ns();
-    let elapsed = now.saturating_sub(started);
-    let stats = match *last {
+    args: impl FnOnce() -> &'m crate::metrics::CommandStats,
+) -> &'m crate::metrics::CommandStats {
+    if spec.has(flags::SUBCOMMANDS) {
+        return args();
+    }
+    match *last {
         Some((at, stats)) if std::ptr::eq(at, spec) => stats,
         _ => {
             let stats = metrics.command(spec);
             *last = Some((spec, stats));
             stats
         }
-    };
+    }
+}
+
+/// Count a call that ran from `started` until now and answered `reply` in `stats`
+/// ([`counters`]); returns now and how long it ran. Always inlined: as a call, saving and
+/// restoring registers cost about 20 of its 67 instructions per command (callgrind, INCR).
+#[inline(always)]
+fn record(
+    metrics: &Metrics,
+    stats: &crate::metrics::CommandStats,
+    started: u64,
+    reply: &Reply,
+) -> (u64, u64) {
+    let now = crate::metrics::now_ns();
+    let elapsed = now.saturating_sub(started);
     if let Reply::Error(e) = reply {
         stats.record(elapsed, true);
         metrics.record_error(e);
     } else {
         stats.record(elapsed, false);
     }
-    (now, elapsed)
-}
-
-/// [`record`] for a container's call (`SUBCOMMANDS`), counted under its subcommand.
-#[cold]
-fn record_subcommand(
-    metrics: &Metrics,
-    spec: &CommandSpec,
-    args: &[Bytes],
-    started: u64,
-    reply: &Reply,
-) -> (u64, u64) {
-    let now = crate::metrics::now_ns();
-    let elapsed = now.saturating_sub(started);
-    let failed = if let Reply::Error(e) = reply {
-        metrics.record_error(e);
-        true
-    } else {
-        false
-    };
-    command::with_slices(args, |a| {
-        metrics.command_call(spec, a).record(elapsed, failed)
-    });
     (now, elapsed)
 }
 
@@ -1220,12 +1229,12 @@ fn apply_ops_with(
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
-                if refused_for_replicas(state, op) {
+                let name = args.first().map_or(&b""[..], |n| &n[..]);
+                let spec = spec.or_else(|| command::lookup(name));
+                if spec.is_some_and(|spec| call_refused(state, spec, args)) {
                     replies.push(Reply::err(crate::store::NOREPLICAS));
                     continue;
                 }
-                let name = args.first().map_or(&b""[..], |n| &n[..]);
-                let spec = spec.or_else(|| command::lookup(name));
                 if let (Some((hub, addr)), Some(spec)) = (&monitor, spec) {
                     let source = crate::pubsub::monitor::Source::Client(*addr);
                     command::with_slices(args, |a| hub.monitors.before(spec, a, db, source));
@@ -1250,12 +1259,11 @@ fn apply_ops_with(
                     command::with_slices(args, |a| hub.monitors.after(spec, a, db, source));
                 }
                 if let Some(spec) = spec {
+                    let stats = counters(&metrics, &mut last, spec, || {
+                        command::with_slices(args, |a| metrics.subcommand(spec, a))
+                    });
                     let elapsed;
-                    (started, elapsed) = if spec.has(flags::SUBCOMMANDS) {
-                        record_subcommand(&metrics, spec, args, started, &reply)
-                    } else {
-                        record(&metrics, &mut last, spec, started, &reply)
-                    };
+                    (started, elapsed) = record(&metrics, stats, started, &reply);
                     if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                         command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
                     }
@@ -1268,7 +1276,9 @@ fn apply_ops_with(
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
-                if refused_for_replicas(state, op) {
+                if state.ks.no_good_replicas
+                    && frame.with_args(|a| call_refused_slices(state, spec, a))
+                {
                     replies.push(Reply::err(crate::store::NOREPLICAS));
                     continue;
                 }
@@ -1285,8 +1295,11 @@ fn apply_ops_with(
                     let source = crate::pubsub::monitor::Source::Client(*addr);
                     frame.with_args(|a| hub.monitors.after(spec, a, db, source));
                 }
+                let stats = counters(&metrics, &mut last, spec, || {
+                    frame.with_args(|a| metrics.subcommand(spec, a))
+                });
                 let elapsed;
-                (started, elapsed) = record(&metrics, &mut last, spec, started, &reply);
+                (started, elapsed) = record(&metrics, stats, started, &reply);
                 if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                     frame.with_args(|a| slow(&metrics, a, elapsed, origin));
                 }

@@ -384,8 +384,10 @@ impl Metrics {
         }
     }
 
+    /// The counters of a container's call: its subcommand's (`config|get`) when `args[1]`
+    /// names one Redis has, else the row's.
     #[cold]
-    fn subcommand(&self, spec: &CommandSpec, args: &[&[u8]]) -> &CommandStats {
+    pub fn subcommand(&self, spec: &CommandSpec, args: &[&[u8]]) -> &CommandStats {
         &self.commands[crate::acl::categories::commands().id_of_call(spec, args)]
     }
 

@@ -377,11 +377,15 @@ impl Client {
     }
 
     /// This client's CLIENT LIST line while it runs the CLIENT call `a`: `argv-mem` is that
-    /// call's arguments, and `cmd` the call itself, as Redis shows its caller.
+    /// call's arguments, `cmd` the call itself, `qbuf` the whole read the call came in
+    /// (commands before and after it in a pipeline included) and `obl` the replies ahead
+    /// of this one not yet written, as Redis shows its caller.
     fn own_line(&self, a: &[Bytes]) -> String {
         let mut info = self.handle.info.lock().clone();
         info.argv_mem = a.iter().map(|x| x.len()).sum();
         info.last_cmd = self.last_cmd();
+        (info.qbuf, info.qbuf_capacity) = self.read;
+        (info.obuf, info.obuf_capacity) = self.output();
         info::client_line(&info)
     }
 

@@ -87,6 +87,10 @@ pub struct Client {
     blocked: Option<Box<super::blocking::Blocked>>,
     /// In MONITOR mode: its mailbox (`subs.mailbox`) gets every command's line.
     pub(super) monitor: bool,
+    /// Length and capacity of the query buffer when the read being processed arrived
+    /// (the caller's own CLIENT LIST `qbuf`: Redis's query buffer still holds the whole
+    /// read while its commands run).
+    pub(super) read: (usize, usize),
 }
 
 /// Tell a client over the connection cap why it is refused, then close.
@@ -199,6 +203,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         skipping: false,
         blocked: None,
         monitor: false,
+        read: (0, 0),
     };
     client.run(&mut socket).await;
     client.unwatch().await;
@@ -379,6 +384,13 @@ impl Client {
         if self.out.is_empty() {
             return true;
         }
+        if self.out.len() > super::info::REPLY_CHUNK {
+            // A reply bigger than Redis's static buffer may wait on a slow reader: others'
+            // CLIENT LIST sees it pending (`obl`/`oll`/`omem`) while it is written.
+            let mut info = self.handle.info.lock();
+            info.obuf = self.out.len();
+            info.obuf_capacity = self.out.capacity();
+        }
         let mailbox = self.subs.mailbox.clone();
         let dropped = async {
             match &mailbox {
@@ -428,6 +440,7 @@ impl Client {
 
     /// Parse and answer every complete request in `input`.
     async fn process_input(&mut self, input: &mut BytesMut) -> Flow {
+        self.read = (input.len(), input.capacity());
         let mut limits = self.limits();
         let mut count = 0;
         // The command is looked up once, here; a command that only borrows its arguments
@@ -890,6 +903,11 @@ impl Client {
     }
 
     /// The name of the command being run (CLIENT LIST `cmd`, published once per read).
+    /// Bytes of replies not yet written, and the output buffer's capacity.
+    pub(super) fn output(&self) -> (usize, usize) {
+        (self.out.len(), self.out.capacity())
+    }
+
     pub(super) fn last_cmd(&self) -> &'static str {
         self.last_cmd
     }

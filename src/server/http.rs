@@ -245,6 +245,7 @@ async fn server_families(shared: &Shared) -> Vec<Family> {
         }
     }
     let memory = shared.engine.memory();
+    let reads = memory.clock().reads();
     vec![
         Family::single(
             "tollgate_connected_clients",
@@ -277,6 +278,16 @@ async fn server_families(shared: &Shared) -> Vec<Family> {
             "tollgate_evicted_keys",
             "Keys evicted to stay within maxmemory",
             Value::Counter(memory.evicted()),
+        ),
+        Family::single(
+            "tollgate_keyspace_hits",
+            "Read lookups that found their key (INFO keyspace_hits)",
+            Value::Counter(reads.0),
+        ),
+        Family::single(
+            "tollgate_keyspace_misses",
+            "Read lookups that found no key (INFO keyspace_misses)",
+            Value::Counter(reads.1),
         ),
         Family::single(
             "tollgate_memory_used_bytes",

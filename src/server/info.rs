@@ -204,29 +204,55 @@ async fn memory_section(shared: &Shared, out: &mut String) {
     let rss = crate::alloc::resident_bytes();
     let memory = shared.engine.memory();
     let max = memory.limit() as usize;
-    let (lua_eval, lua_functions, scripts) = {
+    let (lua_eval, lua_functions, scripts, tables) = {
         let state = shared.engine.lock().await;
         let (e, f) = state.scripts.used_memory();
-        (e, f, state.scripts.cached_scripts())
+        (e, f, state.scripts.cached_scripts(), state.ks.table_bytes())
     };
     let system = total_system_memory();
     let startup = shared.stats.memory_startup.load(Ordering::Relaxed) as usize;
+    let clients: usize = shared
+        .clients
+        .lock()
+        .values()
+        .map(|c| c.info.lock().total_memory())
+        .sum();
+    // Redis's meaning: what the server spends besides the data (its state at start,
+    // client buffers, replication/AOF buffers, the databases' tables); the dataset is
+    // the rest. Here: the heap at start, plus the growth since of the Lua VMs and of the
+    // databases' tables (`Db::table_bytes`: what in them is not keys and values), every
+    // connection's tot-mem and the Raft log entries held in memory
+    // (mem_not_counted_for_evict).
+    let grown = |now: usize, i: usize| {
+        now.saturating_sub(shared.stats.overhead_startup[i].load(Ordering::Relaxed) as usize)
+    };
+    let overhead = (startup
+        + grown(lua_eval + lua_functions, 0)
+        + grown(tables, 1)
+        + clients
+        + memory.not_counted())
+    .min(used);
+    let dataset = used - overhead;
+    let net = if used > startup { used - startup } else { 1 };
     let _ = write!(
         out,
         "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
          used_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\n\
-         used_memory_peak_perc:{:.2}%\r\nused_memory_startup:{startup}\r\n\
+         used_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{overhead}\r\n\
+         used_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\n\
+         used_memory_dataset_perc:{:.2}%\r\n\
          total_system_memory:{system}\r\ntotal_system_memory_human:{}\r\n\
          used_memory_lua:{lua_eval}\r\nused_memory_vm_eval:{lua_eval}\r\nused_memory_lua_human:{}\r\n\
          number_of_cached_scripts:{scripts}\r\nused_memory_vm_functions:{lua_functions}\r\n\
          used_memory_vm_total:{}\r\nused_memory_vm_total_human:{}\r\n\
          maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n\
          mem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:{}\r\n\
-         mem_allocator:{}\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
+         mem_clients_normal:{clients}\r\nmem_allocator:{}\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
         human_bytes(used),
         human_bytes(rss),
         human_bytes(peak),
         if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+        dataset as f64 * 100.0 / net as f64,
         human_bytes(system),
         human_bytes(lua_eval),
         lua_eval + lua_functions,
@@ -265,6 +291,7 @@ fn stats_section(shared: &Shared, out: &mut String) {
     let m = shared.engine.metrics();
     let rates = s.rates();
     let errors: u64 = m.errors().values().sum();
+    let (hits, misses) = shared.engine.memory().clock().reads();
     let _ = write!(
         out,
         "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
@@ -273,7 +300,8 @@ fn stats_section(shared: &Shared, out: &mut String) {
          instantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\n\
          instantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\n\
          rejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n\
-         expired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\npubsub_channels:0\r\n\
+         expired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\n\
+         keyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\npubsub_channels:0\r\n\
          pubsub_patterns:0\r\npubsubshard_channels:0\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\n\
          unexpected_error_replies:0\r\ntotal_error_replies:{errors}\r\ntotal_reads_processed:{}\r\n\
          total_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\n",
@@ -373,10 +401,16 @@ fn human_bytes(n: usize) -> String {
     }
 }
 
+/// Redis's static reply buffer (`PROTO_REPLY_CHUNK_BYTES`): replies beyond it go to a
+/// list of blocks of at least this size (CLIENT LIST `oll`).
+pub const REPLY_CHUNK: usize = 16 * 1024;
+
 /// One CLIENT LIST line. The memory fields are the connection's buffers as of its last
 /// read: `qbuf`/`qbuf-free` the query buffer's data and free space, `rbs` its size,
-/// `obl`/`omem` the output buffer's pending bytes and size, `multi-mem` the queued MULTI
-/// commands, `tot-mem` their sum plus the connection's own state.
+/// `obl` the pending output up to [`REPLY_CHUNK`] and `oll` the blocks of
+/// [`REPLY_CHUNK`] the rest fills (Redis's static buffer and reply list), `omem` the
+/// output buffer's size, `multi-mem` the queued MULTI commands, `tot-mem` their sum plus
+/// the connection's own state.
 pub fn client_line(c: &ClientInfo) -> String {
     // Redis's order of the flag letters: O (MONITOR), P (pub/sub), x (MULTI), b (blocked);
     // N: none.
@@ -396,13 +430,9 @@ pub fn client_line(c: &ClientInfo) -> String {
     if flags.is_empty() {
         flags.push('N');
     }
-    let tot = c.qbuf_capacity
-        + c.obuf_capacity
-        + c.multi_mem
-        + std::mem::size_of::<ClientInfo>()
-        + std::mem::size_of::<super::connection::Client>();
+    let tot = c.total_memory();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll=0 omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
         c.id,
         c.addr,
         c.laddr,
@@ -420,7 +450,8 @@ pub fn client_line(c: &ClientInfo) -> String {
         c.multi_mem,
         c.qbuf_capacity,
         c.qbuf_capacity,
-        c.obuf,
+        c.obuf.min(REPLY_CHUNK),
+        c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK),
         c.obuf_capacity,
         c.last_cmd,
         c.user,

@@ -52,6 +52,9 @@ pub struct Stats {
     pub writes: AtomicU64,
     /// Heap bytes in use when the server started (INFO `used_memory_startup`).
     pub memory_startup: AtomicU64,
+    /// The Lua VMs' and the keyspace tables' parts of `memory_startup` (their growth
+    /// since is INFO `used_memory_overhead`).
+    pub overhead_startup: [AtomicU64; 2],
     /// Highest heap use seen (INFO `used_memory_peak`).
     pub memory_peak: AtomicU64,
     /// Samples of (when, commands, bytes in, bytes out), every 100 ms, the last 16:
@@ -155,6 +158,18 @@ pub struct ClientInfo {
     pub argv_mem: usize,
     /// The ACL user it is authenticated as (CLIENT LIST `user`).
     pub user: String,
+}
+
+impl ClientInfo {
+    /// The connection's memory as CLIENT LIST `tot-mem` shows it: its query and output
+    /// buffers, its queued MULTI commands and its own state.
+    pub fn total_memory(&self) -> usize {
+        self.qbuf_capacity
+            + self.obuf_capacity
+            + self.multi_mem
+            + std::mem::size_of::<ClientInfo>()
+            + std::mem::size_of::<connection::Client>()
+    }
 }
 
 /// A registered connection: its info and a way to close it (CLIENT KILL).
@@ -387,6 +402,9 @@ impl Server {
             .stats
             .memory_startup
             .store(crate::alloc::allocated() as u64, Ordering::Relaxed);
+        let (lua, tables) = shared.engine.overhead_parts();
+        shared.stats.overhead_startup[0].store(lua as u64, Ordering::Relaxed);
+        shared.stats.overhead_startup[1].store(tables as u64, Ordering::Relaxed);
         Ok(Server {
             listener,
             tls_listener,

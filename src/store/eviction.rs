@@ -157,6 +157,8 @@ const MINUTES_MASK: u32 = (1 << 24) - 1;
 
 /// The clock and mode access information is written with, shared by the databases of a
 /// keyspace: the engine sets the time once per batch and the mode when the policy changes.
+/// It also counts the read lookups that found their key and those that did not (INFO's
+/// `keyspace_hits`/`keyspace_misses`, [`AccessClock::count_read`]).
 #[derive(Debug)]
 pub struct AccessClock {
     secs: AtomicU32,
@@ -164,6 +166,11 @@ pub struct AccessClock {
     log_factor: AtomicU32,
     decay_minutes: AtomicU32,
     rng: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    /// `hits` and `misses` at the last CONFIG RESETSTAT (reported counts are the
+    /// difference, so a reset never races with a count in progress).
+    reset_at: [AtomicU64; 2],
 }
 
 impl Default for AccessClock {
@@ -174,6 +181,9 @@ impl Default for AccessClock {
             log_factor: AtomicU32::new(10),
             decay_minutes: AtomicU32::new(1),
             rng: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            reset_at: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 }
@@ -214,6 +224,39 @@ impl AccessClock {
             self.secs.load(Ordering::Relaxed)
         };
         entry.access.store(new, Ordering::Relaxed);
+    }
+
+    /// Count one read lookup (Redis's `lookupKeyRead`): a hit when it found a live key.
+    ///
+    /// The databases are used only under the engine's state lock, so one thread at a time
+    /// counts: a plain load and store (no locked read-modify-write) is exact, and the line
+    /// is the one [`AccessClock::touch`] reads anyway. Readers of the totals
+    /// ([`AccessClock::reads`]) may see a count one behind.
+    #[inline]
+    pub fn count_read(&self, hit: bool) {
+        let counter = if hit { &self.hits } else { &self.misses };
+        counter.store(
+            counter.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Read lookups since start or the last [`AccessClock::reset_reads`]: (hits, misses).
+    pub fn reads(&self) -> (u64, u64) {
+        let since = |c: &AtomicU64, at: &AtomicU64| {
+            c.load(Ordering::Relaxed)
+                .wrapping_sub(at.load(Ordering::Relaxed))
+        };
+        (
+            since(&self.hits, &self.reset_at[0]),
+            since(&self.misses, &self.reset_at[1]),
+        )
+    }
+
+    /// Start [`AccessClock::reads`] from zero (CONFIG RESETSTAT).
+    pub fn reset_reads(&self) {
+        self.reset_at[0].store(self.hits.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.reset_at[1].store(self.misses.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     /// Redis's `updateLFU`: decay the counter for the minutes unused, then count this use.

@@ -24,6 +24,17 @@ pub struct ExpiryIndex {
 }
 
 impl ExpiryIndex {
+    /// Bytes of the index's own tables: each bucket's set (slots and control bytes, a
+    /// key's fixed part inline) and its place in the tree (INFO `used_memory_overhead`).
+    pub fn table_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<Key>() + 1;
+        let node = std::mem::size_of::<(u64, HashSet<Key, KeyHasher>)>();
+        self.buckets
+            .values()
+            .map(|set| node + set.capacity() * slot)
+            .sum()
+    }
+
     /// Whether two deadlines share a bucket (then a move needs no index update).
     pub fn same_bucket(a: Option<u64>, b: Option<u64>) -> bool {
         a.map(|t| t / BUCKET_MS) == b.map(|t| t / BUCKET_MS)

@@ -227,6 +227,16 @@ impl Db {
         Some(entry)
     }
 
+    /// [`Db::get`] for a command that reads the key (Redis's `lookupKeyRead`): counts a
+    /// keyspace hit or miss. Writes, and a read that Redis does with `lookupKeyWrite`
+    /// (PFCOUNT of one key, blocking pops, SMOVE, ...), use [`Db::get`], which does not.
+    #[inline]
+    pub fn read(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        let entry = self.get(key, now_ms);
+        self.clock.count_read(entry.is_some());
+        entry
+    }
+
     /// The entry for `key`, expired or not, without counting a use (eviction and
     /// introspection look at keys this way).
     pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
@@ -256,6 +266,24 @@ impl Db {
         {
             std::hint::black_box(b.first().copied());
         }
+    }
+
+    /// Bytes of this database's tables that hold no data: the hash tables' control bytes,
+    /// empty slots and, in each occupied slot, what is not the key or the value (the
+    /// deadline and the access information), plus the expiry index's sets and the WATCH
+    /// table. A slot's key and value (inline when short, else a pointer to heap bytes)
+    /// are data. What Redis counts as a database's overhead (its two dicts, whose
+    /// entries point to the keys and values) in INFO `used_memory_overhead`.
+    pub fn table_bytes(&self) -> usize {
+        const DATA: usize = std::mem::size_of::<Key>() + std::mem::size_of::<Value>();
+        let shards: usize = self
+            .shards
+            .iter()
+            .map(|s| s.allocation_size() - s.len() * DATA)
+            .sum();
+        let watched =
+            self.watched.capacity() * (std::mem::size_of::<(Bytes, Vec<WatchFlag>)>() + 1);
+        shards + std::mem::size_of_val(&*self.shards) + self.expires.table_bytes() + watched
     }
 
     /// Whether `key` exists and is live.
@@ -738,6 +766,11 @@ impl Keyspace {
             d.event(notify::EVICTED, "evicted", key);
         }
         evicted
+    }
+
+    /// [`Db::table_bytes`] of all databases.
+    pub fn table_bytes(&self) -> usize {
+        self.dbs.iter().map(Db::table_bytes).sum()
     }
 
     /// Total number of keys in all databases.
