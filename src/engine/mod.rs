@@ -1216,12 +1216,19 @@ fn apply_ops_with(
             }
             Op::Command(args, spec) => {
                 let oom = admission.out_of_memory(state);
-                if oom && memory::op_denies_oom(&state.scripts, op) {
-                    replies.push(Reply::err(memory::OOM_ERROR));
-                    continue;
-                }
-                if refused_for_replicas(state, op) {
-                    replies.push(Reply::err(crate::store::NOREPLICAS));
+                let refusal = if oom && memory::op_denies_oom(&state.scripts, op) {
+                    Some(memory::OOM_ERROR)
+                } else if refused_for_replicas(state, op) {
+                    Some(crate::store::NOREPLICAS)
+                } else {
+                    None
+                };
+                if let Some(text) = refusal {
+                    let name = args.first().map_or(&b""[..], |n| &n[..]);
+                    if let Some(spec) = spec.or_else(|| command::lookup(name)) {
+                        metrics.record_rejected(spec);
+                    }
+                    replies.push(Reply::err(text));
                     continue;
                 }
                 let name = args.first().map_or(&b""[..], |n| &n[..]);
@@ -1265,10 +1272,12 @@ fn apply_ops_with(
             Op::Frame(frame, spec) => {
                 let oom = admission.out_of_memory(state);
                 if oom && spec.has(flags::DENYOOM) {
+                    metrics.record_rejected(spec);
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
                 if refused_for_replicas(state, op) {
+                    metrics.record_rejected(spec);
                     replies.push(Reply::err(crate::store::NOREPLICAS));
                     continue;
                 }
