@@ -89,10 +89,36 @@ impl ScriptHost for Host<'_> {
         })
     }
 
+    fn acl_permits(&self, args: &[Bytes]) -> Option<bool> {
+        let Some(spec) = args.first().and_then(|n| super::lookup(n)) else {
+            return Some(true);
+        };
+        super::with_slices(args, |a| {
+            let commands = crate::acl::categories::commands();
+            let id = super::table::index(spec);
+            let container = !commands.list[id].subs.is_empty();
+            if container && a.len() >= 2 && commands.id_of_call(spec, a) == id {
+                return None;
+            }
+            Some(self.user.is_none_or(|u| u.user.check(spec, a).is_ok()))
+        })
+    }
+
+    fn record_rejected(&self, args: &[Bytes]) {
+        if let (Some(metrics), Some(spec)) =
+            (self.metrics, args.first().and_then(|n| super::lookup(n)))
+        {
+            metrics.record_rejected(spec);
+        }
+    }
+
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
         if let Some(user) = self.user {
             if let Some(spec) = args.first().and_then(|n| super::lookup(n)) {
                 if let Some(e) = super::with_slices(args, |a| user.check(spec, a)) {
+                    if let Some(metrics) = self.metrics {
+                        metrics.record_rejected(spec);
+                    }
                     return Reply::err(e);
                 }
             }

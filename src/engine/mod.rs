@@ -1225,14 +1225,20 @@ fn apply_ops_with(
             }
             Op::Command(args, spec) => {
                 let oom = admission.out_of_memory(state);
-                if oom && memory::op_denies_oom(&state.scripts, op) {
-                    replies.push(Reply::err(memory::OOM_ERROR));
-                    continue;
-                }
                 let name = args.first().map_or(&b""[..], |n| &n[..]);
                 let spec = spec.or_else(|| command::lookup(name));
-                if spec.is_some_and(|spec| call_refused(state, spec, args)) {
-                    replies.push(Reply::err(crate::store::NOREPLICAS));
+                let refusal = if oom && memory::op_denies_oom(&state.scripts, op) {
+                    Some(memory::OOM_ERROR)
+                } else if spec.is_some_and(|spec| call_refused(state, spec, args)) {
+                    Some(crate::store::NOREPLICAS)
+                } else {
+                    None
+                };
+                if let Some(text) = refusal {
+                    if let Some(spec) = spec {
+                        metrics.record_rejected(spec);
+                    }
+                    replies.push(Reply::err(text));
                     continue;
                 }
                 if let (Some((hub, addr)), Some(spec)) = (&monitor, spec) {
@@ -1273,12 +1279,14 @@ fn apply_ops_with(
             Op::Frame(frame, spec) => {
                 let oom = admission.out_of_memory(state);
                 if oom && spec.has(flags::DENYOOM) {
+                    metrics.record_rejected(spec);
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
                 if state.ks.no_good_replicas
                     && frame.with_args(|a| call_refused_slices(state, spec, a))
                 {
+                    metrics.record_rejected(spec);
                     replies.push(Reply::err(crate::store::NOREPLICAS));
                     continue;
                 }

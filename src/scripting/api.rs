@@ -135,9 +135,24 @@ fn lookup(host: &dyn ScriptHost, args: &[Bytes]) -> Option<super::CommandInfo> {
 /// `scriptCall`: the checks Redis performs before running a command from a script.
 fn script_call(run: &mut RunState, args: &[Bytes]) -> Result<super::Reply, &'static str> {
     // SAFETY: the host pointer is valid while the run state is installed.
-    let host = unsafe { &mut *run.host };
-    let info = lookup(host, args).ok_or("Unknown Redis command called from script")?;
-    let argc = i64::try_from(args.len()).unwrap_or(i64::MAX);
+    let info =
+        lookup(unsafe { &*run.host }, args).ok_or("Unknown Redis command called from script")?;
+    if let Err(e) = admit(run, &info, args.len()) {
+        // A refusal of a known command counts as its `rejected_calls`, as in Redis.
+        // SAFETY: as above.
+        unsafe { &*run.host }.record_rejected(args);
+        return Err(e);
+    }
+    // SAFETY: as above; no other reference to the host is alive.
+    Ok(unsafe { &mut *run.host }.call(args, run.resp))
+}
+
+/// The refusals of [`script_call`] once the command is known; on success the run is
+/// marked as having written when the command may write.
+fn admit(run: &mut RunState, info: &super::CommandInfo, argc: usize) -> Result<(), &'static str> {
+    // SAFETY: the host pointer is valid while the run state is installed.
+    let host = unsafe { &*run.host };
+    let argc = i64::try_from(argc).unwrap_or(i64::MAX);
     let arity = i64::from(info.arity);
     if (arity > 0 && arity != argc) || argc < -arity {
         return Err("Wrong number of args calling Redis command from script");
@@ -159,7 +174,7 @@ fn script_call(run: &mut RunState, args: &[Bytes]) -> Result<super::Reply, &'sta
         // SAFETY: the control block outlives the run.
         unsafe { (*run.control).mark_written() };
     }
-    Ok(host.call(args, run.resp))
+    Ok(())
 }
 
 unsafe fn generic_command(l: *mut lua_State, raise: bool) -> c_int {
@@ -352,13 +367,12 @@ unsafe extern "C-unwind" fn redis_acl_check_cmd(l: *mut lua_State) -> c_int {
         let args = command_args(l).map_err(|m| Raise::Table(m.into()))?;
         // SAFETY: the host pointer is valid while the run state is installed.
         let host = &*run.host;
-        if lookup(host, &args).is_none() {
+        let Some(permitted) = lookup(host, &args).and_then(|_| host.acl_permits(&args)) else {
             return Err(Raise::Table(
                 "Invalid command passed to redis.acl_check_cmd()".into(),
             ));
-        }
-        // Tollgate has no ACL users: every known command is permitted.
-        ffi::lua_pushboolean(l, 1);
+        };
+        ffi::lua_pushboolean(l, c_int::from(permitted));
         Ok(1)
     })
 }

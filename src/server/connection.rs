@@ -622,6 +622,9 @@ impl Client {
             self.skipping = std::mem::take(&mut self.skip_next);
         }
         if !self.authenticated && !spec.is_some_and(|s| s.has(flags::NO_AUTH)) {
+            if let Some(spec) = spec {
+                self.shared.engine.metrics().record_rejected(spec);
+            }
             self.reject(Reply::err("NOAUTH Authentication required."))
                 .await;
             return Flow::Continue;
@@ -659,20 +662,23 @@ impl Client {
                 Request::Args(a) => command::with_slices(a, |a| self.acl_check(spec, a)),
             };
             if let Err(e) = checked {
-                self.reject(e).await;
+                self.reject_call(spec, e).await;
                 return Flow::Continue;
             }
         }
         // Redis counts a monitor as a replica, which may not touch the keyspace.
         if self.monitor && spec.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
-            self.reject(Reply::err("ERR Replica can't interact with the keyspace"))
-                .await;
+            self.reject_call(
+                spec,
+                Reply::err("ERR Replica can't interact with the keyspace"),
+            )
+            .await;
             return Flow::Continue;
         }
         // RESP2 subscribe mode: only the subscription commands, PING, QUIT and RESET.
         if self.resp == 2 && self.subs.active() && self.multi.is_none() {
             if !spec.has(flags::SUBSCRIBED) {
-                self.reject(Reply::err(format!(
+                self.reject_call(spec, Reply::err(format!(
                     "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
                     spec.name
                 )))
@@ -702,19 +708,22 @@ impl Client {
         let args = request.into_args();
         if self.multi.is_some() && !spec.has(flags::NOT_QUEUED) {
             if spec.has(flags::NO_MULTI) {
-                self.reject(Reply::err("ERR Command not allowed inside a transaction"))
-                    .await;
+                self.reject_call(
+                    spec,
+                    Reply::err("ERR Command not allowed inside a transaction"),
+                )
+                .await;
                 return Flow::Continue;
             }
             // As in Redis, a command arriving while a script is busy is refused (and dooms
             // the transaction) rather than queued.
             if let Some(busy) = self.shared.engine.busy() {
-                self.reject(Reply::err(busy)).await;
+                self.reject_call(spec, Reply::err(busy)).await;
                 return Flow::Continue;
             }
             // As in Redis, a queue may not grow while memory is over `maxmemory`.
             if self.shared.engine.out_of_memory().await {
-                self.reject(Reply::err(crate::engine::memory::OOM_ERROR))
+                self.reject_call(spec, Reply::err(crate::engine::memory::OOM_ERROR))
                     .await;
                 return Flow::Continue;
             }
@@ -834,6 +843,13 @@ impl Client {
             info,
         );
         Err((denied, name))
+    }
+
+    /// [`Client::reject`] a call of `spec` refused before it ran (INFO commandstats
+    /// `rejected_calls`, as Redis's `rejectCommand` counts).
+    async fn reject_call(&mut self, spec: &CommandSpec, r: Reply) {
+        self.shared.engine.metrics().record_rejected(spec);
+        self.reject(r).await;
     }
 
     /// Reply with an error; inside MULTI the error also dooms the transaction.

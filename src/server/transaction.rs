@@ -114,6 +114,7 @@ impl Client {
         // BGSAVE and BGREWRITEAOF are scheduled, as Redis schedules them inside EXEC: they
         // start once the transaction has run (so a snapshot holds its writes).
         let mut scheduled: Vec<(usize, Vec<Bytes>)> = Vec::new();
+        let mut configs: Vec<(usize, Vec<Bytes>)> = Vec::new();
         for (args, spec) in queued {
             // As Redis: permissions are checked again at EXEC, in case the user's rules
             // changed after the command was queued.
@@ -139,6 +140,10 @@ impl Client {
                 )));
             } else if spec.name == "bgsave" || spec.name == "bgrewriteaof" {
                 scheduled.push((slots.len(), args));
+                slots.push(Some(Reply::Nil));
+            } else if spec.name == "config" {
+                // Run once the keyspace commands have (see `run_configs`).
+                configs.push((slots.len(), args));
                 slots.push(Some(Reply::Nil));
             } else {
                 slots.push(Some(Reply::err(format!(
@@ -171,6 +176,7 @@ impl Client {
         }
         self.db = result.db;
         self.sync_info();
+        self.run_configs(configs, &mut slots);
         for (slot, args) in scheduled {
             slots[slot] = Some(super::persistence::schedule_in_exec(&self.shared, &args).await);
         }
@@ -181,6 +187,29 @@ impl Client {
                 .map(|s| s.unwrap_or_else(|| replies.next().unwrap_or(Reply::Nil)))
                 .collect(),
         )
+    }
+
+    /// The CONFIG calls of a transaction, in queue order, right after its keyspace
+    /// commands ran (before the client's next command; counted in commandstats as Redis
+    /// counts them). They take effect for later commands, not for the transaction's own
+    /// keyspace commands, which ran as one atomic batch (README, Transactions).
+    fn run_configs(&self, configs: Vec<(usize, Vec<Bytes>)>, slots: &mut [Option<Reply>]) {
+        let Some(spec) = crate::command::lookup(b"config") else {
+            return;
+        };
+        let metrics = self.shared.engine.metrics();
+        for (slot, args) in configs {
+            let started = std::time::Instant::now();
+            let reply = super::info::config(&self.shared, &args);
+            let failed = matches!(reply, Reply::Error(_));
+            crate::command::with_slices(&args, |a| {
+                metrics.record_call(spec, a, started.elapsed(), failed)
+            });
+            if let Reply::Error(e) = &reply {
+                metrics.record_error(e);
+            }
+            slots[slot] = Some(reply);
+        }
     }
 
     async fn watch_keys(&mut self, keys: &[Bytes]) -> Reply {

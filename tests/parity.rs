@@ -1,0 +1,257 @@
+//! Small Redis 7.0 behaviours compared reply by reply with redis-server 7.0.15 (issue 19):
+//! CONFIG queued inside MULTI, `redis.acl_check_cmd` in Lua, and INFO commandstats'
+//! `rejected_calls` (calls refused before they ran) beside `failed_calls`.
+
+mod common;
+mod redis_support;
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestServer;
+use redis::Value;
+use redis_support::RedisServer;
+
+/// The tollgate binary as a child process (`maxmemory` needs its counting allocator, which
+/// an in-process test server does not have), killed when dropped.
+struct Process {
+    child: Child,
+    port: u16,
+}
+
+impl Process {
+    fn start() -> Process {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--log", "warn"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn tollgate");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "tollgate did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Process { child, port }
+    }
+
+    fn conn(&self) -> redis::Connection {
+        let c = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        let con = c
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        con
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `args`, giving the reply or the error as a value (errors as their full text).
+fn run(con: &mut redis::Connection, args: &[&str]) -> Value {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    match c.query::<Value>(con) {
+        Ok(v) => v,
+        Err(e) => Value::SimpleString(format!("error: {}", common::error_text(&e))),
+    }
+}
+
+/// The replies of `steps` on a fresh connection of each server: redis-server's, then ours.
+fn both(steps: &[&[&str]]) -> (Vec<Value>, Vec<Value>) {
+    let reference = RedisServer::start();
+    let s = TestServer::start();
+    let mut theirs = Vec::new();
+    let mut ours = Vec::new();
+    let mut rcon = reference.conn();
+    let mut con = s.conn();
+    for step in steps {
+        theirs.push(run(&mut rcon, step));
+        ours.push(run(&mut con, step));
+    }
+    (theirs, ours)
+}
+
+#[test]
+fn config_queued_in_multi_runs_at_exec() {
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
+        &["MULTI"],
+        &["INCR", "x"],
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+        &["CONFIG", "SET", "no-such-parameter", "1"],
+        &["CONFIG", "GET", "no-such-*"],
+        &["INCR", "x"],
+        &["EXEC"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+        &["GET", "x"],
+        // A CONFIG refused at queue time (its arity) dooms the transaction, as any.
+        &["MULTI"],
+        &["CONFIG"],
+        &["EXEC"],
+        // A CONFIG SET that fails is an error in EXEC's array (unit/multi's "MULTI with
+        // config error").
+        &["MULTI"],
+        &["SET", "foo", "bar"],
+        &["CONFIG", "SET", "maxmemory", "bla"],
+        &["EXEC"],
+        // DISCARD drops a queued CONFIG SET.
+        &["MULTI"],
+        &["CONFIG", "SET", "maxmemory-policy", "volatile-lru"],
+        &["DISCARD"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+    ];
+    let (theirs, ours) = both(steps);
+    for (i, step) in steps.iter().enumerate() {
+        assert_eq!(
+            theirs[i], ours[i],
+            "{step:?}: redis-server's reply, then ours"
+        );
+    }
+    // Not vacuous: EXEC ran the CONFIG calls (the client library reports the failed
+    // CONFIG SET of EXEC's array as the error) and both INCRs.
+    let text = |v: &Value| format!("{v:?}");
+    assert!(
+        text(&ours[8]).contains("no-such-parameter"),
+        "{:?}",
+        ours[8]
+    );
+    assert!(text(&ours[9]).contains("allkeys-lru"), "{:?}", ours[9]);
+    assert_eq!(ours[10], Value::BulkString(b"2".to_vec()));
+}
+
+#[test]
+fn acl_check_cmd_answers_for_the_script_caller() {
+    let script = |body: &'static str, keys: &'static [&'static str]| -> Vec<&'static str> {
+        let mut v = vec!["EVAL", body];
+        v.push(match keys.len() {
+            0 => "0",
+            _ => "1",
+        });
+        v.extend_from_slice(keys);
+        v
+    };
+    let steps: Vec<Vec<&str>> = vec![
+        // The default user may do anything.
+        script("return redis.acl_check_cmd('hset','xx','f',1)", &[]),
+        vec![
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+        ],
+        vec!["AUTH", "bob", "123"],
+        script("return redis.acl_check_cmd('set','xx',1)", &["xx"]),
+        // A command the user may not run.
+        script("return redis.acl_check_cmd('hset','xx','f',1)", &["xx"]),
+        // A key the user may not touch (not passed as a key, so the script itself runs).
+        script("return redis.acl_check_cmd('set','yy',1)", &[]),
+        // A subcommand: CONFIG is not among bob's commands.
+        script("return redis.acl_check_cmd('config','get','x')", &[]),
+        // Unknown commands and subcommands are errors.
+        script("return redis.acl_check_cmd('invalid-cmd','arg')", &[]),
+        script("return redis.acl_check_cmd('config','nosuchsub')", &[]),
+        script("return redis.acl_check_cmd()", &[]),
+        // The check is not a refusal: nothing is logged.
+        vec!["AUTH", "default", "x"],
+        vec!["ACL", "LOG"],
+    ];
+    let steps: Vec<&[&str]> = steps.iter().map(|s| &s[..]).collect();
+    let (theirs, ours) = both(&steps);
+    for (i, step) in steps.iter().enumerate() {
+        assert_eq!(
+            theirs[i], ours[i],
+            "{step:?}: redis-server's reply, then ours"
+        );
+    }
+    assert_eq!(ours[3], Value::Int(1));
+    assert_eq!(ours[4], Value::Nil);
+    assert_eq!(ours[5], Value::Nil);
+}
+
+/// `cmdstat_<name>`'s calls, rejected_calls and failed_calls (not the times).
+fn counts(con: &mut redis::Connection, names: &[&str]) -> Vec<String> {
+    let text: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    names
+        .iter()
+        .map(|name| {
+            let prefix = format!("cmdstat_{name}:");
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or("");
+            let fields: Vec<&str> = line.split(',').filter(|f| !f.starts_with("usec")).collect();
+            format!("{name}: {}", fields.join(","))
+        })
+        .collect()
+}
+
+#[test]
+fn rejected_calls_count_refusals_before_running() {
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "RESETSTAT"],
+        // Wrong arity: rejected, not called.
+        &["GET"],
+        // A syntax error is a failed call.
+        &["SET", "a", "b", "c", "d"],
+        &["ACL", "SETUSER", "u", "on", "nopass", "+@all", "-get", "~*"],
+        &["AUTH", "u", "x"],
+        // NOPERM: rejected.
+        &["GET", "a"],
+        // Not allowed inside MULTI: rejected (and the transaction is doomed).
+        &["MULTI"],
+        &["WATCH", "a"],
+        &["EXEC"],
+        &["AUTH", "default", "x"],
+        &["SET", "filler", &"x".repeat(1000)],
+        // Over maxmemory: rejected, at the top level and inside a script (where the
+        // script itself fails); a script writing from EVAL_RO: the SET is rejected.
+        &["CONFIG", "SET", "maxmemory", "1"],
+        &["SET", "a", "b"],
+        &["EVAL", "return redis.call('set','x','y')", "1", "x"],
+        &[
+            "EVAL",
+            "local t = redis.pcall('set','x','y') return t['err']",
+            "1",
+            "x",
+        ],
+        &["CONFIG", "SET", "maxmemory", "0"],
+        &["EVAL_RO", "return redis.call('set','x','y')", "1", "x"],
+        // A script's call of the wrong arity.
+        &["EVAL", "return redis.pcall('get')", "0"],
+    ];
+    let reference = RedisServer::start();
+    let s = Process::start();
+    let mut rcon = reference.conn();
+    let mut con = s.conn();
+    for step in steps {
+        let theirs = run(&mut rcon, step);
+        let ours = run(&mut con, step);
+        assert_eq!(theirs, ours, "{step:?}: redis-server's reply, then ours");
+    }
+    let names = ["get", "set", "watch", "exec", "eval", "eval_ro", "auth"];
+    let theirs = counts(&mut rcon, &names);
+    let ours = counts(&mut con, &names);
+    assert_eq!(theirs, ours, "redis-server's counts, then ours");
+    // Not vacuous.
+    assert!(ours[0].contains("rejected_calls=3"), "{ours:?}");
+}
