@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::error::{Fatal, InitializeError, RaftError};
+use openraft::metrics::RaftServerMetrics;
 use openraft::metrics::WaitError;
 use openraft::{BasicNode, Raft, RaftMetrics, ServerState};
 use tokio::net::TcpListener;
@@ -202,7 +203,8 @@ impl<S: StateMachine> RaftNode<S> {
             responsive_within: responsive_within(&config),
         };
         let repair_task = resume_voting_when_repaired(&repair, raft.clone());
-        let (leadership_tx, watch_task) = watch_leadership(id, raft.metrics(), stats.clone());
+        let (leadership_tx, watch_task) =
+            watch_leadership(id, raft.server_metrics(), stats.clone());
         let leadership = leadership_tx.subscribe();
         let learn_task = learn_advertised(id, raft.clone(), transport.clone());
 
@@ -522,16 +524,21 @@ impl<S: StateMachine> RaftNode<S> {
     /// Raft. Never while it runs, nor after [`RaftNode::shutdown`]. A node in that state can
     /// only answer errors: the server exits so that its supervisor restarts it.
     pub async fn failure(&self) -> String {
-        let mut metrics = self.inner.raft.metrics();
+        let metrics = self.inner.raft.metrics();
+        // Woken by the server metrics only (they change with the vote, state, leader or
+        // membership, not with every appended or applied entry), and when the core exits,
+        // which drops their sender after it has published its running state.
+        let mut server = self.inner.raft.server_metrics();
         loop {
-            let failed = match &metrics.borrow_and_update().running_state {
+            server.borrow_and_update();
+            let failed = match &metrics.borrow().running_state {
                 Err(Fatal::Stopped) | Ok(()) => None,
                 Err(e) => Some(e.to_string()),
             };
             if let Some(why) = failed {
                 return why;
             }
-            if metrics.changed().await.is_err() {
+            if server.changed().await.is_err() {
                 // The core is gone: report its last word, or wait forever after a normal stop.
                 if let Err(e) = &metrics.borrow().running_state {
                     if !matches!(e, Fatal::Stopped) {
@@ -926,10 +933,14 @@ fn unavailable(started: Instant) -> ClusterError {
     }
 }
 
-/// Publish leadership changes from openraft's metrics.
+/// Publish leadership changes from openraft's server metrics (vote, state, leader and
+/// membership). Not the full metrics: openraft sends those after every step of its core
+/// (each append, flush and apply), so a task waiting on them is woken several times per
+/// write batch, which on a durable single node cost a runtime wake-up (often a futex call
+/// and a context switch) each time.
 fn watch_leadership(
     id: NodeId,
-    mut metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
+    mut metrics: watch::Receiver<RaftServerMetrics<NodeId, BasicNode>>,
     stats: Arc<RaftStats>,
 ) -> (Arc<watch::Sender<Leadership>>, JoinHandle<()>) {
     let tx = Arc::new(watch::Sender::new(Leadership {
@@ -956,7 +967,7 @@ fn watch_leadership(
                 }
                 Leadership {
                     leader: m.current_leader,
-                    term: m.current_term,
+                    term: m.vote.leader_id().get_term(),
                     is_self: m.state == ServerState::Leader && m.current_leader == Some(id),
                 }
             };

@@ -188,7 +188,7 @@ async fn run_write_batcher(
             );
             continue;
         };
-        tokio::spawn(async move {
+        let answer = async move {
             let result = responder.await;
             drop(permit);
             let err = match result {
@@ -200,7 +200,14 @@ async fn run_write_batcher(
                 Err(_) => ClusterError::ShuttingDown,
             };
             fail_all(replies.into_iter().map(|(_, r)| r), err);
-        });
+        };
+        if max_inflight == 1 {
+            // The next batch could not start before this one is applied anyway (its permit
+            // is the only one), so wait here: no task to spawn and wake per batch.
+            answer.await;
+        } else {
+            tokio::spawn(answer);
+        }
     }
 }
 
