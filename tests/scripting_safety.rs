@@ -405,7 +405,10 @@ fn a_panicking_command_answers_an_error_and_the_server_keeps_serving() {
 #[test]
 fn cluster_survives_the_unpack_script_and_a_panicking_entry() {
     let _serial = serial();
-    let mut cluster = cluster_support::Cluster::start(3);
+    // A follower forwards each command to the leader; on a loaded machine the default test
+    // timeout (1 s) can pass before the entry commits, and a retry after "outcome unknown"
+    // would count the INCRs twice, so this test waits longer instead.
+    let mut cluster = cluster_support::Cluster::start_with(3, &["--cluster-timeout-ms", "10000"]);
     cluster.nodes[0].q::<()>(&["SET", "k", "1"]).unwrap();
     // The script is replicated: every node applies it and answers the same error.
     for node in &cluster.nodes {

@@ -220,6 +220,7 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
         now_ms: ctx.now_ms,
         db: ctx.db,
         control: scripts.control.clone(),
+        seed: ctx.seed,
     };
     let mut host = Host::new(ctx.ks, ctx.db, ctx.now_us, ctx.seed, ctx.oom)
         .counted(ctx.metrics)

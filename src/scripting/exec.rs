@@ -1,6 +1,6 @@
 //! One script invocation, shared by `EVAL` and `FCALL`: Redis's
 //! `scriptPrepareForRun` checks, the per-run reset that keeps scripts
-//! deterministic (PRNG reseeded with 0, `cjson` settings, virtual clock), the
+//! deterministic (PRNG seeded from the command's seed, `cjson` settings, virtual clock), the
 //! protected call with the error handler and the kill hook, and the conversion of
 //! the result or error into the reply.
 
@@ -95,7 +95,7 @@ pub(crate) fn run(
         allow_oom: !inv.flags.eval_compat && inv.flags.allow_oom,
         ..RunState::new(erase_host(host), &ctx.control)
     };
-    vm.reset_for_run();
+    vm.reset_for_run(ctx.seed);
     vm.collect_if_crowded();
     let nargs: c_int = if inv.is_function { 2 } else { 0 };
     // SAFETY: engine-side stack work on our own state, relaxed so it cannot fail.

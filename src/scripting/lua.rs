@@ -346,12 +346,12 @@ impl Vm {
         r
     }
 
-    /// Reset what a script may observe from earlier ones: the PRNG (reseeded with 0,
-    /// so `math.random` is a pure function of the script), the virtual clock and the
+    /// Reset what a script may observe from earlier ones: the PRNG (seeded from `seed`,
+    /// the command's seed: see [`super::ScriptContext::seed`]), the virtual clock and the
     /// global `cjson` settings.
-    pub(crate) fn reset_for_run(&self) {
+    pub(crate) fn reset_for_run(&self, seed: u64) {
         self.with_shared(|s| {
-            s.rng.seed(0);
+            s.rng.seed((seed ^ (seed >> 32)) as i32);
             s.ticks = 0;
             // SAFETY: the config userdata lives as long as the VM (the cjson module's
             // functions hold it as an upvalue) and never moves.

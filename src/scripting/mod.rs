@@ -8,8 +8,8 @@
 //! server is reached only through [`ScriptHost`]: running a command and knowing its
 //! flags. Everything a script computes depends only on the keyspace (through the
 //! host), the command arguments and `now_ms` (answered by the host for `TIME`), so
-//! the same engine can be the Raft state machine: the PRNG is reseeded before every
-//! script, `cjson` settings are reset, and there is no clock, file or OS access.
+//! the same engine can be the Raft state machine: the PRNG is seeded before every
+//! script from the command's seed (its place in the log), `cjson` settings are reset, and there is no clock, file or OS access.
 //!
 //! Layout: [`lua`] is the raw VM (allocator with a memory cap, stack helpers,
 //! protected C functions), [`sandbox`] builds the read-only globals, [`api`] is the
@@ -140,6 +140,11 @@ pub struct ScriptContext {
     pub db: usize,
     /// Shared BUSY / kill state, also held by other connections.
     pub control: Arc<ScriptControl>,
+    /// The command's seed (from its Raft entry and position in a cluster or durable node,
+    /// from a local counter otherwise): the script's `math.random` starts as if it had
+    /// called `math.randomseed` with it, so two calls draw different numbers, as on Redis
+    /// 7.0, and every replica draws the same ones. Seed 0 is `math.randomseed(0)`.
+    pub seed: u64,
 }
 
 /// Redis's BUSY reply while an `EVAL` script runs past the busy threshold.

@@ -1,7 +1,7 @@
 //! Redis's `redisLrand48`/`redisSrand48` (the 48-bit `lrand48` LCG) and the
 //! `math.random`/`math.randomseed` built on it, so scripts see exactly the numbers
-//! Redis produces. The generator is reseeded with 0 before every script, which
-//! makes `math.random` a pure function of the script (replicas never diverge).
+//! Redis produces. The generator is seeded before every script from the command's seed
+//! (`ScriptContext::seed`): different draws per call, the same on every replica.
 
 use std::ffi::c_int;
 

@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, HashSet};
 use super::{Key, KeyHasher};
 
 const BUCKET_MS: u64 = 1000;
+/// How many keys of the current second one expiry pass checks (see [`ExpiryIndex::candidates`]).
+const CURRENT_SCAN: usize = 1000;
 
 /// Keys with a deadline, by deadline second.
 #[derive(Debug, Default)]
@@ -62,13 +64,23 @@ impl ExpiryIndex {
         }
     }
 
-    /// Keys whose deadline second has fully passed at `now_ms`, earliest first. Keys due
-    /// within the current second wait for the next one: reads never see them anyway, and
-    /// the expiry cycle then never rescans keys that are not due yet.
+    /// Keys that may be due at `now_ms`, earliest first: every key of the seconds that have
+    /// fully passed (all due), then at most [`CURRENT_SCAN`] keys of the current second,
+    /// which the caller checks against their real deadlines. So a key given `PEXPIRE k 50`
+    /// goes within a cycle or two, as in Redis (whose cycle samples keys with a TTL), while
+    /// a large current second costs each cycle a bounded scan; the keys of it not reached
+    /// go when the second has passed (reads never see an expired key either way).
     pub fn candidates(&self, now_ms: u64) -> impl Iterator<Item = &Key> + '_ {
+        let current = now_ms / BUCKET_MS;
         self.buckets
-            .range(..now_ms / BUCKET_MS)
+            .range(..current)
             .flat_map(|(_, keys)| keys.iter())
+            .chain(
+                self.buckets
+                    .get(&current)
+                    .into_iter()
+                    .flat_map(|keys| keys.iter().take(CURRENT_SCAN)),
+            )
     }
 
     /// Keys for eviction sampling: from the bucket at or after a second picked by `r`
@@ -136,11 +148,15 @@ mod tests {
         ix.moved(&k, None, Some(1_500));
         ix.moved(&k, Some(1_500), Some(1_900));
         assert_eq!(ix.len(), 1);
-        assert_eq!(ix.candidates(1_999).count(), 0);
+        // A key of the current second is a candidate (its deadline decides), of an earlier
+        // one always, of a later one never.
+        assert_eq!(ix.candidates(1_000).count(), 1);
+        assert_eq!(ix.candidates(999).count(), 0);
         assert_eq!(ix.candidates(2_000).count(), 1);
         ix.moved(&k, Some(1_900), Some(5_000));
         assert_eq!(ix.len(), 1);
-        assert_eq!(ix.candidates(5_999).count(), 0);
+        assert_eq!(ix.candidates(4_999).count(), 0);
+        assert_eq!(ix.candidates(5_000).count(), 1);
         assert_eq!(ix.candidates(6_000).count(), 1);
         ix.moved(&k, Some(5_000), None);
         assert!(ix.is_empty());
@@ -155,5 +171,20 @@ mod tests {
         ix.remove(200_900, b"j");
         assert_eq!(ix.average_ttl_ms(0), 100_500);
         assert_eq!(ix.candidates(u64::MAX).count(), 1);
+    }
+
+    #[test]
+    fn a_pass_checks_a_bounded_part_of_the_current_second() {
+        let mut ix = ExpiryIndex::default();
+        for i in 0..(CURRENT_SCAN as u64 + 500) {
+            ix.moved(
+                &Key::new(format!("k{i}").as_bytes()),
+                None,
+                Some(7_000 + i % 1000),
+            );
+        }
+        ix.moved(&Key::new(b"past"), None, Some(6_500));
+        assert_eq!(ix.candidates(7_100).count(), 1 + CURRENT_SCAN);
+        assert_eq!(ix.candidates(8_000).count(), 1 + CURRENT_SCAN + 500);
     }
 }

@@ -762,12 +762,13 @@ mod tests {
             db.set(format!("k{i}").as_bytes(), Value::string("x"));
             db.set_expiry(format!("k{i}").as_bytes(), Some(i * 1000 + 500));
         }
-        // Keys due in the current second wait for the next cycle after it.
-        assert_eq!(db.delete_expired(4_999, 100), 4);
-        assert_eq!(db.delete_expired(5_000, 100), 1);
+        // Keys of the current second go once their own deadline has passed.
+        assert_eq!(db.delete_expired(4_499, 100), 4);
+        assert_eq!(db.delete_expired(4_501, 100), 1);
         assert_eq!(db.len(), 5);
         assert_eq!(db.expires_count(), 5);
-        assert_eq!(db.delete_expired(5_000, 100), 0);
+        assert_eq!(db.delete_expired(5_499, 100), 0);
+        assert_eq!(db.delete_expired(5_501, 2), 1);
     }
 
     #[test]
