@@ -68,6 +68,28 @@ fn short(max: usize) -> impl Strategy<Value = String> {
     (0..max).prop_map(|n| "v".repeat(n))
 }
 
+/// A sorted-set member: short ones, and now and then one past the 64-byte value limit.
+fn zmember() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => short(6).prop_map(|m| format!("m{m}")),
+        1 => (60usize..70).prop_map(|n| format!("m{}", "l".repeat(n))),
+    ]
+}
+
+/// A score: small integers, and the values whose encoding shows (`-0`) or sorts apart.
+fn zscore() -> impl Strategy<Value = String> {
+    prop_oneof![
+        6 => (-3i64..3).prop_map(|v| v.to_string()),
+        1 => prop_oneof![Just("-0"), Just("1.5"), Just("inf"), Just("-inf"), Just("0.1")].prop_map(String::from),
+    ]
+}
+
+/// ZADD's options (valid or not: the errors are compared too).
+fn zadd_flags() -> impl Strategy<Value = Vec<String>> {
+    proptest::sample::subsequence(vec!["NX", "XX", "GT", "LT", "CH", "INCR"], 0..3)
+        .prop_map(|f| f.into_iter().map(String::from).collect())
+}
+
 fn limit() -> impl Strategy<Value = String> {
     prop_oneof![3 => (0u32..6).prop_map(|n| n.to_string()), 1 => Just("512".to_string())]
 }
@@ -94,11 +116,39 @@ fn step(kind: u8) -> BoxedStrategy<Vec<String>> {
         ]
         .boxed(),
         2 => prop_oneof![
-            4 => ((-3i64..3), short(6)).prop_map(|(s, m)| cmd(&["ZADD", "k", &s.to_string(), &format!("m{m}")])),
-            1 => short(6).prop_map(|m| cmd(&["ZREM", "k", &format!("m{m}")])),
-            1 => short(6).prop_map(|m| cmd(&["ZINCRBY", "k", "1.5", &format!("m{m}")])),
+            4 => (zscore(), zmember()).prop_map(|(s, m)| cmd(&["ZADD", "k", &s, &m])),
+            2 => (zadd_flags(), proptest::collection::vec((zscore(), zmember()), 1..4)).prop_map(|(f, pairs)| {
+                let pairs = pairs.into_iter().flat_map(|(s, m)| [s, m]);
+                [cmd(&["ZADD", "k"]), f, pairs.collect()].concat()
+            }),
+            1 => zmember().prop_map(|m| cmd(&["ZREM", "k", &m])),
+            1 => zmember().prop_map(|m| cmd(&["ZINCRBY", "k", "1.5", &m])),
             1 => Just(cmd(&["ZREMRANGEBYSCORE", "k", "-inf", "0"])),
+            1 => (-4i64..4, -4i64..4).prop_map(|(a, b)| cmd(&["ZREMRANGEBYRANK", "k", &a.to_string(), &b.to_string()])),
+            1 => Just(cmd(&["ZREMRANGEBYLEX", "k", "[mv", "(mvvv"])),
+            1 => (0u8..3).prop_map(|n| cmd(&["ZPOPMIN", "k", &n.to_string()])),
+            1 => Just(cmd(&["ZPOPMAX", "k"])),
             1 => Just(cmd(&["ZUNIONSTORE", "k", "1", "k"])),
+            1 => Just(cmd(&["ZINTERSTORE", "k", "2", "k", "k", "WEIGHTS", "1", "2"])),
+            1 => Just(cmd(&["ZDIFFSTORE", "k", "1", "k"])),
+            1 => (-4i64..4).prop_map(|a| cmd(&["ZRANGESTORE", "k", "k", &a.to_string(), "-1"])),
+            1 => Just(cmd(&["ZRANGESTORE", "k", "k", "(0", "+inf", "BYSCORE", "LIMIT", "0", "3"])),
+            // Reads: every range shape, forward and reversed, and the member lookups.
+            2 => (-4i64..4, -4i64..4, any::<bool>()).prop_map(|(a, b, rev)| {
+                let mut c = cmd(&["ZRANGE", "k", &a.to_string(), &b.to_string(), "WITHSCORES"]);
+                if rev { c.push("REV".into()) }
+                c
+            }),
+            1 => (0u8..3, -1i64..3).prop_map(|(o, n)| cmd(&["ZREVRANGEBYSCORE", "k", "+inf", "(-1", "WITHSCORES", "LIMIT", &o.to_string(), &n.to_string()])),
+            1 => (0u8..3).prop_map(|o| cmd(&["ZRANGEBYSCORE", "k", "-inf", "1.5", "LIMIT", &o.to_string(), "2"])),
+            1 => Just(cmd(&["ZRANGEBYLEX", "k", "[m", "(mvvv"])),
+            1 => Just(cmd(&["ZREVRANGEBYLEX", "k", "+", "[mv", "LIMIT", "1", "2"])),
+            1 => Just(cmd(&["ZLEXCOUNT", "k", "(m", "+"])),
+            1 => Just(cmd(&["ZCOUNT", "k", "(-0", "inf"])),
+            1 => zmember().prop_map(|m| cmd(&["ZRANK", "k", &m])),
+            1 => zmember().prop_map(|m| cmd(&["ZREVRANK", "k", &m])),
+            1 => (zmember(), zmember()).prop_map(|(a, b)| cmd(&["ZMSCORE", "k", &a, &b])),
+            1 => Just(cmd(&["ZCARD", "k"])),
             1 => limit().prop_map(|n| cmd(&["CONFIG", "SET", "zset-max-listpack-entries", &n])),
             1 => limit().prop_map(|n| cmd(&["CONFIG", "SET", "zset-max-listpack-value", &n])),
         ]

@@ -147,11 +147,11 @@ fn elements(v: Option<&Value>, dont_sort: bool, desc: bool) -> CmdResult<Vec<Byt
         Some(Value::List(l)) => l.iter().collect(),
         Some(Value::Set(s)) => s.iter().collect(),
         Some(Value::ZSet(z)) if dont_sort && desc => {
-            let mut v: Vec<Bytes> = z.iter().map(|(m, _)| m.clone()).collect();
+            let mut v: Vec<Bytes> = z.iter().map(|(m, _)| Bytes::copy_from_slice(m)).collect();
             v.reverse();
             v
         }
-        Some(Value::ZSet(z)) => z.iter().map(|(m, _)| m.clone()).collect(),
+        Some(Value::ZSet(z)) => z.iter().map(|(m, _)| Bytes::copy_from_slice(m)).collect(),
         Some(_) => return Err(args::wrongtype()),
     })
 }

@@ -96,7 +96,7 @@ impl<'a> Input<'a> {
         }
     }
 
-    fn for_each(&self, mut f: impl FnMut(&Bytes, f64)) {
+    fn for_each(&self, mut f: impl FnMut(&[u8], f64)) {
         match *self {
             Input::Missing => {}
             Input::Set(s) => s.iter().for_each(|m| f(&m, 1.0)),
@@ -247,12 +247,10 @@ fn union(inputs: Vec<Input>, req: &Request) -> Vec<(Bytes, f64)> {
             if score.is_nan() {
                 score = 0.0;
             }
-            match acc.entry(m.clone()) {
-                std::collections::hash_map::Entry::Occupied(mut e) => {
-                    aggregate(e.get_mut(), score, req.aggregate)
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(score);
+            match acc.get_mut(m) {
+                Some(acc_score) => aggregate(acc_score, score, req.aggregate),
+                None => {
+                    acc.insert(Bytes::copy_from_slice(m), score);
                 }
             }
         });
@@ -296,7 +294,7 @@ fn inter(inputs: Vec<Input>, req: &Request, count_only: bool) -> (Vec<(Bytes, f6
             count += 1;
             done = req.limit != 0 && count >= req.limit;
         } else {
-            out.push((m.clone(), score));
+            out.push((Bytes::copy_from_slice(m), score));
         }
     });
     if !count_only {
@@ -313,7 +311,7 @@ fn diff(inputs: Vec<Input>) -> Vec<(Bytes, f64)> {
     let mut out = Vec::new();
     first.for_each(|m, s| {
         if inputs[1..].iter().all(|i| i.score(m).is_none()) {
-            out.push((m.clone(), s));
+            out.push((Bytes::copy_from_slice(m), s));
         }
     });
     sort_by_score(&mut out);

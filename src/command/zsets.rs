@@ -47,20 +47,43 @@ fn score_reply(resp: u8, score: f64) -> Reply {
 }
 
 /// Members with their scores: flat `[m, s, ...]` in RESP2, `[[m, s], ...]` in RESP3.
-fn pairs_reply<'a>(resp: u8, items: impl Iterator<Item = (&'a Bytes, f64)>) -> Reply {
+fn pairs_reply<M: Member>(resp: u8, items: impl Iterator<Item = (M, f64)>) -> Reply {
     if resp >= 3 {
         Reply::Array(
             items
-                .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m.clone()), Reply::Double(s)]))
+                .map(|(m, s)| Reply::Array(vec![m.bulk(), Reply::Double(s)]))
                 .collect(),
         )
     } else {
         Reply::Array(
             items
-                .flat_map(|(m, s)| [Reply::Bulk(m.clone()), score_reply(resp, s)])
+                .flat_map(|(m, s)| [m.bulk(), score_reply(resp, s)])
                 .collect(),
         )
     }
+}
+
+/// A member in a reply: popped members move in; members read from a set are copied (a
+/// small set's members are bytes of its buffer).
+trait Member {
+    fn bulk(self) -> Reply;
+}
+
+impl Member for Bytes {
+    fn bulk(self) -> Reply {
+        Reply::Bulk(self)
+    }
+}
+
+impl Member for &[u8] {
+    fn bulk(self) -> Reply {
+        Reply::Bulk(Bytes::copy_from_slice(self))
+    }
+}
+
+/// The member of a `(member, score)` pair as a bulk reply.
+fn bulk_member((m, _): (&[u8], f64)) -> Reply {
+    m.bulk()
 }
 
 fn score_range(min: &[u8], max: &[u8]) -> CmdResult<(ScoreBound, ScoreBound)> {
@@ -456,7 +479,7 @@ fn parse_bounds(a: &[Bytes], src: usize, req: &RangeRequest) -> CmdResult<Bounds
 }
 
 /// The members (with scores) a range request selects from `z`.
-fn select<'a>(z: &'a SortedSet, b: &Bounds, req: &RangeRequest) -> Vec<(&'a Bytes, f64)> {
+fn select<'a>(z: &'a SortedSet, b: &Bounds, req: &RangeRequest) -> Vec<(&'a [u8], f64)> {
     // Redis skips `offset` members one by one, so a negative offset skips them all,
     // and a negative count means no limit.
     let Ok(offset) = usize::try_from(req.offset) else {
@@ -487,7 +510,7 @@ fn range_generic(ctx: &mut Ctx, a: &[Bytes], cmd: RangeCommand) -> Reply {
                 None => Vec::new(),
                 Some(z) => select(z, &bounds, &req)
                     .into_iter()
-                    .map(|(m, s)| (m.clone(), s))
+                    .map(|(m, s)| (Bytes::copy_from_slice(m), s))
                     .collect(),
             };
             let n = store_zset(ctx, &a[1], picked);
@@ -503,7 +526,7 @@ fn range_generic(ctx: &mut Ctx, a: &[Bytes], cmd: RangeCommand) -> Reply {
         Ok(if req.with_scores {
             pairs_reply(resp, picked.into_iter())
         } else {
-            args::bulk_array(picked.into_iter().map(|(m, _)| m.clone()))
+            Reply::Array(picked.into_iter().map(bulk_member).collect())
         })
     })())
 }
@@ -649,13 +672,13 @@ fn pop_generic(ctx: &mut Ctx, a: &[Bytes], max: bool) -> Reply {
         .unwrap_or_default();
         // RESP3 nests [member, score] pairs only when a count was given.
         let resp = ctx.resp;
-        let items = popped.iter().map(|(m, s)| (m, *s));
+        let items = popped.into_iter();
         Ok(if count.is_some() {
             pairs_reply(resp, items)
         } else {
             Reply::Array(
                 items
-                    .flat_map(|(m, s)| [Reply::Bulk(m.clone()), score_reply(resp, s)])
+                    .flat_map(|(m, s)| [m.bulk(), score_reply(resp, s)])
                     .collect(),
             )
         })
@@ -688,12 +711,7 @@ pub fn zscan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                     .as_ref()
                     .is_none_or(|p| glob_match(p, m, false))
             })
-            .flat_map(|(m, s)| {
-                [
-                    Reply::Bulk(m.clone()),
-                    Reply::Bulk(Bytes::from(format_double(s))),
-                ]
-            })
+            .flat_map(|(m, s)| [m.bulk(), Reply::Bulk(Bytes::from(format_double(s)))])
             .collect();
         Ok(scan_reply(next, items))
     })())
@@ -718,9 +736,7 @@ pub fn zrandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
                 return Ok(Reply::Nil);
             };
             let i = Rng::new(seed, &a[1], z.len()).below(z.len());
-            return Ok(z
-                .get_by_rank(i)
-                .map_or(Reply::Nil, |(m, _)| Reply::Bulk(m.clone())));
+            return Ok(z.get_by_rank(i).map_or(Reply::Nil, bulk_member));
         };
         let Some(z) = z else {
             return Ok(Reply::Array(Vec::new()));
@@ -730,7 +746,7 @@ pub fn zrandmember(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Ok(if with_scores {
             pairs_reply(resp, items)
         } else {
-            args::bulk_array(items.map(|(m, _)| m.clone()))
+            Reply::Array(items.map(bulk_member).collect())
         })
     })())
 }

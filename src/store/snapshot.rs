@@ -78,7 +78,10 @@ fn snap_value(v: &Value, encoded: bool) -> SnapValue {
         },
         Value::ZSet(z) => SnapValue::ZSet {
             skiplist: z.encoding() == "skiplist",
-            items: z.iter().map(|(m, s)| (m.clone(), s.to_bits())).collect(),
+            items: z
+                .iter()
+                .map(|(m, s)| (Bytes::copy_from_slice(m), s.to_bits()))
+                .collect(),
         },
     }
 }

@@ -1,7 +1,7 @@
-//! Length prefixes of the packed encodings (`hash::Compact`, `list::Packed`): an item's
-//! length as a little-endian base-128 varint (7 bits a byte, the high bit set on every byte
-//! but the last), then its bytes. One place for both layouts, so that they read and write
-//! lengths alike.
+//! Length prefixes of the packed encodings (`hash::Compact`, `list::Packed`,
+//! `zset::packed::Packed`): an item's length as a little-endian base-128 varint (7 bits a
+//! byte, the high bit set on every byte but the last), then its bytes. One place for every
+//! layout, so that they read and write lengths alike.
 
 /// Append `n` as a varint.
 pub(crate) fn put_len(out: &mut Vec<u8>, mut n: usize) {
@@ -10,6 +10,19 @@ pub(crate) fn put_len(out: &mut Vec<u8>, mut n: usize) {
         n >>= 7;
     }
     out.push(n as u8);
+}
+
+/// Write `n` as a varint at the start of `out` (which has room for it); returns how many
+/// bytes it took.
+pub(crate) fn write_len(out: &mut [u8], mut n: usize) -> usize {
+    let mut i = 0;
+    while n >= 0x80 {
+        out[i] = (n as u8) | 0x80;
+        n >>= 7;
+        i += 1;
+    }
+    out[i] = n as u8;
+    i + 1
 }
 
 /// How many bytes `put_len(n)` writes.
@@ -62,6 +75,9 @@ mod tests {
             let mut buf = Vec::new();
             put_len(&mut buf, n);
             assert_eq!(buf.len(), len_size(n));
+            let mut written = [0; 10];
+            let size = write_len(&mut written, n);
+            assert_eq!(&written[..size], &buf[..len_size(n)]);
             buf.resize(buf.len() + n.min(1 << 20), 0);
             let mut pos = 0;
             let r = take(&buf, &mut pos);

@@ -2,17 +2,18 @@
 //!
 //! A [`SortedSet`] keeps members ordered by `(score, member bytes)` exactly as Redis does,
 //! and owns everything the ZSET commands need from the value itself: the ordered storage
-//! (up to 128 members a sorted vector, like Redis's listpack, since limiter sets are many
-//! and small; beyond that an arena AVL tree with subtree sizes, so inserts, removals,
-//! ranks and the start of any range cost O(log n) and a range of k items O(log n + k),
-//! plus a member -> score hash map for O(1) ZSCORE). It is part of the Raft state
+//! (up to 128 members one packed byte buffer, like Redis's listpack, since limiter sets
+//! are many and small; beyond that an arena AVL tree with subtree sizes, so inserts,
+//! removals, ranks and the start of any range cost O(log n) and a range of k items
+//! O(log n + k), plus a member -> score hash map for O(1) ZSCORE). It is part of the Raft state
 //! machine, so nothing here is random or order-leaking: the structures are deterministic,
 //! their shape (which depends on history) never shows in any result, and the hash map is
 //! never iterated.
 //!
 //! | file | what it owns |
 //! | --- | --- |
-//! | `mod.rs` | [`SortedSet`]: the vector/tree switch, inserts, ranges, ranks, scans |
+//! | `mod.rs` | [`SortedSet`]: the listpack/tree switch, inserts, ranges, ranks, scans |
+//! | `packed.rs` | the listpack form: entries back to back in one byte buffer |
 //! | `tree.rs` | the arena AVL tree with subtree sizes |
 //! | `range.rs` | score and lex bounds, Redis's score and bound parsers, index rules |
 //!
@@ -23,8 +24,11 @@ use std::fmt;
 
 use bytes::Bytes;
 
+mod packed;
 mod range;
 mod tree;
+
+use packed::{Packed, Walk};
 
 use range::{lex_range_is_empty, score_range_is_empty};
 pub use range::{
@@ -101,7 +105,7 @@ pub enum AddOutcome {
 /// A Redis sorted set: unique byte-string members, each with an `f64` score.
 ///
 /// It follows Redis's two encodings and when one becomes the other, because that shows:
-/// a set starts as a listpack (a sorted vector here) and becomes a skiplist (map + tree
+/// a set starts as a listpack (a packed byte buffer here) and becomes a skiplist (map + tree
 /// here) for good once it would exceed 128 members or gets a member longer than 64 bytes.
 /// A listpack stores `-0` as `0`, a skiplist keeps `-0`, so ZSCORE prints `0` or `-0`
 /// accordingly; ZSCAN and OBJECT ENCODING differ too. Scores are never NaN: mutators
@@ -152,10 +156,10 @@ impl Default for ZsetLimits {
 
 #[derive(Clone)]
 enum Repr {
-    /// Redis's listpack: sorted by (score, member), scores never `-0`. Little memory per
-    /// member, which is what millions of small limiter sets need; at this size O(n)
-    /// inserts and member scans are a few cache lines.
-    Small(Vec<(Bytes, f64)>),
+    /// Redis's listpack: sorted by (score, member), scores never `-0`, in one allocation,
+    /// which is what millions of small limiter sets need; at this size O(n) inserts and
+    /// member scans are a few cache lines.
+    Small(Packed),
     /// Redis's skiplist: O(1) scores by member, O(log n) everything ordered. Boxed so
     /// that small sets (and every key's value enum) stay small.
     Large(Box<Large>),
@@ -185,7 +189,7 @@ impl SortedSet {
     /// An empty set.
     pub fn new() -> SortedSet {
         SortedSet {
-            repr: Repr::Small(Vec::new()),
+            repr: Repr::Small(Packed::default()),
             member_bytes: 0,
         }
     }
@@ -251,11 +255,8 @@ impl SortedSet {
                 tree: Tree::from_sorted(items),
             }));
         } else {
-            let items = items
-                .into_iter()
-                .map(|(m, s)| (m, listpack_score(s)))
-                .collect();
-            set.repr = Repr::Small(items);
+            let items = items.iter().map(|(m, s)| (&m[..], listpack_score(*s)));
+            set.repr = Repr::Small(Packed::from_sorted(items));
         }
         set
     }
@@ -271,7 +272,7 @@ impl SortedSet {
     /// Number of members (ZCARD).
     pub fn len(&self) -> usize {
         match &self.repr {
-            Repr::Small(items) => items.len(),
+            Repr::Small(p) => p.len(),
             Repr::Large(large) => large.tree.len(),
         }
     }
@@ -284,7 +285,7 @@ impl SortedSet {
     /// The score of `member` (ZSCORE, ZMSCORE): O(1), or a scan of at most 128 members.
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match &self.repr {
-            Repr::Small(items) => items.iter().find(|(m, _)| m[..] == *member).map(|e| e.1),
+            Repr::Small(p) => p.find(member).map(|f| f.score),
             Repr::Large(large) => large.scores.get(member).copied(),
         }
     }
@@ -313,14 +314,12 @@ impl SortedSet {
         if score.is_nan() {
             return InsertResult::Rejected;
         }
-        let outgrown = |items: &Vec<(Bytes, f64)>| {
-            items.len() >= limits.entries || member.len() > limits.value
-        };
-        if matches!(&self.repr, Repr::Small(items) if outgrown(items)) && !self.contains(member) {
+        let outgrown = |p: &Packed| p.len() >= limits.entries || member.len() > limits.value;
+        if matches!(&self.repr, Repr::Small(p) if outgrown(p)) && !self.contains(member) {
             self.grow();
         }
         let result = match &mut self.repr {
-            Repr::Small(items) => small_insert(items, member, listpack_score(score)),
+            Repr::Small(p) => p.insert(member, listpack_score(score)),
             Repr::Large(large) => large.insert(member, score),
         };
         if result == InsertResult::Added {
@@ -376,10 +375,7 @@ impl SortedSet {
     /// Remove `member` (ZREM); returns its score if it was present. O(log n).
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
         let score = match &mut self.repr {
-            Repr::Small(items) => {
-                let i = items.iter().position(|(m, _)| m[..] == *member)?;
-                items.remove(i).1
-            }
+            Repr::Small(p) => p.remove(member)?,
             Repr::Large(large) => {
                 let score = large.scores.remove(member)?;
                 let t = large.tree.unlink(score, member);
@@ -396,6 +392,9 @@ impl SortedSet {
 
     /// 0-based position of `member` in ascending order (ZRANK), O(log n).
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
+        if let Repr::Small(p) = &self.repr {
+            return p.find(member).map(|f| f.rank);
+        }
         let score = self.score(member)?;
         Some(self.count_before(|s, m| cmp_key(s, m, score, member) == Ordering::Less))
     }
@@ -407,7 +406,7 @@ impl SortedSet {
     }
 
     /// The member and score at ascending position `rank`, O(log n).
-    pub fn get_by_rank(&self, rank: usize) -> Option<(&Bytes, f64)> {
+    pub fn get_by_rank(&self, rank: usize) -> Option<(&[u8], f64)> {
         self.iter_from(rank, 1, false).next()
     }
 
@@ -507,18 +506,14 @@ impl SortedSet {
     /// Remove and return up to `count` lowest members, lowest first (ZPOPMIN).
     pub fn pop_min(&mut self, count: usize) -> Vec<(Bytes, f64)> {
         let n = count.min(self.len());
-        let popped = (0..n).filter_map(|_| self.remove_at(0)).collect();
-        self.after_removal();
-        popped
+        self.take_ranks(0, n)
     }
 
     /// Remove and return up to `count` highest members, highest first (ZPOPMAX).
     pub fn pop_max(&mut self, count: usize) -> Vec<(Bytes, f64)> {
-        let n = count.min(self.len());
-        let popped = (0..n)
-            .filter_map(|_| self.remove_at(self.len().checked_sub(1)?))
-            .collect();
-        self.after_removal();
+        let len = self.len();
+        let mut popped = self.take_ranks(len - count.min(len), len);
+        popped.reverse();
         popped
     }
 
@@ -556,10 +551,10 @@ impl SortedSet {
         const ALLOC_OVERHEAD: usize = 16;
         // Large sets share each member between map and tree through a refcount block.
         const SHARED_BLOCK: usize = 24 + ALLOC_OVERHEAD;
-        let base =
-            std::mem::size_of::<SortedSet>() + self.member_bytes + self.len() * ALLOC_OVERHEAD;
+        let own = std::mem::size_of::<SortedSet>();
+        let base = own + self.member_bytes + self.len() * ALLOC_OVERHEAD;
         match &self.repr {
-            Repr::Small(items) => base + items.capacity() * std::mem::size_of::<(Bytes, f64)>(),
+            Repr::Small(p) => own + p.bytes(),
             Repr::Large(large) => {
                 let Large { scores, tree } = &**large;
                 base + tree.nodes.capacity() * std::mem::size_of::<Node>()
@@ -574,7 +569,7 @@ impl SortedSet {
     /// the order; O(log n).
     fn count_before(&self, before: impl Fn(f64, &[u8]) -> bool) -> usize {
         match &self.repr {
-            Repr::Small(items) => items.partition_point(|(m, s)| before(*s, m)),
+            Repr::Small(p) => p.count_before(before),
             Repr::Large(large) => large.tree.count_before(|n| before(n.score, &n.member)),
         }
     }
@@ -582,16 +577,21 @@ impl SortedSet {
     /// Walk `count` members from ascending position `rank`, upwards or (with `rev`) down.
     fn iter_from(&self, rank: usize, count: usize, rev: bool) -> Iter<'_> {
         match &self.repr {
-            Repr::Small(items) => {
-                if rank >= items.len() {
+            Repr::Small(p) => {
+                if rank >= p.len() || count == 0 {
                     return Iter::empty();
                 }
-                let (lo, hi) = if rev {
-                    ((rank + 1).saturating_sub(count), rank + 1)
-                } else {
-                    (rank, rank.saturating_add(count).min(items.len()))
-                };
-                Iter(IterInner::Slice(items[lo..hi].iter(), rev))
+                if !rev {
+                    let remaining = count.min(p.len() - rank);
+                    return Iter(IterInner::Packed(p.walk(p.offset_of(rank)), remaining));
+                }
+                // No back-links: note the window's entry offsets, then walk them down.
+                let lo = (rank + 1).saturating_sub(count);
+                let mut walk = p.walk(p.offset_of(lo));
+                let offsets = (lo..=rank)
+                    .map_while(|_| walk.next_entry().map(|(at, _, _)| at))
+                    .collect();
+                Iter(IterInner::PackedRev(p.walk(0), offsets))
             }
             Repr::Large(large) => Iter(IterInner::Tree(large.tree.iter_from(rank, count, rev))),
         }
@@ -696,9 +696,8 @@ impl SortedSet {
             return 0;
         }
         let removed = match &mut self.repr {
-            Repr::Small(items) => {
-                let gone: usize = items.drain(lo..hi).map(|(m, _)| m.len()).sum();
-                self.member_bytes -= gone;
+            Repr::Small(p) => {
+                self.member_bytes -= p.remove_ranks(lo, hi);
                 hi - lo
             }
             Repr::Large(large) if hi - lo > large.tree.len() / 8 => {
@@ -717,15 +716,25 @@ impl SortedSet {
         removed
     }
 
-    /// Remove the member at ascending position `rank`.
+    /// Remove and return the members at ascending positions `[lo, hi)` (within the set),
+    /// in ascending order.
+    fn take_ranks(&mut self, lo: usize, hi: usize) -> Vec<(Bytes, f64)> {
+        let taken = match &mut self.repr {
+            Repr::Small(p) => {
+                let items = p.items(lo, hi);
+                self.member_bytes -= p.remove_ranks(lo, hi);
+                items
+            }
+            Repr::Large(_) => (lo..hi).filter_map(|_| self.remove_at(lo)).collect(),
+        };
+        self.after_removal();
+        taken
+    }
+
+    /// Remove the member at ascending position `rank` of a skiplist set.
     fn remove_at(&mut self, rank: usize) -> Option<(Bytes, f64)> {
         let (member, score) = match &mut self.repr {
-            Repr::Small(items) => {
-                if rank >= items.len() {
-                    return None;
-                }
-                items.remove(rank)
-            }
+            Repr::Small(_) => return None,
             Repr::Large(large) => {
                 let Large { scores, tree } = &mut **large;
                 let t = tree.unlink_at(rank);
@@ -744,9 +753,10 @@ impl SortedSet {
 
     /// Convert to the skiplist form (Redis never converts back on removals).
     fn grow(&mut self) {
-        let Repr::Small(items) = std::mem::replace(&mut self.repr, Repr::Small(Vec::new())) else {
+        let Repr::Small(p) = &self.repr else {
             return;
         };
+        let items: Vec<(Bytes, f64)> = p.items(0, p.len());
         let mut scores = ahash::AHashMap::with_capacity(items.len() * 2);
         for (m, s) in &items {
             scores.insert(m.clone(), *s);
@@ -763,12 +773,8 @@ impl SortedSet {
         const MIN_ARENA: usize = 64;
         let len = self.len();
         let large = match &mut self.repr {
-            Repr::Small(items) => {
-                if items.capacity() >= 16 && len * 4 <= items.capacity() {
-                    items.shrink_to(len * 2);
-                }
-                return;
-            }
+            // A packed set is always exactly its size.
+            Repr::Small(_) => return,
             Repr::Large(large) => large,
         };
         let Large { scores, tree } = &mut **large;
@@ -796,9 +802,9 @@ impl SortedSet {
         let bytes: usize = items.iter().map(|(m, _)| m.len()).sum();
         assert_eq!(bytes, self.member_bytes);
         match &self.repr {
-            Repr::Small(v) => {
-                assert!(v.len() <= SMALL_MAX);
-                for (m, s) in v {
+            Repr::Small(p) => {
+                assert!(p.len() <= SMALL_MAX);
+                for (m, s) in &items {
                     assert!(m.len() <= SMALL_MEMBER_MAX);
                     assert!(*s != 0.0 || s.is_sign_positive(), "listpack keeps no -0");
                 }
@@ -811,25 +817,6 @@ impl SortedSet {
             }
         }
     }
-}
-
-/// [`SortedSet::insert`] on the vector form (which has room for a new member).
-fn small_insert(items: &mut Vec<(Bytes, f64)>, member: &[u8], score: f64) -> InsertResult {
-    let (member, result) = match items.iter().position(|(m, _)| m[..] == *member) {
-        Some(i) if items[i].1 == score => return InsertResult::Unchanged,
-        Some(i) => {
-            let (m, old) = items.remove(i);
-            (m, InsertResult::Updated { old })
-        }
-        None => (Bytes::copy_from_slice(member), InsertResult::Added),
-    };
-    let at = items.partition_point(|(m, s)| cmp_key(*s, m, score, &member) == Ordering::Less);
-    if items.len() == items.capacity() {
-        // Grow by a quarter, not double: most limiter sets stay at a few members.
-        items.reserve_exact(items.len() / 4 + 1);
-    }
-    items.insert(at, (member, score));
-    result
 }
 
 impl Large {
@@ -865,40 +852,45 @@ pub struct Iter<'a>(IterInner<'a>);
 
 #[derive(Clone)]
 enum IterInner<'a> {
-    /// A slice of the vector form, walked backwards when the flag is set.
-    Slice(std::slice::Iter<'a, (Bytes, f64)>, bool),
+    /// Upwards through a packed set, with the number of entries still to yield.
+    Packed(Walk<'a>, usize),
+    /// Downwards through a packed set: the entries' byte offsets, next on top.
+    PackedRev(Walk<'a>, Vec<usize>),
     Tree(TreeIter<'a>),
 }
 
 impl Iter<'_> {
     fn empty() -> Self {
-        Iter(IterInner::Slice([].iter(), false))
+        Iter(IterInner::PackedRev(Walk::default(), Vec::new()))
     }
 }
 
 impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a Bytes, f64);
+    type Item = (&'a [u8], f64);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.0 {
-            IterInner::Slice(items, rev) => {
-                let (m, s) = if *rev {
-                    items.next_back()
-                } else {
-                    items.next()
-                }?;
-                Some((m, *s))
+            IterInner::Packed(walk, remaining) => {
+                *remaining = remaining.checked_sub(1)?;
+                let (_, s, m) = walk.next_entry()?;
+                Some((m, s))
+            }
+            IterInner::PackedRev(walk, offsets) => {
+                let (s, m) = walk.entry_at(offsets.pop()?);
+                Some((m, s))
             }
             IterInner::Tree(walk) => {
                 let n = walk.next_node()?;
-                Some((&n.member, n.score))
+                Some((&n.member[..], n.score))
             }
         }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         let n = match &self.0 {
-            IterInner::Slice(items, _) => items.len(),
+            IterInner::Packed(_, remaining) => *remaining,
+            IterInner::PackedRev(_, offsets) => offsets.len(),
             IterInner::Tree(walk) => walk.remaining,
         };
         (n, Some(n))
@@ -1259,11 +1251,11 @@ mod tests {
             z.remove_range_by_score(incl(0.0), incl(t as f64 - 5.0));
             let newest: Vec<_> = z
                 .range_by_score(ScoreBound::NEG_INF, ScoreBound::POS_INF, true, 0, Some(5))
-                .map(|(m, _)| m.clone())
+                .map(|(m, _)| m.to_vec())
                 .collect();
             assert!(newest.len() <= 5);
             if let Some(first) = newest.first() {
-                assert_eq!(first.as_ref(), (t - 1).to_string().as_bytes());
+                assert_eq!(first[..], *(t - 1).to_string().as_bytes());
             }
             z.insert(ts.as_bytes(), t as f64);
         }
@@ -1290,7 +1282,8 @@ mod tests {
         let mut steps = 0;
         loop {
             let (next, items) = z.scan(cursor, 10);
-            let batch: Vec<(Bytes, f64)> = items.map(|(m, s)| (m.clone(), s)).collect();
+            let batch: Vec<(Bytes, f64)> =
+                items.map(|(m, s)| (Bytes::copy_from_slice(m), s)).collect();
             assert!(!batch.is_empty());
             for (m, _) in &batch {
                 assert!(seen.insert(m.clone()), "returned twice");
@@ -1328,7 +1321,7 @@ mod tests {
         expected.sort();
         for (rank, (_, m)) in expected.iter().enumerate().step_by(97) {
             assert_eq!(z.rank(m.as_bytes()), Some(rank));
-            assert_eq!(z.get_by_rank(rank).unwrap().0.as_ref(), m.as_bytes());
+            assert_eq!(z.get_by_rank(rank).unwrap().0, m.as_bytes());
         }
         let Repr::Large(large) = &z.repr else {
             panic!("a large set should use the tree");
