@@ -1,13 +1,21 @@
-//! INFO memory's `used_memory_overhead`/`used_memory_dataset` split, alone in its test
-//! binary: it measures the process's heap, which other tests running beside it would move.
+//! INFO memory's `used_memory_overhead`/`used_memory_dataset` split and FLUSHALL giving
+//! memory back, alone in their test binary and one at a time ([`HEAP`]): they measure the
+//! process's heap, which other tests running beside them would move.
 
 mod common;
 
-use common::TestServer;
+use common::{q, TestServer};
 
 // As in the server binary, so that INFO memory reports live heap bytes.
 #[global_allocator]
 static ALLOC: tollgate::alloc::CountingAlloc = tollgate::alloc::CountingAlloc;
+
+/// Held by each test here for its whole run, so no two measure the heap at once.
+static HEAP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn heap() -> std::sync::MutexGuard<'static, ()> {
+    HEAP.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// INFO memory splits `used_memory` into `used_memory_overhead` and `used_memory_dataset`
 /// as Redis does: data grows the dataset by at least its bytes and the overhead (tables)
@@ -15,6 +23,7 @@ static ALLOC: tollgate::alloc::CountingAlloc = tollgate::alloc::CountingAlloc;
 /// (Megabytes, against the few KB the other tests of this process allocate meanwhile.)
 #[test]
 fn memory_overhead_and_dataset_split_used_memory() {
+    let _heap = heap();
     let s = TestServer::start();
     let mut con = s.conn();
     let memory = |con: &mut redis::Connection| {
@@ -67,5 +76,47 @@ fn memory_overhead_and_dataset_split_used_memory() {
         "dataset after FLUSHALL {} (full: {})",
         empty("used_memory_dataset"),
         full("used_memory_dataset")
+    );
+}
+
+#[test]
+fn flushall_gives_the_keyspace_memory_back() {
+    let _heap = heap();
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let used = |c: &mut redis::Connection| -> i64 {
+        let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("used_memory in INFO memory")
+    };
+    let before = used(&mut c);
+    // This crate installs the server binary's allocator, so INFO names it as the binary's does.
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+    assert!(info.contains("\r\nmem_allocator:mimalloc-3."), "{info}");
+    // Loaded over a second connection, closed afterwards, so that neither side's
+    // pipeline buffers count.
+    let mut loader = s.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..20_000 {
+        pipe.cmd("LIMIT.TOKEN")
+            .arg(format!("bucket:{i}"))
+            .arg(100)
+            .arg(10)
+            .arg("1h")
+            .ignore();
+    }
+    pipe.query::<()>(&mut loader).unwrap();
+    drop((pipe, loader));
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 20_000);
+    let full = used(&mut c);
+    assert!(full - before > 20_000 * 64, "{before} -> {full}");
+    assert_eq!(q::<String>(&mut c, &["FLUSHALL"]), "OK");
+    let after = used(&mut c);
+    // The tables go too, not only the entries (Redis frees its dicts likewise).
+    assert!(
+        after - before < (full - before) / 10,
+        "{before} -> {full} -> {after}"
     );
 }

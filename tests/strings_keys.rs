@@ -5,8 +5,8 @@ mod common;
 use common::{err, q, TestServer};
 use redis::Value;
 
-// As in the server binary, so that INFO memory reports live heap bytes (the test below
-// needs them; the other tests' allocations are a few KB against its megabytes).
+// As in the server binary (INFO memory's figures; the heap-measuring tests are in
+// tests/memory_overhead.rs, alone in their binary).
 #[global_allocator]
 static ALLOC: tollgate::alloc::CountingAlloc = tollgate::alloc::CountingAlloc;
 
@@ -75,47 +75,6 @@ fn keys_and_values_on_both_sides_of_the_inline_sizes() {
         assert_eq!(q::<i64>(&mut c, &["DEL", &key]), 1);
         assert_eq!(q::<i64>(&mut c, &["EXISTS", &key]), 0);
     }
-}
-
-#[test]
-fn flushall_gives_the_keyspace_memory_back() {
-    let s = TestServer::start();
-    let mut c = s.conn();
-    let used = |c: &mut redis::Connection| -> i64 {
-        let info = q::<String>(c, &["INFO", "memory"]);
-        info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("used_memory in INFO memory")
-    };
-    let before = used(&mut c);
-    // This crate installs the server binary's allocator, so INFO names it as the binary's does.
-    let info = q::<String>(&mut c, &["INFO", "memory"]);
-    assert!(info.contains("\r\nmem_allocator:mimalloc-3."), "{info}");
-    // Loaded over a second connection, closed afterwards, so that neither side's
-    // pipeline buffers count.
-    let mut loader = s.conn();
-    let mut pipe = redis::pipe();
-    for i in 0..20_000 {
-        pipe.cmd("LIMIT.TOKEN")
-            .arg(format!("bucket:{i}"))
-            .arg(100)
-            .arg(10)
-            .arg("1h")
-            .ignore();
-    }
-    pipe.query::<()>(&mut loader).unwrap();
-    drop((pipe, loader));
-    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 20_000);
-    let full = used(&mut c);
-    assert!(full - before > 20_000 * 64, "{before} -> {full}");
-    assert_eq!(q::<String>(&mut c, &["FLUSHALL"]), "OK");
-    let after = used(&mut c);
-    // The tables go too, not only the entries (Redis frees its dicts likewise).
-    assert!(
-        after - before < (full - before) / 10,
-        "{before} -> {full} -> {after}"
-    );
 }
 
 #[test]
