@@ -29,6 +29,7 @@ use parking_lot::{Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use tollgate_raft::{ClusterError, RaftNode};
 
+use crate::acl::categories::call_writes;
 use crate::command::{self, flags, CommandSpec, Ctx, Scripts};
 use crate::metrics::Metrics;
 use crate::protocol::Reply;
@@ -985,23 +986,16 @@ fn refused_for_replicas(state: &State, op: &Op) -> bool {
     match op {
         Op::Command(args, spec) => spec
             .or_else(|| args.first().and_then(|n| command::lookup(n)))
-            .is_some_and(|spec| call_refused(state, spec, args)),
-        Op::Frame(frame, spec) => frame.with_args(|a| call_refused_slices(state, spec, a)),
+            .is_some_and(|spec| writes(spec, args)),
+        Op::Frame(frame, spec) => frame.with_args(|a| call_writes(spec, a)),
         _ => false,
     }
 }
 
-/// [`refused_for_replicas`] for a call whose row is known.
+/// Whether the call of `spec` with `args` writes (`call_writes` on owned arguments).
 #[inline]
-fn call_refused(state: &State, spec: &CommandSpec, args: &[Bytes]) -> bool {
-    state.ks.no_good_replicas
-        && command::with_slices(args, |a| crate::acl::categories::call_writes(spec, a))
-}
-
-/// [`call_refused`] on borrowed arguments.
-#[inline]
-fn call_refused_slices(state: &State, spec: &CommandSpec, args: &[&[u8]]) -> bool {
-    state.ks.no_good_replicas && crate::acl::categories::call_writes(spec, args)
+fn writes(spec: &CommandSpec, args: &[Bytes]) -> bool {
+    command::with_slices(args, |a| call_writes(spec, a))
 }
 
 /// How the commands of a batch meet `maxmemory`.
@@ -1229,7 +1223,7 @@ fn apply_ops_with(
                 let spec = spec.or_else(|| command::lookup(name));
                 let refusal = if oom && memory::op_denies_oom(&state.scripts, op) {
                     Some(memory::OOM_ERROR)
-                } else if spec.is_some_and(|spec| call_refused(state, spec, args)) {
+                } else if state.ks.no_good_replicas && spec.is_some_and(|spec| writes(spec, args)) {
                     Some(crate::store::NOREPLICAS)
                 } else {
                     None
@@ -1283,9 +1277,7 @@ fn apply_ops_with(
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
-                if state.ks.no_good_replicas
-                    && frame.with_args(|a| call_refused_slices(state, spec, a))
-                {
+                if state.ks.no_good_replicas && frame.with_args(|a| call_writes(spec, a)) {
                     metrics.record_rejected(spec);
                     replies.push(Reply::err(crate::store::NOREPLICAS));
                     continue;
