@@ -5,74 +5,15 @@
 mod common;
 mod redis_support;
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use common::TestServer;
+use common::{reply, ServerProcess, TestServer};
 use redis::Value;
 use redis_support::RedisServer;
 
-/// The tollgate binary as a child process (`maxmemory` needs its counting allocator, which
-/// an in-process test server does not have), killed when dropped.
-struct Process {
-    child: Child,
-    port: u16,
-}
-
-impl Process {
-    fn start() -> Process {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--log", "warn"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn tollgate");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "tollgate did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Process { child, port }
-    }
-
-    fn conn(&self) -> redis::Connection {
-        let c = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
-        let con = c
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap();
-        con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        con
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Run `args`, giving the reply or the error as a value (errors as their full text).
-fn run(con: &mut redis::Connection, args: &[&str]) -> Value {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    match c.query::<Value>(con) {
-        Ok(v) => v,
-        Err(e) => Value::SimpleString(format!("error: {}", common::error_text(&e))),
-    }
-}
+/// A reply, or Redis's error text.
+type Reply = Result<Value, String>;
 
 /// The replies of `steps` on a fresh connection of each server: redis-server's, then ours.
-fn both(steps: &[&[&str]]) -> (Vec<Value>, Vec<Value>) {
+fn both(steps: &[&[&str]]) -> (Vec<Reply>, Vec<Reply>) {
     let reference = RedisServer::start();
     let s = TestServer::start();
     let mut theirs = Vec::new();
@@ -80,8 +21,8 @@ fn both(steps: &[&[&str]]) -> (Vec<Value>, Vec<Value>) {
     let mut rcon = reference.conn();
     let mut con = s.conn();
     for step in steps {
-        theirs.push(run(&mut rcon, step));
-        ours.push(run(&mut con, step));
+        theirs.push(reply(&mut rcon, step));
+        ours.push(reply(&mut con, step));
     }
     (theirs, ours)
 }
@@ -125,14 +66,14 @@ fn config_queued_in_multi_runs_at_exec() {
     }
     // Not vacuous: EXEC ran the CONFIG calls (the client library reports the failed
     // CONFIG SET of EXEC's array as the error) and both INCRs.
-    let text = |v: &Value| format!("{v:?}");
+    let text = |v: &Reply| format!("{v:?}");
     assert!(
         text(&ours[8]).contains("no-such-parameter"),
         "{:?}",
         ours[8]
     );
     assert!(text(&ours[9]).contains("allkeys-lru"), "{:?}", ours[9]);
-    assert_eq!(ours[10], Value::BulkString(b"2".to_vec()));
+    assert_eq!(ours[10], Ok(Value::BulkString(b"2".to_vec())));
 }
 
 #[test]
@@ -183,9 +124,9 @@ fn acl_check_cmd_answers_for_the_script_caller() {
             "{step:?}: redis-server's reply, then ours"
         );
     }
-    assert_eq!(ours[3], Value::Int(1));
-    assert_eq!(ours[4], Value::Nil);
-    assert_eq!(ours[5], Value::Nil);
+    assert_eq!(ours[3], Ok(Value::Int(1)));
+    assert_eq!(ours[4], Ok(Value::Nil));
+    assert_eq!(ours[5], Ok(Value::Nil));
 }
 
 /// `cmdstat_<name>`'s calls, rejected_calls and failed_calls (not the times).
@@ -240,12 +181,12 @@ fn rejected_calls_count_refusals_before_running() {
         &["EVAL", "return redis.pcall('get')", "0"],
     ];
     let reference = RedisServer::start();
-    let s = Process::start();
+    let s = ServerProcess::start();
     let mut rcon = reference.conn();
     let mut con = s.conn();
     for step in steps {
-        let theirs = run(&mut rcon, step);
-        let ours = run(&mut con, step);
+        let theirs = reply(&mut rcon, step);
+        let ours = reply(&mut con, step);
         assert_eq!(theirs, ours, "{step:?}: redis-server's reply, then ours");
     }
     let names = ["get", "set", "watch", "exec", "eval", "eval_ro", "auth"];

@@ -11,10 +11,9 @@
 mod cluster_support;
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{err, q, TestServer};
+use common::{err, q, ServerProcess, TestServer};
 use redis::Value;
 
 /// The tests that start processes or fill a VM run one at a time: on a shared two-core
@@ -319,48 +318,6 @@ fn peak_rss(pid: u32) -> u64 {
     kb * 1024
 }
 
-/// A server process of its own, so its peak RSS is the server's alone.
-struct Process(Child, u16);
-
-impl Process {
-    fn start() -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--log", "warn"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Process(child, port)
-    }
-
-    fn conn(&self) -> redis::Connection {
-        let c = redis::Client::open(format!("redis://127.0.0.1:{}/", self.1))
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-        c
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn encoders_stay_within_the_lua_memory_cap() {
     let _serial = serial();
@@ -368,7 +325,7 @@ fn encoders_stay_within_the_lua_memory_cap() {
     // Room for the server itself (a debug build), the 1 MB string and its table.
     const MARGIN: u64 = 112 << 20;
     for lib in ["cjson.encode(t)", "cmsgpack.pack(t)"] {
-        let server = Process::start();
+        let server = ServerProcess::start();
         let mut c = server.conn();
         let script = format!(
             "local s = string.rep('x', 2^20) local t = {{}} for i=1,2000 do t[i] = s end return #{lib}"
@@ -376,7 +333,7 @@ fn encoders_stay_within_the_lua_memory_cap() {
         // Before this fix the encoders grew past 3.5 GB here.
         assert_eq!(err(&mut c, &["EVAL", &script, "0"]), out_of_memory(&script));
         assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
-        let peak = peak_rss(server.0.id());
+        let peak = peak_rss(server.child.id());
         assert!(peak < CAP + MARGIN, "{lib}: peak RSS {} MiB", peak >> 20);
     }
 }

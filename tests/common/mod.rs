@@ -186,3 +186,54 @@ pub fn error_text(e: &redis::RedisError) -> String {
         _ => e.to_string(),
     }
 }
+
+/// The tollgate binary as a child process on a free port, for what an in-process
+/// [`TestServer`] lacks (the binary's counting allocator behind `maxmemory`, a process of
+/// its own whose RSS is the server's alone); killed when dropped.
+pub struct ServerProcess {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl ServerProcess {
+    pub fn start() -> ServerProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--log", "warn"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn tollgate");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "tollgate did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ServerProcess { child, port }
+    }
+
+    /// A connection whose reads wait up to two minutes (slow scripts on a loaded machine).
+    pub fn conn(&self) -> redis::Connection {
+        let c = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        c
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
