@@ -425,13 +425,10 @@ fn unusable_tls_settings_stop_the_server_with_a_reason() {
     let cert = ca.issue(dir.path(), "server");
     let other = ca.issue(dir.path(), "other");
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(["--port", "0", "--tls-port", &free_port().to_string()])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+        let port = free_port().to_string();
+        let mut all = vec!["--port", "0", "--tls-port", &port];
+        all.extend_from_slice(args);
+        refused_start(&all, None)
     };
     let text = run(&[]);
     assert!(
@@ -534,13 +531,11 @@ fn encrypted_private_keys_are_read_with_tls_key_file_pass() {
         args
     };
     let refused = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(["--tls-port", &free_port().to_string()])
-            .args(start(extra))
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+        let port = free_port().to_string();
+        let args = start(extra);
+        let mut all = vec!["--tls-port", port.as_str()];
+        all.extend(args.iter().map(String::as_str));
+        refused_start(&all, None)
     };
     let text = refused(&[]);
     assert!(
@@ -847,32 +842,41 @@ fn tls_session_cache_settings_decide_resumption() {
     }
     // At start too.
     let dir = tempfile::tempdir().unwrap();
-    let mut out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args([
-            "--port",
-            &free_port().to_string(),
-            "--tls-dh-params-file",
-            "dh.pem",
-        ])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Bounded: a server that wrongly starts is killed and the test fails.
+    let port = free_port().to_string();
+    let text = refused_start(
+        &["--port", &port, "--tls-dh-params-file", "dh.pem"],
+        Some(dir.path()),
+    );
+    assert!(text.contains("ECDHE only"), "{text}");
+}
+
+/// Start tollgate with `args` (in `dir`) where it must refuse to start: its output
+/// (stdout then stderr) once it has exited with a failure. Bounded: a server that starts
+/// anyway is killed after 20 s and the test fails.
+fn refused_start(args: &[&str], dir: Option<&std::path::Path>) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    cmd.args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
-        if let Some(status) = out.try_wait().unwrap() {
+        if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         if Instant::now() > deadline {
-            let _ = out.kill();
-            panic!("tollgate started with --tls-dh-params-file");
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tollgate started with {args:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(!status.success());
+    assert!(!status.success(), "{args:?}");
     let mut text = String::new();
-    std::io::Read::read_to_string(out.stderr.as_mut().unwrap(), &mut text).unwrap();
-    assert!(text.contains("ECDHE only"), "{text}");
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut text).unwrap();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut text).unwrap();
+    text
 }
