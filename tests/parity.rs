@@ -430,3 +430,66 @@ fn config_refusals_in_multi_at_queue_or_exec() {
     assert_eq!(counts(&mut rcon, &names), counts(&mut con, &names));
     assert_eq!(errorstats(&mut rcon), errorstats(&mut con));
 }
+
+/// SWAPDB, FLUSHDB and FLUSHALL abort a WATCHing client's EXEC exactly when Redis's
+/// `touchAllWatchedKeysInDb` does: the watched key exists (not expired) in a flushed
+/// database or in either swapped one, whatever its value.
+#[test]
+fn watch_with_swapdb_and_flush() {
+    // (what the other client runs, the watcher's database, the watched key)
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["SWAPDB", "0", "1"], "0", "x"),
+        (&["SWAPDB", "0", "1"], "1", "y"),
+        (&["SWAPDB", "0", "1"], "0", "nokey"),
+        (&["SWAPDB", "0", "1"], "1", "x"),
+        (&["SWAPDB", "0", "1"], "0", "same"),
+        (&["SWAPDB", "0", "2"], "0", "x"),
+        (&["SWAPDB", "1", "2"], "0", "x"),
+        (&["SWAPDB", "0", "0"], "0", "x"),
+        (&["SWAPDB", "2", "3"], "2", "nokey"),
+        (&["FLUSHDB"], "0", "x"),
+        (&["FLUSHDB"], "0", "nokey"),
+        (&["FLUSHDB"], "1", "y"),
+        (&["FLUSHALL"], "0", "x"),
+        (&["FLUSHALL"], "0", "nokey"),
+        (&["FLUSHALL"], "1", "y"),
+        (&["FLUSHALL"], "2", "nokey"),
+    ];
+    let reference = RedisServer::start();
+    let s = ServerProcess::start();
+    let (mut rcon, mut rother) = (reference.conn(), reference.conn());
+    let (mut con, mut other) = (s.conn(), s.conn());
+    let mut aborted = 0;
+    for &(command, db, key) in cases {
+        let mut results = Vec::new();
+        for (c, o) in [(&mut rcon, &mut rother), (&mut con, &mut other)] {
+            for step in [
+                &["SELECT", "0"][..],
+                &["FLUSHALL"],
+                &["SET", "x", "1"],
+                &["SET", "same", "v"],
+                &["SELECT", "1"],
+                &["SET", "y", "2"],
+                &["SET", "same", "v"],
+                &["SELECT", "0"],
+            ] {
+                reply(o, step).unwrap();
+            }
+            reply(c, &["SELECT", db]).unwrap();
+            reply(c, &["WATCH", key]).unwrap();
+            reply(o, command).unwrap();
+            reply(c, &["MULTI"]).unwrap();
+            reply(c, &["PING"]).unwrap();
+            results.push(reply(c, &["EXEC"]));
+        }
+        assert_eq!(
+            results[0], results[1],
+            "WATCH {key} in db {db}, then {command:?}: redis-server, then ours"
+        );
+        if results[1] == Ok(Value::Nil) {
+            aborted += 1;
+        }
+    }
+    // Not vacuous: both outcomes occur.
+    assert!(aborted > 0 && aborted < cases.len(), "{aborted} aborted");
+}
