@@ -549,15 +549,17 @@ impl Engine {
         self.execute_local(batch, None).await
     }
 
-    /// Run a blocking command's one-command `batch`; when it finds nothing to pop, `waiter`
-    /// is left blocked on its keys. Standalone this is atomic with the engine's serving of
-    /// blocked clients (one lock); in a cluster the waiter is registered before the pop is
+    /// Run a blocking command's one-command `batch`; when it finds nothing to pop, the
+    /// waiter `make` builds is left blocked on its keys and returned. Standalone this is
+    /// atomic with the engine's serving of blocked clients (one lock), and the waiter is
+    /// built only when the pop found nothing (a pop that finds data, the common case under
+    /// load, allocates no waiter); in a cluster the waiter is registered before the pop is
     /// proposed, so an entry applied meanwhile still wakes it.
     pub async fn execute_blocking(
         &self,
         batch: Batch,
-        waiter: &Arc<crate::pubsub::blocking::Waiter>,
-    ) -> BatchResult {
+        make: impl FnOnce() -> Arc<crate::pubsub::blocking::Waiter>,
+    ) -> (BatchResult, Option<Arc<crate::pubsub::blocking::Waiter>>) {
         let first_nothing = |r: &BatchResult| {
             r.replies
                 .as_ref()
@@ -565,25 +567,34 @@ impl Engine {
                 .is_some_and(blocking::nothing)
         };
         if self.cluster.get().is_some() {
-            self.pubsub.blocking.block(waiter);
+            let waiter = make();
+            self.pubsub.blocking.block(&waiter);
             let result = self.execute(batch).await;
             if !first_nothing(&result) {
-                self.pubsub.blocking.unblock(waiter);
+                self.pubsub.blocking.unblock(&waiter);
+                return (result, None);
             }
-            return result;
+            return (result, Some(waiter));
         }
         let mut guard = match self.acquire(true).await {
             Ok(g) => g,
-            Err(text) => return BatchResult::ran(Some(vec![Reply::err(text)]), batch.db),
+            Err(text) => {
+                return (
+                    BatchResult::ran(Some(vec![Reply::err(text)]), batch.db),
+                    None,
+                )
+            }
         };
         let now_us = self.clock.reserve_us(batch.ops.len() as u64);
         let stamp = guard.local_stamp(now_us);
         let result = apply_batch(&mut guard, &batch, stamp, true);
-        if first_nothing(&result) {
-            self.pubsub.blocking.block(waiter);
-        }
+        let waiter = first_nothing(&result).then(|| {
+            let waiter = make();
+            self.pubsub.blocking.block(&waiter);
+            waiter
+        });
         blocking::serve_ready(&mut guard, stamp);
-        result
+        (result, waiter)
     }
 
     /// Raft: reads after a read barrier (none needed while this node is the only voter and

@@ -78,18 +78,12 @@ async fn block(c: &mut Client, a: &[Bytes], want: Want, shape: Shape) -> Answer 
     let Some(spec) = command::lookup(&a[0]) else {
         return Answer::Engine;
     };
-    let (timeout_arg, keys) = match shape {
-        Shape::KeysThenTimeout => (&a[a.len() - 1], a[1..a.len() - 1].to_vec()),
-        Shape::Source => (&a[a.len() - 1], vec![a[1].clone()]),
-        Shape::NumKeys => {
-            let n = command::args::int(&a[2]).unwrap_or(0).max(0) as usize;
-            let end = (3usize.saturating_add(n)).min(a.len());
-            (&a[1], a[3..end].to_vec())
-        }
+    let timeout_arg = match shape {
+        Shape::KeysThenTimeout | Shape::Source => &a[a.len() - 1],
+        Shape::NumKeys => &a[1],
     };
     // A bad timeout (or other argument) is answered by the handler's own checks.
     let timeout_ms = parse_timeout(timeout_arg).ok();
-    let (waiter, rx) = Waiter::new(c.id(), c.db, c.resp, a.to_vec(), keys, want);
     let batch = Batch {
         db: c.db,
         resp: c.resp,
@@ -98,12 +92,34 @@ async fn block(c: &mut Client, a: &[Bytes], want: Want, shape: Shape) -> Answer 
         transaction: false,
         client: Some(c.handle.clone()),
     };
-    let result = c.shared.engine.execute_blocking(batch, &waiter).await;
+    // The waiter (its copy of the command and keys, its reply channel) is built only when
+    // the client is to block.
+    let mut rx = None;
+    let (id, db, resp) = (c.id(), c.db, c.resp);
+    let make = || {
+        let keys = match shape {
+            Shape::KeysThenTimeout => a[1..a.len() - 1].to_vec(),
+            Shape::Source => vec![a[1].clone()],
+            Shape::NumKeys => {
+                let n = command::args::int(&a[2]).unwrap_or(0).max(0) as usize;
+                let end = (3usize.saturating_add(n)).min(a.len());
+                a[3..end].to_vec()
+            }
+        };
+        let (waiter, receiver) = Waiter::new(id, db, resp, a.to_vec(), keys, want);
+        rx = Some(receiver);
+        waiter
+    };
+    let (result, waiter) = c.shared.engine.execute_blocking(batch, make).await;
     let reply = result
         .replies
         .and_then(|r| r.into_iter().next())
         .unwrap_or(Reply::Nil);
+    let (Some(waiter), Some(rx)) = (waiter, rx) else {
+        return reply.into();
+    };
     if !nothing(&reply) || timeout_ms.is_none() {
+        c.shared.engine.pubsub().blocking.unblock(&waiter);
         return reply.into();
     }
     Answer::Block(Box::new(Blocked {
