@@ -13,7 +13,9 @@
 # Rows: each Tollgate limiter command (the bench/limiters.sh load), Tollgate's INCR and
 # GET, and on Redis INCR, GET and the token-bucket Lua script of seed 003 (EVALSHA). Each
 # Tollgate row is printed with redis INCR's count divided by its own: 1.00x means the same
-# work per request as Redis's cheapest counter, above 1 less.
+# work per request as Redis's cheapest counter, above 1 less. A second table counts
+# collection writes on both servers, the same command (redis-benchmark's ZADD: random
+# members into one large sorted set), printed as Redis's count divided by Tollgate's.
 #
 #   bench/instructions.sh [requests]    (default 200000 per row)
 #   PORT/CARGO_TARGET_DIR/TOLLGATE_BIN override the defaults; ONLY="INCR LIMIT.TOKEN" runs
@@ -108,4 +110,30 @@ for row in "${ROWS[@]}"; do
   fi
   printf '%-14s %14s %14s %10s %10s\n' "$name" "$t" "$REDIS_INCR" \
     "$(ratio "$REDIS_INCR" "$t")" "$(ratio "$REDIS_LUA" "$t")"
+done
+
+# Collection writes, the same command on both servers.
+declare -a SAME=(
+  "ZADD|ZADD myzset __rand_int__ element:__rand_int__"
+)
+printed=
+for row in "${SAME[@]}"; do
+  name=${row%%|*}
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+    continue
+  fi
+  if [ -z "$printed" ]; then
+    echo
+    printf '%-14s %14s %14s %10s\n' command tollgate_instr redis_instr ratio
+    printed=1
+  fi
+  # shellcheck disable=SC2086
+  t=$(count tollgate ${row#*|})
+  # shellcheck disable=SC2086
+  r=$(count redis ${row#*|})
+  if [ "$t" = failed ] || [ "$r" = failed ]; then
+    printf '%-14s %14s %14s\n' "$name" "$t" "$r"
+    continue
+  fi
+  printf '%-14s %14s %14s %10s\n' "$name" "$t" "$r" "$(ratio "$r" "$t")"
 done

@@ -4,13 +4,14 @@
 # (10 integers) and lists (10 items), each type into a fresh server. The seed limiters keep
 # one such collection per client.
 #
-#   bench/memory.sh [count]      (default 100000; RPORT/TPORT override the ports)
+#   bench/memory.sh [count]      (default 100000; RPORT/TPORT override the ports,
+#   TOLLGATE_BIN the binary, which is then not built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${1:-100000}
 RPORT=${RPORT:-16379}
 TPORT=${TPORT:-16380}
-[ "${BUILD:-1}" = 0 ] || cargo build --release -q
+[ "${BUILD:-1}" = 0 ] || [ -n "${TOLLGATE_BIN:-}" ] || cargo build --release -q
 TMP=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
@@ -46,7 +47,7 @@ measure() {
     redis-server --port "$port" --save "" --appendonly no >/dev/null 2>&1 &
   else
     port=$TPORT
-    target/release/tollgate --port "$port" --log warn >/dev/null 2>&1 &
+    "${TOLLGATE_BIN:-target/release/tollgate}" --port "$port" --log warn >/dev/null 2>&1 &
   fi
   pid=$!
   for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done

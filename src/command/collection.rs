@@ -55,6 +55,42 @@ pub fn update_notify<T: Kind, R>(
     out.transpose()
 }
 
+/// [`update_notify`] for a key that exists, in one keyspace lookup: runs `f` on the live
+/// `T` at `key` and, when `event(&result)` names an event (which must be exactly when `f`
+/// changed the value: nothing else marks WATCHes), signals the key modified and fires the
+/// event; a collection `f` emptied is deleted (event `del`). An error from `f` signals the
+/// key too, in case it changed something before failing. None when the key is absent or
+/// expired, for the caller to take [`update_notify`]'s path, which creates or expires it.
+pub fn update_live<T: Kind, R>(
+    ctx: &mut Ctx,
+    key: &Bytes,
+    class: u32,
+    event: impl FnOnce(&R) -> Option<&'static str>,
+    f: impl FnOnce(&mut T) -> CmdResult<R>,
+) -> Option<CmdResult<R>> {
+    let now = ctx.now_ms;
+    let entry = ctx.db().live_mut(key, now)?;
+    let Some(value) = T::get_mut(&mut entry.value) else {
+        return Some(Err(args::wrongtype()));
+    };
+    let out = f(value);
+    let emptied = entry.value.is_empty_collection();
+    let name = match &out {
+        Ok(r) => event(r),
+        Err(_) => None,
+    };
+    if out.is_err() || name.is_some() {
+        ctx.db().signal_modified(key);
+    }
+    if let Some(name) = name {
+        ctx.notify(class, name, key);
+    }
+    if emptied && ctx.db().remove_if_empty(key) {
+        ctx.notify(notify::GENERIC, "del", key);
+    }
+    Some(out)
+}
+
 /// Whether `key` holds a `T` satisfying `pred`, judged on a read-only borrow. Writes ask
 /// this before mutating so that no-ops (HDEL of absent fields, SREM of non-members, SADD
 /// of existing members, ...) neither create keys nor fire WATCH, as in Redis, which

@@ -374,16 +374,23 @@ pub fn sscan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Ok(scan_reply(0, Vec::new()));
         };
         let opts = parse_scan(a, 2, false)?;
-        let members: Vec<Bytes> = s.iter().collect();
-        // Redis answers an intset whole whatever its size, like a listpack.
-        let len = if s.encoding() == "intset" { 0 } else { s.len() };
-        let (next, items) = scan_step(members.iter().map(|m| (m, ())), len, &opts);
+        // A table is walked in place (only the step's members are copied into the reply);
+        // an intset's members are formatted first. Redis answers an intset whole whatever
+        // its size, like a listpack.
+        let (next, items): (u64, Vec<Bytes>) = match s {
+            SetValue::Table(t) => {
+                let (next, items) = scan_step(t.iter().map(|m| (m, ())), t.len(), &opts);
+                (next, items.into_iter().map(|(m, _)| m.clone()).collect())
+            }
+            SetValue::Ints(_) => {
+                let members: Vec<Bytes> = s.iter().collect();
+                let (next, items) = scan_step(members.iter().map(|m| (m, ())), 0, &opts);
+                (next, items.into_iter().map(|(m, _)| m.clone()).collect())
+            }
+        };
         Ok(scan_reply(
             next,
-            items
-                .into_iter()
-                .map(|(m, _)| Reply::Bulk(m.clone()))
-                .collect(),
+            items.into_iter().map(Reply::Bulk).collect(),
         ))
     })())
 }

@@ -11,7 +11,9 @@
 use bytes::Bytes;
 
 use super::args::{self, int, is, syntax_error, CmdResult};
-use super::collection::{exists_where, pop_count, random_picks, symmetric_int, update_notify, Rng};
+use super::collection::{
+    exists_where, pop_count, random_picks, symmetric_int, update_live, update_notify, Rng,
+};
 use super::keys::{parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
@@ -21,7 +23,7 @@ use crate::protocol::Reply;
 use crate::pubsub::notify::{GENERIC, ZSET};
 use crate::store::zset::{
     normalize_range, parse_lex_bound, parse_score, parse_score_bound, AddFlags, AddOutcome,
-    LexBound, ScoreBound, SortedSet, ERR_NAN_RESULT,
+    LexBound, ScoreBound, SortedSet, ZsetLimits, ERR_NAN_RESULT,
 };
 use crate::store::Value;
 
@@ -194,6 +196,25 @@ fn apply_add(
     ch: bool,
 ) -> CmdResult<Reply> {
     let resp = ctx.resp;
+    let limits = ctx.ks.encodings.zset();
+    let event = |(added, updated, _): &(i64, i64, Option<f64>)| {
+        (added + updated > 0).then_some(if flags.incr { "zincr" } else { "zadd" })
+    };
+    let reply = |(added, updated, last): (i64, i64, Option<f64>)| {
+        if flags.incr {
+            last.map_or(Reply::Nil, |s| score_reply(resp, s))
+        } else {
+            Reply::Integer(if ch { added + updated } else { added })
+        }
+    };
+    // An existing set: one keyspace lookup and one hash of each member. The key is
+    // signalled (WATCH) only when a member was added or its score changed, as Redis's
+    // zaddGenericCommand does.
+    if let Some(outcome) = update_live::<SortedSet, _>(ctx, key, ZSET, event, |z| {
+        add_pairs(z, pairs, flags, limits)
+    }) {
+        return outcome.map(reply);
+    }
     // When nothing would change, answer from a read: Redis signals WATCH only for
     // real changes, and the mutable path below would touch the key.
     if let Some(z) = lookup_zset(ctx, key)? {
@@ -209,37 +230,39 @@ fn apply_add(
             });
         }
     }
-    let event = |(added, updated, _): &(i64, i64, Option<f64>)| {
-        (added + updated > 0).then_some(if flags.incr { "zincr" } else { "zadd" })
-    };
-    let limits = ctx.ks.encodings.zset();
     let outcome = update_notify::<SortedSet, _>(ctx, key, !flags.xx, ZSET, event, |z| {
-        let (mut added, mut updated, mut last) = (0, 0, None);
-        for &(score, member) in pairs {
-            match z.add_limited(member, score, flags, limits) {
-                AddOutcome::Added { score } => {
-                    added += 1;
-                    last = Some(score);
-                }
-                AddOutcome::Updated { new, .. } => {
-                    updated += 1;
-                    last = Some(new);
-                }
-                AddOutcome::Unchanged { score } => last = Some(score),
-                AddOutcome::Skipped => {}
-                AddOutcome::NotANumber => return Err(Reply::err(ERR_NAN_RESULT)),
-                // Only reachable at 2^32 members; Redis would run out of memory first.
-                AddOutcome::Full => return Err(Reply::err("ERR sorted set is full")),
-            }
-        }
-        Ok((added, updated, last))
+        add_pairs(z, pairs, flags, limits)
     })?;
-    let (added, updated, last) = outcome.unwrap_or((0, 0, None));
-    Ok(if flags.incr {
-        last.map_or(Reply::Nil, |s| score_reply(resp, s))
-    } else {
-        Reply::Integer(if ch { added + updated } else { added })
-    })
+    Ok(reply(outcome.unwrap_or((0, 0, None))))
+}
+
+/// Add ZADD's validated pairs to `z`: (members added, members updated, the last pair's
+/// score for the INCR reply).
+fn add_pairs(
+    z: &mut SortedSet,
+    pairs: &[(f64, &Bytes)],
+    flags: AddFlags,
+    limits: ZsetLimits,
+) -> CmdResult<(i64, i64, Option<f64>)> {
+    let (mut added, mut updated, mut last) = (0, 0, None);
+    for &(score, member) in pairs {
+        match z.add_limited(member, score, flags, limits) {
+            AddOutcome::Added { score } => {
+                added += 1;
+                last = Some(score);
+            }
+            AddOutcome::Updated { new, .. } => {
+                updated += 1;
+                last = Some(new);
+            }
+            AddOutcome::Unchanged { score } => last = Some(score),
+            AddOutcome::Skipped => {}
+            AddOutcome::NotANumber => return Err(Reply::err(ERR_NAN_RESULT)),
+            // Only reachable at 2^32 members; Redis would run out of memory first.
+            AddOutcome::Full => return Err(Reply::err("ERR sorted set is full")),
+        }
+    }
+    Ok((added, updated, last))
 }
 
 /// ZINCRBY key increment member

@@ -313,13 +313,32 @@ impl ListValue {
         r
     }
 
-    /// A list of `items`, packed when they fit.
+    /// A list of `items`, packed when they fit: the form pushing them one by one would
+    /// give (packed up to the item that would pass [`PACKED_MAX_BYTES`], a deque from
+    /// then on), built in one pass.
     pub fn from_items(items: impl IntoIterator<Item = Bytes>) -> ListValue {
-        let mut l = ListValue::default();
-        for v in items {
-            l.push_back(v);
+        let mut items = items.into_iter();
+        let mut b = Vec::new();
+        let mut len = 0;
+        while let Some(v) = items.next() {
+            if b.len() + len_size(v.len()) + v.len() > PACKED_MAX_BYTES {
+                let packed = Packed {
+                    len,
+                    buf: b.into_boxed_slice(),
+                };
+                let mut d: VecDeque<Bytes> = packed.iter().map(Bytes::copy_from_slice).collect();
+                d.push_back(v);
+                d.extend(items);
+                return ListValue::Deque(Box::new(d));
+            }
+            put_len(&mut b, v.len());
+            b.extend_from_slice(&v);
+            len += 1;
         }
-        l
+        ListValue::Packed(Packed {
+            len,
+            buf: b.into_boxed_slice(),
+        })
     }
 
     /// A rough count of the heap bytes held, for INFO memory.
@@ -364,6 +383,28 @@ mod tests {
     }
 
     proptest! {
+        /// `from_items` builds what pushing the items one by one builds: the same items
+        /// in the same form (packed up to the item that would pass 8 KB).
+        #[test]
+        fn from_items_is_pushing_one_by_one(lens in proptest::collection::vec(0usize..600, 0..60)) {
+            let items: Vec<Bytes> = lens
+                .iter()
+                .enumerate()
+                .map(|(k, &n)| Bytes::from(vec![b'a' + (k % 26) as u8; n]))
+                .collect();
+            let built = ListValue::from_items(items.clone());
+            let mut pushed = ListValue::default();
+            for v in items.iter().cloned() {
+                pushed.push_back(v);
+            }
+            prop_assert_eq!(built.is_packed(), pushed.is_packed());
+            prop_assert_eq!(built.len(), items.len());
+            prop_assert_eq!(built.iter().collect::<Vec<_>>(), items);
+            if let (ListValue::Packed(a), ListValue::Packed(b)) = (&built, &pushed) {
+                prop_assert_eq!(&a.buf, &b.buf);
+            }
+        }
+
         /// A list that may be packed and a plain deque answer every operation alike.
         #[test]
         fn packed_and_deque_lists_answer_alike(ops in proptest::collection::vec(op(), 1..200)) {

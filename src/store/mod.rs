@@ -312,6 +312,21 @@ impl Db {
         }
     }
 
+    /// The live entry at `key` for a change in place, in one lookup; None when the key is
+    /// absent or expired (an expired entry is left to [`Db::get_mut`] and the other paths
+    /// that delete it with its event). Counts as a use of the key; watchers are not marked:
+    /// a caller that changes the value calls [`Db::signal_modified`].
+    pub fn live_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        match slot(&mut self.shards, key).1 {
+            RawEntryMut::Occupied(o) if !o.get().is_expired(now_ms) => {
+                let entry = o.into_mut();
+                self.clock.touch(entry);
+                Some(entry)
+            }
+            _ => None,
+        }
+    }
+
     /// The live entry at `key` for editing in place or, when the key is absent or expired,
     /// a new entry holding `create()` (an expired entry's slot is reused), in one lookup;
     /// with whether it was created. Watchers are not marked: a caller that changes the

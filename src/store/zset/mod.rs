@@ -23,6 +23,7 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use bytes::Bytes;
+use hashbrown::HashTable;
 
 mod packed;
 mod range;
@@ -165,11 +166,20 @@ enum Repr {
     Large(Box<Large>),
 }
 
+/// The skiplist form. The tree owns the members and scores; the index finds a member's
+/// node by hash. Each member is hashed once per operation (the hash picks the slot and is
+/// never recomputed except when the index grows) and stored once, in its node: the index
+/// holds 4-byte node numbers, not a second reference to the member and a copy of the score
+/// (an `AHashMap<Bytes, f64>` cost 40 bytes a slot, a refcount block per member and two
+/// more hashes per ZADD).
 #[derive(Clone)]
 struct Large {
-    /// Member -> score; looked up only, never iterated (its order is random).
-    scores: ahash::AHashMap<Bytes, f64>,
-    /// The same members by (score, member), sharing the member allocations.
+    /// Node numbers by their member's hash; looked up only, never iterated (its order is
+    /// random).
+    index: HashTable<u32>,
+    /// Keyed per set at random (lookups only, so nothing observable depends on it).
+    hasher: ahash::RandomState,
+    /// The members by (score, member).
     tree: Tree,
 }
 
@@ -249,11 +259,7 @@ impl SortedSet {
         }
         set.member_bytes = items.iter().map(|(m, _)| m.len()).sum();
         if skiplist {
-            let scores = items.iter().map(|(m, s)| (m.clone(), *s)).collect();
-            set.repr = Repr::Large(Box::new(Large {
-                scores,
-                tree: Tree::from_sorted(items),
-            }));
+            set.repr = Repr::Large(Box::new(Large::from_sorted(items)));
         } else {
             let items = items.iter().map(|(m, s)| (&m[..], listpack_score(*s)));
             set.repr = Repr::Small(Packed::from_sorted(items));
@@ -286,7 +292,7 @@ impl SortedSet {
     pub fn score(&self, member: &[u8]) -> Option<f64> {
         match &self.repr {
             Repr::Small(p) => p.find(member).map(|f| f.score),
-            Repr::Large(large) => large.scores.get(member).copied(),
+            Repr::Large(large) => large.score(member),
         }
     }
 
@@ -320,7 +326,12 @@ impl SortedSet {
         }
         let result = match &mut self.repr {
             Repr::Small(p) => p.insert(member, listpack_score(score)),
-            Repr::Large(large) => large.insert(member, score),
+            Repr::Large(large) => match large.add(member, score, AddFlags::default()) {
+                AddOutcome::Added { .. } => InsertResult::Added,
+                AddOutcome::Updated { old, .. } => InsertResult::Updated { old },
+                AddOutcome::Full => InsertResult::Rejected,
+                _ => InsertResult::Unchanged,
+            },
         };
         if result == InsertResult::Added {
             self.member_bytes += member.len();
@@ -346,6 +357,13 @@ impl SortedSet {
     ) -> AddOutcome {
         if score.is_nan() {
             return AddOutcome::NotANumber;
+        }
+        if let Repr::Large(large) = &mut self.repr {
+            let outcome = large.add(member, score, flags);
+            if let AddOutcome::Added { .. } = outcome {
+                self.member_bytes += member.len();
+            }
+            return outcome;
         }
         let Some(current) = self.score(member) else {
             if flags.xx {
@@ -376,14 +394,7 @@ impl SortedSet {
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
         let score = match &mut self.repr {
             Repr::Small(p) => p.remove(member)?,
-            Repr::Large(large) => {
-                let score = large.scores.remove(member)?;
-                let t = large.tree.unlink(score, member);
-                if t != NIL {
-                    large.tree.release(t);
-                }
-                score
-            }
+            Repr::Large(large) => large.remove(member)?,
         };
         self.member_bytes -= member.len();
         self.after_removal();
@@ -549,18 +560,16 @@ impl SortedSet {
     pub fn memory_estimate(&self) -> usize {
         // Allocator overhead of one small allocation (each member's bytes).
         const ALLOC_OVERHEAD: usize = 16;
-        // Large sets share each member between map and tree through a refcount block.
-        const SHARED_BLOCK: usize = 24 + ALLOC_OVERHEAD;
         let own = std::mem::size_of::<SortedSet>();
         let base = own + self.member_bytes + self.len() * ALLOC_OVERHEAD;
         match &self.repr {
             Repr::Small(p) => own + p.bytes(),
             Repr::Large(large) => {
-                let Large { scores, tree } = &**large;
-                base + tree.nodes.capacity() * std::mem::size_of::<Node>()
+                let Large { index, tree, .. } = &**large;
+                base + std::mem::size_of::<Large>()
+                    + tree.nodes.capacity() * std::mem::size_of::<Node>()
                     + tree.free.capacity() * std::mem::size_of::<u32>()
-                    + scores.capacity() * (std::mem::size_of::<(Bytes, f64)>() + 1)
-                    + self.len() * SHARED_BLOCK
+                    + index.allocation_size()
             }
         }
     }
@@ -701,13 +710,11 @@ impl SortedSet {
                 hi - lo
             }
             Repr::Large(large) if hi - lo > large.tree.len() / 8 => {
-                let Large { scores, tree } = &mut **large;
-                let mut items = tree.drain_sorted();
+                let mut items = large.tree.drain_sorted();
                 for (m, _) in items.drain(lo..hi) {
-                    scores.remove(&m);
                     self.member_bytes -= m.len();
                 }
-                *tree = Tree::from_sorted(items);
+                large.rebuild(items);
                 hi - lo
             }
             Repr::Large(_) => (lo..hi).filter_map(|_| self.remove_at(lo)).count(),
@@ -736,15 +743,13 @@ impl SortedSet {
         let (member, score) = match &mut self.repr {
             Repr::Small(_) => return None,
             Repr::Large(large) => {
-                let Large { scores, tree } = &mut **large;
-                let t = tree.unlink_at(rank);
+                let t = large.tree.unlink_at(rank);
                 if t == NIL {
                     return None;
                 }
-                let score = tree.node(t).score;
-                let member = tree.release(t);
-                scores.remove(&member);
-                (member, score)
+                large.unindex(t);
+                let score = large.tree.node(t).score;
+                (large.tree.release(t), score)
             }
         };
         self.member_bytes -= member.len();
@@ -757,14 +762,7 @@ impl SortedSet {
             return;
         };
         let items: Vec<(Bytes, f64)> = p.items(0, p.len());
-        let mut scores = ahash::AHashMap::with_capacity(items.len() * 2);
-        for (m, s) in &items {
-            scores.insert(m.clone(), *s);
-        }
-        self.repr = Repr::Large(Box::new(Large {
-            scores,
-            tree: Tree::from_sorted(items),
-        }));
+        self.repr = Repr::Large(Box::new(Large::from_sorted(items)));
     }
 
     /// After removals: give memory back once three quarters of the capacity are unused.
@@ -777,13 +775,17 @@ impl SortedSet {
             Repr::Small(_) => return,
             Repr::Large(large) => large,
         };
-        let Large { scores, tree } = &mut **large;
-        if tree.nodes.len() >= MIN_ARENA && len * 4 <= tree.nodes.len() {
-            let items = tree.drain_sorted();
-            *tree = Tree::from_sorted(items);
+        if large.tree.nodes.len() >= MIN_ARENA && len * 4 <= large.tree.nodes.len() {
+            let items = large.tree.drain_sorted();
+            large.rebuild(items);
         }
-        if scores.capacity() >= MIN_ARENA && len * 4 <= scores.capacity() {
-            scores.shrink_to_fit();
+        let Large {
+            index,
+            hasher,
+            tree,
+        } = &mut **large;
+        if index.capacity() >= MIN_ARENA && len * 4 <= index.capacity() {
+            index.shrink_to_fit(|&t| hash_member(hasher, &tree.node(t).member));
         }
     }
 
@@ -810,38 +812,138 @@ impl SortedSet {
                 }
             }
             Repr::Large(large) => {
-                let Large { scores, tree } = &**large;
-                let (size, _) = tree.check(tree.root);
-                assert_eq!(size, scores.len());
-                assert_eq!(tree.nodes.len(), size + tree.free.len());
+                let (size, _) = large.tree.check(large.tree.root);
+                assert_eq!(size, large.index.len());
+                assert_eq!(large.tree.nodes.len(), size + large.tree.free.len());
+                for (m, _) in &items {
+                    let t = large.find(hash_member(&large.hasher, m), m);
+                    assert!(t.is_some_and(|t| large.tree.node(t).member == *m));
+                }
             }
         }
     }
 }
 
+/// `member`'s hash under `hasher` (the index's; every caller hashes the same way).
+fn hash_member(hasher: &ahash::RandomState, member: &[u8]) -> u64 {
+    hasher.hash_one(member)
+}
+
 impl Large {
-    /// [`SortedSet::insert`] on the map + tree form.
-    fn insert(&mut self, member: &[u8], score: f64) -> InsertResult {
-        if let Some(slot) = self.scores.get_mut(member) {
-            let old = *slot;
-            if old == score {
-                return InsertResult::Unchanged;
-            }
-            *slot = score;
-            let t = self.tree.unlink(old, member);
-            if t != NIL {
-                self.tree.node_mut(t).score = score;
-                self.tree.insert(t);
-            }
-            return InsertResult::Updated { old };
-        }
-        let member = Bytes::copy_from_slice(member);
-        let Some(t) = self.tree.alloc(member.clone(), score) else {
-            return InsertResult::Rejected;
+    /// A skiplist set of `items`, which are in ascending key order.
+    fn from_sorted(items: Vec<(Bytes, f64)>) -> Large {
+        let mut large = Large {
+            index: HashTable::new(),
+            hasher: ahash::RandomState::new(),
+            tree: Tree::new(),
         };
+        large.rebuild(items);
+        large
+    }
+
+    /// Replace the contents with `items` (ascending): a balanced tree in a fresh arena and
+    /// its index, in O(n).
+    fn rebuild(&mut self, items: Vec<(Bytes, f64)>) {
+        self.tree = Tree::from_sorted(items);
+        let Large {
+            index,
+            hasher,
+            tree,
+        } = self;
+        *index = HashTable::with_capacity(tree.nodes.len());
+        for (t, node) in tree.nodes.iter().enumerate() {
+            // The arena came from a Vec of u32-indexed nodes.
+            let h = hash_member(hasher, &node.member);
+            index.insert_unique(h, t as u32, |&t| {
+                hash_member(hasher, &tree.nodes[t as usize].member)
+            });
+        }
+    }
+
+    /// The node holding `member`, whose hash is `hash`.
+    fn find(&self, hash: u64, member: &[u8]) -> Option<u32> {
+        let nodes = &self.tree.nodes;
+        self.index
+            .find(hash, |&t| nodes[t as usize].member == member)
+            .copied()
+    }
+
+    fn score(&self, member: &[u8]) -> Option<f64> {
+        let t = self.find(hash_member(&self.hasher, member), member)?;
+        Some(self.tree.node(t).score)
+    }
+
+    /// Take node `t` (still holding its member) out of the index.
+    fn unindex(&mut self, t: u32) {
+        let Large {
+            index,
+            hasher,
+            tree,
+        } = self;
+        let h = hash_member(hasher, &tree.node(t).member);
+        if let Ok(slot) = index.find_entry(h, |&u| u == t) {
+            slot.remove();
+        }
+    }
+
+    /// [`SortedSet::remove`] on this form: one hash, one tree walk.
+    fn remove(&mut self, member: &[u8]) -> Option<f64> {
+        let h = hash_member(&self.hasher, member);
+        let nodes = &self.tree.nodes;
+        let (t, _) = self
+            .index
+            .find_entry(h, |&t| nodes[t as usize].member == member)
+            .ok()?
+            .remove();
+        let score = self.tree.node(t).score;
+        let gone = self.tree.unlink(score, member);
+        debug_assert_eq!(gone, t, "index and tree agree");
+        self.tree.release(t);
+        Some(score)
+    }
+
+    /// [`SortedSet::add`] on this form (the score is not NaN): the member is hashed once
+    /// and looked up once, whatever the flags, and a new member costs one allocation (its
+    /// bytes) besides the amortised growth of the arena and the index.
+    fn add(&mut self, member: &[u8], score: f64, flags: AddFlags) -> AddOutcome {
+        let h = hash_member(&self.hasher, member);
+        let Some(t) = self.find(h, member) else {
+            if flags.xx {
+                return AddOutcome::Skipped;
+            }
+            let Some(t) = self.tree.alloc(Bytes::copy_from_slice(member), score) else {
+                return AddOutcome::Full;
+            };
+            self.tree.insert(t);
+            let Large {
+                index,
+                hasher,
+                tree,
+            } = self;
+            index.insert_unique(h, t, |&t| {
+                hash_member(hasher, &tree.nodes[t as usize].member)
+            });
+            return AddOutcome::Added { score };
+        };
+        if flags.nx {
+            return AddOutcome::Skipped;
+        }
+        let current = self.tree.node(t).score;
+        let new = if flags.incr { current + score } else { score };
+        if new.is_nan() {
+            return AddOutcome::NotANumber;
+        }
+        if (flags.lt && new >= current) || (flags.gt && new <= current) {
+            return AddOutcome::Skipped;
+        }
+        if new == current {
+            return AddOutcome::Unchanged { score: new };
+        }
+        let moved = self.tree.unlink(current, member);
+        debug_assert_eq!(moved, t, "index and tree agree");
+        self.tree.node_mut(t).score = new;
         self.tree.insert(t);
-        self.scores.insert(member, score);
-        InsertResult::Added
+        AddOutcome::Updated { old: current, new }
     }
 }
 
