@@ -196,3 +196,112 @@ fn rejected_calls_count_refusals_before_running() {
     // Not vacuous.
     assert!(ours[0].contains("rejected_calls=3"), "{ours:?}");
 }
+
+/// `keyspace_hits` and `keyspace_misses` of INFO stats.
+fn keyspace_reads(con: &mut redis::Connection) -> Vec<String> {
+    let text: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("keyspace_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// TOUCH counts each existing key and, as Redis's `lookupKeyRead`, a use of it (OBJECT
+/// IDLETIME restarts, OBJECT FREQ grows) and a keyspace hit or miss; EXISTS, TYPE, the TTL
+/// family and OBJECT count the hit or miss but leave the key's idle time alone
+/// (`LOOKUP_NOTOUCH`).
+#[test]
+fn touch_counts_a_use_and_exists_does_not() {
+    let reference = RedisServer::start();
+    let s = TestServer::start();
+    let mut rcon = reference.conn();
+    let mut con = s.conn();
+    let setup: &[&[&str]] = &[
+        &["SET", "a", "1"],
+        &["SET", "b", "2"],
+        &["SET", "c", "3"],
+        &["RPUSH", "l", "x"],
+    ];
+    for step in setup {
+        assert_eq!(reply(&mut rcon, step), reply(&mut con, step), "{step:?}");
+    }
+    // Both idle for at least two whole seconds (the servers' clocks count seconds).
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    // One transaction: its calls see one time, so a use just made reads exactly 0.
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "RESETSTAT"],
+        &["MULTI"],
+        &["EXISTS", "a", "a", "missing"],
+        &["TYPE", "b"],
+        &["TTL", "c"],
+        &["PEXPIRETIME", "l"],
+        &["OBJECT", "IDLETIME", "a"],
+        &["TOUCH", "a", "l", "missing", "a"],
+        &["OBJECT", "IDLETIME", "a"],
+        &["OBJECT", "IDLETIME", "b"],
+        &["OBJECT", "IDLETIME", "c"],
+        &["OBJECT", "IDLETIME", "l"],
+        &["EXEC"],
+    ];
+    let mut theirs = Vec::new();
+    let mut ours = Vec::new();
+    for step in steps {
+        theirs.push(reply(&mut rcon, step));
+        ours.push(reply(&mut con, step));
+    }
+    // An idle time of two seconds or more reads "idle"; a fresh use reads 0.
+    let shape = |r: &Reply| -> Vec<String> {
+        let Ok(Value::Array(items)) = r else {
+            panic!("EXEC: {r:?}")
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match (steps[i + 2][0], v) {
+                ("OBJECT", Value::Int(n)) if *n >= 2 => "idle".to_string(),
+                (_, v) => format!("{v:?}"),
+            })
+            .collect()
+    };
+    let (theirs_exec, ours_exec) = (shape(&theirs[12]), shape(&ours[12]));
+    assert_eq!(theirs_exec, ours_exec, "EXEC: redis-server's, then ours");
+    assert_eq!(
+        ours_exec,
+        [
+            "int(2)",
+            "simple-string(\"string\")",
+            "int(-1)",
+            "int(-1)",
+            "idle",
+            "int(3)",
+            "int(0)",
+            "idle",
+            "idle",
+            "int(0)"
+        ],
+        "not vacuous"
+    );
+    // Every lookup above is a read: TOUCH adds three hits and a miss.
+    assert_eq!(keyspace_reads(&mut rcon), keyspace_reads(&mut con));
+    assert_eq!(
+        keyspace_reads(&mut con),
+        ["keyspace_hits:13", "keyspace_misses:2"]
+    );
+    // Under an LFU policy a first use raises a new key's counter from 5 to 6 (certainly:
+    // Redis increments a counter at or below its initial value every time).
+    let lfu: &[&[&str]] = &[
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
+        &["SET", "f", "v"],
+        &["EXISTS", "f"],
+        &["OBJECT", "FREQ", "f"],
+        &["TOUCH", "f"],
+        &["OBJECT", "FREQ", "f"],
+        // Arity and a key of another type (TOUCH does not care about the type).
+        &["TOUCH"],
+        &["TOUCH", "l"],
+    ];
+    for step in lfu {
+        assert_eq!(reply(&mut rcon, step), reply(&mut con, step), "{step:?}");
+    }
+    assert_eq!(reply(&mut con, &["OBJECT", "FREQ", "f"]), Ok(Value::Int(6)));
+}

@@ -237,6 +237,15 @@ impl Db {
         entry
     }
 
+    /// [`Db::read`] without counting a use for LRU/LFU (Redis's `LOOKUP_NOTOUCH`): EXISTS,
+    /// TYPE, the TTL family and OBJECT look at a key this way, and still count a keyspace
+    /// hit or miss.
+    pub fn read_untouched(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        let entry = self.get_raw(key).filter(|e| !e.is_expired(now_ms));
+        self.clock.count_read(entry.is_some());
+        entry
+    }
+
     /// The entry for `key`, expired or not, without counting a use (eviction and
     /// introspection look at keys this way).
     pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
