@@ -424,3 +424,89 @@ fn acl_log_entries_match_redis_field_by_field() {
     }
     assert!(ours.1[6].contains("context=lua") && ours.1[6].contains("cmd=eval"));
 }
+
+/// Run a server that must refuse to start; its output (stdout and stderr). Bounded: a
+/// server still running after 20 s is killed and the test fails.
+fn refused_start(cmd: &mut std::process::Command) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = std::fs::File::create(&out).unwrap();
+    let mut child = cmd
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(!status.success(), "{cmd:?}: {status}");
+    std::fs::read_to_string(out).unwrap()
+}
+
+/// An aclfile has no comments in Redis 7.0: a line starting with `#` is refused (it does
+/// not start with `user`), so ACL LOAD changes nothing and answers redis-server 7.0.15's
+/// text, and a server started with such a file does not start.
+#[test]
+fn aclfile_comment_lines_are_refused_like_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.acl");
+    std::fs::write(&path, "user default on nopass ~* &* +@all\n").unwrap();
+    let at = path.to_str().unwrap().to_string();
+    let reference = RedisServer::with_args(&["--aclfile", &at]);
+    let p = path.clone();
+    let s = TestServer::with(move |c| c.aclfile = Some(p));
+    let commented =
+        "# users\n  # the admin\n\nuser default on nopass ~* &* +@all\nuser ops on >pw ~* +@all\n";
+    std::fs::write(&path, commented).unwrap();
+    let mut replies = Vec::new();
+    for mut con in [reference.conn(), s.conn()] {
+        replies.push((
+            reply(&mut con, &["ACL", "LOAD"]),
+            reply(&mut con, &["ACL", "USERS"]),
+        ));
+    }
+    assert_eq!(replies[0], replies[1], "redis-server's, then ours");
+    assert_eq!(
+        replies[1].0,
+        Err(format!("ERR {at}:1 should start with user keyword followed by the username. {at}:2 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"))
+    );
+    // The same lines without the comments load.
+    std::fs::write(&path, commented.replace("# users\n  # the admin\n", "")).unwrap();
+    let mut con = s.conn();
+    assert_eq!(reply(&mut con, &["ACL", "LOAD"]), Ok(Value::Okay));
+    // At start, both refuse the file with the same reason (on a port free now; neither
+    // gets as far as listening).
+    std::fs::write(&path, commented).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let theirs = refused_start(
+        std::process::Command::new("redis-server")
+            .args(["--port", &port, "--save", "", "--aclfile", &at])
+            .arg("--dir")
+            .arg(dir.path()),
+    );
+    let ours = refused_start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_tollgate")).args([
+            "--port",
+            &port,
+            "--aclfile",
+            &at,
+        ]),
+    );
+    let reason = format!("Aborting Redis startup because of ACL errors: {at}:1 should start with user keyword followed by the username. {at}:2 should start");
+    assert!(theirs.contains(&reason), "{theirs}");
+    assert!(ours.contains(&reason), "{ours}");
+}
