@@ -384,6 +384,73 @@ fn partitioned_or_paused_leader(tls: bool) {
     c.converged_digest(Duration::from_secs(10));
 }
 
+/// The leader and term every node reports: (leader_id, term) per node.
+fn leader_and_term(c: &Cluster) -> Vec<(Option<String>, Option<String>)> {
+    c.nodes
+        .iter()
+        .map(|n| (n.status("leader_id"), n.status("term")))
+        .collect()
+}
+
+/// A follower cut off from the others (RAFT.PARTITION) or frozen (SIGSTOP) for many
+/// election timeouts comes back without deposing the healthy leader: it campaigns only after
+/// a quorum grants it a pre-vote, which nobody does while they hear the leader, so its term
+/// never rises. Before pre-votes, the same partition of 3 s left it at term 15 against the
+/// leader's 4 and its return forced a new election; a 3 s SIGSTOP did too.
+#[test]
+fn a_follower_back_from_a_partition_or_a_pause_does_not_depose_the_leader() {
+    let _g = serial();
+    // Timeouts long enough that a loaded machine does not elect for nothing, and short
+    // enough that 3 s cut off is several of them.
+    let c = Cluster::start_with(3, &["--election-timeout-ms", "300"]);
+    let l = c.wait_leader(Duration::from_secs(10));
+    let f = (l + 1) % 3;
+    let _: i64 = c.nodes[l].q(&["INCR", "n"]).unwrap();
+    let before = leader_and_term(&c);
+    let term = before[l].1.clone();
+    assert!(term.is_some(), "{before:?}");
+
+    c.isolate(f);
+    thread::sleep(Duration::from_secs(3));
+    // Cut off, it never raised its term (it asked for pre-votes and got none).
+    assert_eq!(
+        c.nodes[f].status("term"),
+        term,
+        "the isolated follower's term"
+    );
+    assert_ne!(c.nodes[f].status("role").as_deref(), Some("leader"));
+    let _: () = c.nodes[f].q(&["RAFT.HEAL"]).unwrap();
+    // Back: a write through it runs on the same leader, and every node still agrees on the
+    // leader and term it had.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let v = loop {
+        match c.nodes[f].q::<i64>(&["INCR", "n"]) {
+            Ok(v) => break v,
+            Err(e) => assert!(Instant::now() < deadline, "the healed follower: {e}"),
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(v, 2);
+    assert_eq!(c.wait_leader(Duration::from_secs(5)), l);
+    assert_eq!(leader_and_term(&c), before, "after the partition");
+
+    c.nodes[f].signal("-STOP");
+    thread::sleep(Duration::from_secs(3));
+    c.nodes[f].signal("-CONT");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let v = loop {
+        match c.nodes[f].q::<i64>(&["INCR", "n"]) {
+            Ok(v) => break v,
+            Err(e) => assert!(Instant::now() < deadline, "the resumed follower: {e}"),
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(v, 3);
+    assert_eq!(c.wait_leader(Duration::from_secs(5)), l);
+    assert_eq!(leader_and_term(&c), before, "after the pause");
+    c.converged_digest(Duration::from_secs(10));
+}
+
 #[test]
 fn mixed_limiters_and_scripts_keep_replicas_identical() {
     let _g = serial();

@@ -199,6 +199,15 @@ fn rejected_calls_count_refusals_before_running() {
     assert!(ours[0].contains("rejected_calls=3"), "{ours:?}");
 }
 
+/// `keyspace_hits` and `keyspace_misses` of INFO stats.
+fn keyspace_reads(con: &mut redis::Connection) -> Vec<String> {
+    let text: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("keyspace_"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// INFO errorstats' `errorstat_<CODE>:count=N` lines.
 fn errorstats(con: &mut redis::Connection) -> Vec<String> {
     let text: String = redis::cmd("INFO").arg("errorstats").query(con).unwrap();
@@ -206,6 +215,311 @@ fn errorstats(con: &mut redis::Connection) -> Vec<String> {
         .filter(|l| l.starts_with("errorstat_"))
         .map(str::to_string)
         .collect()
+}
+
+/// TOUCH counts each existing key and, as Redis's `lookupKeyRead`, a use of it (OBJECT
+/// IDLETIME restarts, OBJECT FREQ grows) and a keyspace hit or miss; EXISTS, TYPE, the TTL
+/// family and OBJECT count the hit or miss but leave the key's idle time alone
+/// (`LOOKUP_NOTOUCH`).
+#[test]
+fn touch_counts_a_use_and_exists_does_not() {
+    let reference = RedisServer::start();
+    let s = TestServer::start();
+    let mut rcon = reference.conn();
+    let mut con = s.conn();
+    let setup: &[&[&str]] = &[
+        &["SET", "a", "1"],
+        &["SET", "b", "2"],
+        &["SET", "c", "3"],
+        &["RPUSH", "l", "x"],
+    ];
+    for step in setup {
+        assert_eq!(reply(&mut rcon, step), reply(&mut con, step), "{step:?}");
+    }
+    // Both idle for at least two whole seconds (the servers' clocks count seconds).
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    // One transaction: its calls see one time, so a use just made reads exactly 0.
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "RESETSTAT"],
+        &["MULTI"],
+        &["EXISTS", "a", "a", "missing"],
+        &["TYPE", "b"],
+        &["TTL", "c"],
+        &["PEXPIRETIME", "l"],
+        &["OBJECT", "IDLETIME", "a"],
+        &["TOUCH", "a", "l", "missing", "a"],
+        &["OBJECT", "IDLETIME", "a"],
+        &["OBJECT", "IDLETIME", "b"],
+        &["OBJECT", "IDLETIME", "c"],
+        &["OBJECT", "IDLETIME", "l"],
+        &["EXEC"],
+    ];
+    let mut theirs = Vec::new();
+    let mut ours = Vec::new();
+    for step in steps {
+        theirs.push(reply(&mut rcon, step));
+        ours.push(reply(&mut con, step));
+    }
+    // An idle time of two seconds or more reads "idle"; a fresh use reads 0.
+    let shape = |r: &Reply| -> Vec<String> {
+        let Ok(Value::Array(items)) = r else {
+            panic!("EXEC: {r:?}")
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match (steps[i + 2][0], v) {
+                ("OBJECT", Value::Int(n)) if *n >= 2 => "idle".to_string(),
+                (_, v) => format!("{v:?}"),
+            })
+            .collect()
+    };
+    let (theirs_exec, ours_exec) = (shape(&theirs[12]), shape(&ours[12]));
+    assert_eq!(theirs_exec, ours_exec, "EXEC: redis-server's, then ours");
+    assert_eq!(
+        ours_exec,
+        [
+            "int(2)",
+            "simple-string(\"string\")",
+            "int(-1)",
+            "int(-1)",
+            "idle",
+            "int(3)",
+            "int(0)",
+            "idle",
+            "idle",
+            "int(0)"
+        ],
+        "not vacuous"
+    );
+    // Every lookup above is a read: TOUCH adds three hits and a miss.
+    assert_eq!(keyspace_reads(&mut rcon), keyspace_reads(&mut con));
+    assert_eq!(
+        keyspace_reads(&mut con),
+        ["keyspace_hits:13", "keyspace_misses:2"]
+    );
+    // Under an LFU policy a first use raises a new key's counter from 5 to 6 (certainly:
+    // Redis increments a counter at or below its initial value every time).
+    let lfu: &[&[&str]] = &[
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
+        &["SET", "f", "v"],
+        &["EXISTS", "f"],
+        &["OBJECT", "FREQ", "f"],
+        &["TOUCH", "f"],
+        &["OBJECT", "FREQ", "f"],
+        // Arity and a key of another type (TOUCH does not care about the type).
+        &["TOUCH"],
+        &["TOUCH", "l"],
+    ];
+    for step in lfu {
+        assert_eq!(reply(&mut rcon, step), reply(&mut con, step), "{step:?}");
+    }
+    assert_eq!(reply(&mut con, &["OBJECT", "FREQ", "f"]), Ok(Value::Int(6)));
+}
+
+/// ACL LOG's entries as text, field by field: count, reason, context, object, username,
+/// and the client-info fields that do not depend on the process (Redis's ids, addresses
+/// and buffer sizes do). Checks on the way that `age-seconds` is whole milliseconds, as
+/// Redis computes it.
+fn acl_log(con: &mut redis::Connection) -> Vec<String> {
+    let entries: Vec<Vec<Value>> = redis::cmd("ACL").arg("LOG").arg(100).query(con).unwrap();
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::Int(n) => n.to_string(),
+        v => format!("{v:?}"),
+    };
+    let kept = [
+        "name", "flags", "db", "sub", "psub", "ssub", "multi", "argv-mem", "cmd", "user", "resp",
+    ];
+    entries
+        .iter()
+        .map(|e| {
+            let mut row = Vec::new();
+            for pair in e.chunks(2) {
+                let (field, value) = (text(&pair[0]), text(&pair[1]));
+                match field.as_str() {
+                    "age-seconds" => {
+                        let ms = value.parse::<f64>().unwrap() * 1000.0;
+                        assert!((ms - ms.round()).abs() < 1e-6, "age-seconds {value}");
+                    }
+                    "client-info" => row.extend(
+                        value
+                            .split(' ')
+                            .filter(|f| kept.contains(&f.split('=').next().unwrap_or("")))
+                            .map(str::to_string),
+                    ),
+                    _ => row.push(format!("{field}={value}")),
+                }
+            }
+            row.join(" ")
+        })
+        .collect()
+}
+
+/// ACL LOG entries compared with redis-server 7.0.15 field by field for each kind of
+/// refusal: a command, a subcommand (`client|kill`), a key, a channel, a key in a script
+/// (context `lua`), a command queued in MULTI (context `multi`), a command refused again
+/// at EXEC after the rules changed, and failed logins by AUTH and HELLO. The client-info
+/// is the client as it runs the refused call: `cmd` that call (EXEC for the recheck), not
+/// the one before it.
+#[test]
+fn acl_log_entries_match_redis_field_by_field() {
+    let reference = RedisServer::start();
+    let s = TestServer::start();
+    let rules: &[&str] = &[
+        "ACL",
+        "SETUSER",
+        "u",
+        "on",
+        ">p",
+        "+@all",
+        "-flushall",
+        "-client|kill",
+        "~k*",
+        "&ch*",
+    ];
+    let steps: &[&[&str]] = &[
+        &["AUTH", "u", "p"],
+        &["CLIENT", "SETNAME", "me"],
+        &["GET", "k1"],
+        &["FLUSHALL"],
+        &["CLIENT", "KILL", "ID", "999"],
+        &["GET", "other"],
+        &["PUBLISH", "other", "hi"],
+        &["SET", "k1", "v"],
+        &["EVAL", "return redis.call('get','zzz')", "0"],
+        &["MULTI"],
+        &["GET", "k2"],
+        &["SET", "nokey", "v"],
+        &["DISCARD"],
+        &["SELECT", "3"],
+        &["MULTI"],
+        &["GET", "k2"],
+        &["EVAL", "return redis.call('get','zz2')", "0"],
+        // The admin takes GET away here, before EXEC.
+        &["EXEC"],
+        &["AUTH", "u", "wrong"],
+        &["HELLO", "2", "AUTH", "u", "wrong"],
+        &["auth", "nobody", "x"],
+    ];
+    let mut logs = Vec::new();
+    for (mut admin, mut con) in [(reference.conn(), reference.conn()), (s.conn(), s.conn())] {
+        reply(&mut admin, rules).unwrap();
+        let mut replies = Vec::new();
+        for step in steps {
+            if step[0] == "EXEC" {
+                reply(&mut admin, &["ACL", "SETUSER", "u", "-get"]).unwrap();
+            }
+            replies.push(reply(&mut con, step));
+        }
+        logs.push((replies, acl_log(&mut admin)));
+    }
+    let (theirs, ours) = (&logs[0], &logs[1]);
+    for (i, step) in steps.iter().enumerate() {
+        assert_eq!(
+            theirs.0[i], ours.0[i],
+            "{step:?}: redis-server's, then ours"
+        );
+    }
+    assert_eq!(theirs.1, ours.1, "ACL LOG: redis-server's, then ours");
+    // Not vacuous: one entry per refusal, each naming the call it refused.
+    assert_eq!(ours.1.len(), 11, "{:#?}", ours.1);
+    assert!(ours.1[0].contains("object=auth") && ours.1[0].contains("cmd=auth"));
+    assert!(ours.1[1].contains("object=HELLO") && ours.1[1].contains("cmd=hello"));
+    for at in [3, 4] {
+        let e = &ours.1[at];
+        assert!(
+            e.contains("flags=x") && e.contains("multi=2 argv-mem=4 cmd=exec"),
+            "{e}"
+        );
+    }
+    assert!(ours.1[6].contains("context=lua") && ours.1[6].contains("cmd=eval"));
+}
+
+/// Run a server that must refuse to start; its output (stdout and stderr). Bounded: a
+/// server still running after 20 s is killed and the test fails.
+fn refused_start(cmd: &mut std::process::Command) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = std::fs::File::create(&out).unwrap();
+    let mut child = cmd
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(!status.success(), "{cmd:?}: {status}");
+    std::fs::read_to_string(out).unwrap()
+}
+
+/// An aclfile has no comments in Redis 7.0: a line starting with `#` is refused (it does
+/// not start with `user`), so ACL LOAD changes nothing and answers redis-server 7.0.15's
+/// text, and a server started with such a file does not start.
+#[test]
+fn aclfile_comment_lines_are_refused_like_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.acl");
+    std::fs::write(&path, "user default on nopass ~* &* +@all\n").unwrap();
+    let at = path.to_str().unwrap().to_string();
+    let reference = RedisServer::with_args(&["--aclfile", &at]);
+    let p = path.clone();
+    let s = TestServer::with(move |c| c.aclfile = Some(p));
+    let commented =
+        "# users\n  # the admin\n\nuser default on nopass ~* &* +@all\nuser ops on >pw ~* +@all\n";
+    std::fs::write(&path, commented).unwrap();
+    let mut replies = Vec::new();
+    for mut con in [reference.conn(), s.conn()] {
+        replies.push((
+            reply(&mut con, &["ACL", "LOAD"]),
+            reply(&mut con, &["ACL", "USERS"]),
+        ));
+    }
+    assert_eq!(replies[0], replies[1], "redis-server's, then ours");
+    assert_eq!(
+        replies[1].0,
+        Err(format!("ERR {at}:1 should start with user keyword followed by the username. {at}:2 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"))
+    );
+    // The same lines without the comments load.
+    std::fs::write(&path, commented.replace("# users\n  # the admin\n", "")).unwrap();
+    let mut con = s.conn();
+    assert_eq!(reply(&mut con, &["ACL", "LOAD"]), Ok(Value::Okay));
+    // At start, both refuse the file with the same reason (on a port free now; neither
+    // gets as far as listening).
+    std::fs::write(&path, commented).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let theirs = refused_start(
+        std::process::Command::new("redis-server")
+            .args(["--port", &port, "--save", "", "--aclfile", &at])
+            .arg("--dir")
+            .arg(dir.path()),
+    );
+    let ours = refused_start(
+        std::process::Command::new(env!("CARGO_BIN_EXE_tollgate")).args([
+            "--port",
+            &port,
+            "--aclfile",
+            &at,
+        ]),
+    );
+    let reason = format!("Aborting Redis startup because of ACL errors: {at}:1 should start with user keyword followed by the username. {at}:2 should start");
+    assert!(theirs.contains(&reason), "{theirs}");
+    assert!(ours.contains(&reason), "{ours}");
 }
 
 /// Redis 7.0 counts an error a script's `redis.call`/`redis.pcall` meets where it arises

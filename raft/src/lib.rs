@@ -26,6 +26,7 @@
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
 //! | `forwarder.rs` | follower-side batching of forwarded writes and read-index requests |
 //! | `service.rs` | what a node answers on its cluster port; membership changes |
+//! | `prevote.rs` | the election timer: a campaign only after a quorum grants a pre-vote, so a node back from a partition cannot depose a healthy leader |
 //! | `stats.rs` | [`stats::RaftStats`] and the lock-free [`stats::Histogram`] (fsync latency) |
 //! | `node.rs` | [`RaftNode`]: start, propose, read barrier, status, admin, shutdown |
 //!
@@ -58,6 +59,7 @@ mod forwarder;
 mod log_store;
 mod network;
 mod node;
+mod prevote;
 mod proposer;
 mod record;
 mod repair;

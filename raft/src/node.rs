@@ -138,6 +138,9 @@ impl<S: StateMachine> RaftNode<S> {
         let log = log_store.handle();
         let snapshot_stats = sm_store.stats();
         let mut raft_config = config.openraft_config()?;
+        // Elections start behind a pre-vote (`prevote::run_elector`), never on openraft's
+        // own timer.
+        raft_config.enable_elect = false;
         if let Some(status) = repair.status() {
             // One line that says it all; the details were found by the storage.
             tracing::error!(
@@ -148,7 +151,6 @@ impl<S: StateMachine> RaftNode<S> {
                  again by itself",
                 status.detail
             );
-            raft_config.enable_elect = false;
         }
         let raft_config = Arc::new(raft_config);
 
@@ -201,8 +203,21 @@ impl<S: StateMachine> RaftNode<S> {
             repair: repair.clone(),
             health: health.clone(),
             responsive_within: responsive_within(&config),
+            heard: Default::default(),
+            timing: crate::prevote::Timing {
+                election_timeout_min: Duration::from_millis(config.election_timeout_min_ms),
+                election_timeout_max: Duration::from_millis(config.election_timeout_max_ms),
+                heartbeat: Duration::from_millis(config.heartbeat_interval_ms),
+            },
         };
-        let repair_task = resume_voting_when_repaired(&repair, raft.clone());
+        let elector_task = tokio::spawn(crate::prevote::run_elector(
+            id,
+            raft.clone(),
+            transport.clone(),
+            service.heard.clone(),
+            repair.clone(),
+            service.timing,
+        ));
         let (leadership_tx, watch_task) =
             watch_leadership(id, raft.server_metrics(), stats.clone());
         let leadership = leadership_tx.subscribe();
@@ -229,7 +244,7 @@ impl<S: StateMachine> RaftNode<S> {
                     forwarder_task,
                     watch_task,
                     learn_task,
-                    repair_task,
+                    elector_task,
                 ]),
                 stopping: AtomicBool::new(false),
                 repair,
@@ -891,17 +906,6 @@ fn learn_advertised(
                     let _ = transport.peer(member, &addr).connect_now(LEARN_EVERY).await;
                 }
             }
-        }
-    })
-}
-
-/// Turn elections back on once the repair (if any) is proven; the storage ends the repair
-/// when it sees the commit that proves it (see `repair`).
-fn resume_voting_when_repaired(repair: &Repair, raft: Raft<TypeConfig>) -> JoinHandle<()> {
-    let mut whole = repair.subscribe();
-    tokio::spawn(async move {
-        if whole.wait_for(|w| *w).await.is_ok() {
-            raft.runtime_config().elect(true);
         }
     })
 }

@@ -31,7 +31,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 
 use crate::record::{read_twice, sync_parent, write_twice, Twice};
 use crate::types::LogId;
@@ -120,8 +119,6 @@ pub(crate) struct Repair {
     path: PathBuf,
     need: Mutex<Option<Need>>,
     active: AtomicBool,
-    /// True once no repair is pending.
-    whole: watch::Sender<bool>,
     /// The record existed but could not be read (its floors are recomputed at start).
     record_lost: bool,
 }
@@ -143,7 +140,6 @@ impl Repair {
             path: path.to_path_buf(),
             need: Mutex::new(need),
             active: AtomicBool::new(active),
-            whole: watch::Sender::new(!active),
             record_lost,
         })
     }
@@ -204,7 +200,6 @@ impl Repair {
         write_twice(&self.path, &bytes)?;
         *guard = Some(need);
         self.active.store(true, Ordering::Release);
-        self.whole.send_replace(false);
         Ok(())
     }
 
@@ -232,7 +227,6 @@ impl Repair {
         let status = need.status();
         *guard = None;
         self.active.store(false, Ordering::Release);
-        self.whole.send_replace(true);
         tracing::warn!(
             committed = %committed,
             "raft node repaired: it committed {committed} from the leader, so its log holds every entry it had acknowledged ({status}); it votes again"
@@ -255,11 +249,6 @@ impl Repair {
                     index_floor: None,
                 }),
         )
-    }
-
-    /// A watch that turns true once no repair is pending.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
-        self.whole.subscribe()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Need>> {

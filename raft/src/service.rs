@@ -18,13 +18,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use openraft::error::{ClientWriteError, RaftError};
-use openraft::raft::VoteResponse;
+use openraft::raft::{AppendEntriesResponse, VoteResponse};
 use openraft::{BasicNode, ChangeMembers, LogId, Raft, RaftMetrics};
 use tokio::sync::oneshot;
 
 use crate::error::ClusterError;
 use crate::forwarder::unexpected;
 use crate::network::PeerHealth;
+use crate::prevote::{Heard, Timing};
 use crate::proposer::{Gate, Proposer, ReadIndexer};
 use crate::repair::Repair;
 use crate::transport::{AdminOp, Request, Response, RpcHandler, Transport};
@@ -61,6 +62,10 @@ pub(crate) struct Service {
     pub(crate) health: Arc<PeerHealth>,
     /// A follower that answered within this long counts as up.
     pub(crate) responsive_within: Duration,
+    /// When this node last heard from a leader (for pre-votes, see `prevote`).
+    pub(crate) heard: Arc<Heard>,
+    /// The election timing pre-votes are granted by.
+    pub(crate) timing: Timing,
 }
 
 impl Service {
@@ -88,8 +93,14 @@ impl RpcHandler for Service {
         match req {
             Request::AppendEntries(rpc) => {
                 let repair = self.repair.clone();
+                let heard = self.heard.clone();
                 async move {
                     let result = raft.append_entries(rpc).await;
+                    // Accepted as from the current leader (a stale leader gets HigherVote).
+                    if matches!(&result, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_)))
+                    {
+                        heard.touch();
+                    }
                     Response::AppendEntries {
                         result,
                         repairing: repair.is_active(),
@@ -100,9 +111,40 @@ impl RpcHandler for Service {
             Request::Vote(_) if self.repair.is_active() => {
                 futures::future::ready(self.refuse_vote()).boxed()
             }
-            Request::Vote(rpc) => async move { Response::Vote(raft.vote(rpc).await) }.boxed(),
+            Request::Vote(rpc) => {
+                let heard = self.heard.clone();
+                async move {
+                    let result = raft.vote(rpc).await;
+                    // Raft's election timer restarts on a granted vote too: the candidate
+                    // gets its election's time before this node campaigns itself.
+                    if matches!(&result, Ok(r) if r.vote_granted) {
+                        heard.touch();
+                    }
+                    Response::Vote(result)
+                }
+                .boxed()
+            }
             Request::InstallSnapshot(rpc) => {
-                async move { Response::InstallSnapshot(raft.install_snapshot(rpc).await) }.boxed()
+                let heard = self.heard.clone();
+                async move {
+                    let result = raft.install_snapshot(rpc).await;
+                    if result.is_ok() {
+                        heard.touch();
+                    }
+                    Response::InstallSnapshot(result)
+                }
+                .boxed()
+            }
+            Request::PreVote(req) => {
+                let granted = crate::prevote::grant(
+                    &raft,
+                    self.node_id,
+                    &self.heard,
+                    &self.repair,
+                    self.timing,
+                    &req,
+                );
+                futures::future::ready(Response::PreVote(granted)).boxed()
             }
             Request::Propose(units) => {
                 if let Some(err) = self.not_leader() {
@@ -148,6 +190,7 @@ impl RpcHandler for Service {
             }
             Request::Elect => {
                 let me = self.node_id;
+                let heard = self.heard.clone();
                 async move {
                     let is_voter = raft
                         .metrics()
@@ -161,6 +204,9 @@ impl RpcHandler for Service {
                             "node {me} is not a voter"
                         ))));
                     }
+                    // Told to campaign by the leader: as for a campaign of its own, its
+                    // timer restarts, so it grants no pre-vote to a rival while it runs.
+                    heard.touch();
                     let started = raft.trigger().elect().await;
                     Response::Elect(started.map_err(|_| ClusterError::ShuttingDown))
                 }

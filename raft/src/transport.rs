@@ -109,6 +109,8 @@ pub(crate) enum Request {
     Admin(AdminOp),
     /// From a leader handing leadership over: campaign now (Raft's TimeoutNow).
     Elect,
+    /// Would you vote for this candidate now? (See `prevote`; changes no state.)
+    PreVote(crate::prevote::PreVoteRequest),
 }
 
 /// Membership changes and leadership transfer, executed on the leader.
@@ -163,6 +165,8 @@ pub(crate) enum Response {
     ReadIndex(Result<u64, ClusterError>),
     Admin(Result<(), ClusterError>),
     Elect(Result<(), ClusterError>),
+    /// Whether the pre-vote is granted.
+    PreVote(bool),
 }
 
 #[derive(Deserialize)]

@@ -126,7 +126,8 @@ impl Log {
                 .iter()
                 .take(count)
                 .map(|e| {
-                    let age = now.duration_since(e.created).as_secs_f64();
+                    // Whole milliseconds, as Redis (`(mstime() - ctime) / 1000.0`).
+                    let age = now.duration_since(e.created).as_millis() as f64 / 1000.0;
                     Reply::Map(vec![
                         (Reply::bulk("count"), Reply::Integer(e.count as i64)),
                         (Reply::bulk("reason"), Reply::bulk(e.reason)),

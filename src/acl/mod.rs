@@ -1221,8 +1221,9 @@ impl Acl {
     }
 }
 
-/// Parse an aclfile (Redis's format: `user <name> <rule> ...` lines; blank lines and `#`
-/// comments are skipped). Without a `default` line the default user is Redis's (on,
+/// Parse an aclfile (Redis's format: `user <name> <rule> ...` lines; blank lines are
+/// skipped; there are no comments: a `#` line is an error, as in redis-server 7.0.15,
+/// which refuses the whole file). Without a `default` line the default user is Redis's (on,
 /// nopass, every permission). The error lists every bad line as redis-server 7.0.15's
 /// ACL LOAD does (`<path>:<line>: <why>. `), for the file at `path`. New users get
 /// `acl-pubsub-default` (`pubsub_all`: every channel).
@@ -1231,8 +1232,9 @@ pub fn parse_file(text: &str, path: &str, pubsub_all: bool) -> Result<Vec<User>,
     let mut errors = String::new();
     for (n, line) in text.lines().enumerate() {
         let n = n + 1;
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
+        // Redis trims spaces, tabs and line ends (`sdstrim(line, " \t\r\n")`).
+        let line = line.trim_matches([' ', '\t', '\r', '\n']);
+        if line.is_empty() {
             continue;
         }
         // Redis splits a line at single spaces (not with quotes, unlike inside a selector)
@@ -1403,6 +1405,12 @@ mod tests {
         again.replace(users, Event::Installed);
         assert_eq!(again.to_file(), text);
         assert!(again.get("alice").unwrap().password_ok(b"secret"));
+        // No comments: redis-server 7.0.15 refuses a file with a `#` line (ACL LOAD and
+        // at start), with this text.
+        assert_eq!(
+            parse_file("# users\n  # x\n\nuser bob on\n", "f", false).unwrap_err(),
+            "f:1 should start with user keyword followed by the username. f:2 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"
+        );
         assert_eq!(
             parse_file("user bob on bogus\nfoo\n", "f", false).unwrap_err(),
             "f:1: Syntax error. f:2 should start with user keyword followed by the username. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"

@@ -1,4 +1,4 @@
-//! Generic key commands: DEL, EXISTS, TYPE, the EXPIRE/TTL family, RENAME, KEYS, SCAN,
+//! Generic key commands: DEL, EXISTS, TOUCH, TYPE, the EXPIRE/TTL family, RENAME, KEYS, SCAN,
 //! RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, SWAPDB, MOVE, COPY; plus SCAN cursors.
 
 use crate::glob::glob_match;
@@ -35,8 +35,20 @@ pub fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Integer(n)
 }
 
-/// EXISTS key [key ...]
+/// EXISTS key [key ...]: the number of the keys that exist (each key counted as often as
+/// it is named). As in Redis, looking does not count as a use of the key for LRU/LFU.
 pub fn exists(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
+    let now = ctx.now_ms;
+    let db = ctx.db();
+    let n = a[1..]
+        .iter()
+        .filter(|k| db.read_untouched(k, now).is_some());
+    Reply::Integer(n.count() as i64)
+}
+
+/// TOUCH key [key ...]: EXISTS that counts as a use of each key for LRU/LFU (OBJECT
+/// IDLETIME restarts from 0, OBJECT FREQ may grow), as Redis's `lookupKeyRead`.
+pub fn touch(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     let now = ctx.now_ms;
     let db = ctx.db();
     Reply::Integer(a[1..].iter().filter(|k| db.read(k, now).is_some()).count() as i64)
@@ -47,7 +59,7 @@ pub fn type_(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let now = ctx.now_ms;
     let name = ctx
         .db()
-        .read(&a[1], now)
+        .read_untouched(&a[1], now)
         .map_or("none", |e| e.value.type_name());
     Reply::Status(name.into())
 }
@@ -186,7 +198,7 @@ enum TtlView {
 
 fn ttl_generic(ctx: &mut Ctx, a: &[&[u8]], view: TtlView) -> Reply {
     let now = ctx.now_ms;
-    let Some(entry) = ctx.db().read(a[1], now) else {
+    let Some(entry) = ctx.db().read_untouched(a[1], now) else {
         return Reply::Integer(-2);
     };
     let Some(at) = entry.expires_at() else {
@@ -521,6 +533,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("del", -2, WRITE, 1, -1, 1, del),
     crate::cmd!("unlink", -2, WRITE | FAST, 1, -1, 1, del),
     crate::cmd!("exists", -2, READONLY | FAST, 1, -1, 1, fast: exists),
+    crate::cmd!("touch", -2, READONLY | FAST, 1, -1, 1, fast: touch),
     crate::cmd!("type", 2, READONLY | FAST, 1, 1, 1, type_),
     crate::cmd!("expire", -3, WRITE | FAST, 1, 1, 1, fast: expire),
     crate::cmd!("pexpire", -3, WRITE | FAST, 1, 1, 1, fast: pexpire),

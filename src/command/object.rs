@@ -53,15 +53,9 @@ pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let settings = *ctx.ks.object.read();
     let clock = ctx.ks.clock().clone();
     let db = ctx.db();
-    // Redis's LOOKUP_NOTOUCH: no use counted, but an expired key is gone.
-    let Some(entry) = db
-        .peek(&a[2])
-        .filter(|e| e.expires_at().is_none_or(|d| d >= now))
-    else {
-        clock.count_read(false);
+    let Some(entry) = db.read_untouched(&a[2], now) else {
         return Reply::Nil;
     };
-    clock.count_read(true);
     match *sub {
         "encoding" => Reply::bulk(encoding::encoding(&entry.value)),
         "refcount" => Reply::Integer(encoding::refcount(&entry.value, &settings)),

@@ -94,7 +94,10 @@ impl ScriptHost for Host<'_> {
 
     fn acl_permits(&self, args: &[Bytes]) -> Option<bool> {
         let Some(spec) = args.first().and_then(|n| super::lookup(n)) else {
-            return Some(true);
+            // A command Tollgate lacks but Redis has (and refuses in scripts, see
+            // `command_info`) is known: no user here can be refused it.
+            let name = String::from_utf8_lossy(args.first()?).to_ascii_lowercase();
+            return redis_refuses_in_scripts(&name).then_some(true);
         };
         super::with_slices(args, |a| {
             let commands = crate::acl::categories::commands();

@@ -1184,6 +1184,25 @@ pub fn apply_ops(state: &mut State, db: usize, resp: u8, ops: &[Op], stamp: Stam
     )
 }
 
+/// The CLIENT LIST line of a script's caller for ACL LOG, as Redis shows the client while
+/// the script runs: its `cmd` and `argv-mem` are the script call's (`next`, the command
+/// after `Op::AsUser`), or EXEC's inside a transaction (whose MULTI state EXEC keeps
+/// published while it runs). The published line names the previous read's last command.
+fn script_caller_line(client: &crate::server::ClientHandle, next: Option<&Op>) -> String {
+    let mut info = client.info.lock().clone();
+    if info.in_multi {
+        info.last_cmd = "exec";
+        info.argv_mem = "exec".len();
+    } else if let Some(Op::Command(args, spec)) = next {
+        if let Some(spec) = spec.or_else(|| args.first().and_then(|n| command::lookup(n))) {
+            info.last_cmd =
+                command::with_slices(args, |a| crate::acl::categories::call_name(spec, a));
+        }
+        info.argv_mem = args.iter().map(|a| a.len()).sum();
+    }
+    crate::server::info::client_line(&info)
+}
+
 // The batch's parts, passed apart because the replicated apply has no `Batch`.
 #[allow(clippy::too_many_arguments)]
 fn apply_ops_with(
@@ -1238,7 +1257,7 @@ fn apply_ops_with(
                     .acl
                     .get(name)
                     .unwrap_or_else(|| Arc::new(crate::acl::User::new(name)));
-                let client = origin.map(|h| crate::server::info::client_line(&h.info.lock()));
+                let client = origin.map(|h| script_caller_line(h, ops.get(position + 1)));
                 as_user = Some(crate::acl::ScriptUser {
                     user,
                     acl: state.acl.clone(),

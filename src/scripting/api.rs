@@ -373,7 +373,7 @@ unsafe extern "C-unwind" fn redis_acl_check_cmd(l: *mut lua_State) -> c_int {
         let args = command_args(l).map_err(|m| Raise::Table(m.into()))?;
         // SAFETY: the host pointer is valid while the run state is installed.
         let host = &*run.host;
-        let Some(permitted) = lookup(host, &args).and_then(|_| host.acl_permits(&args)) else {
+        let Some(permitted) = host.acl_permits(&args) else {
             return Err(Raise::Table(
                 "Invalid command passed to redis.acl_check_cmd()".into(),
             ));

@@ -61,13 +61,11 @@ pub trait ScriptHost {
     /// allowed.
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply;
 
-    /// `redis.acl_check_cmd`: whether the script's caller may run `args` (a known
-    /// command, name first), without logging a refusal (Redis's
-    /// `ACLCheckAllUserCommandPerm`); None when `args[1]` is no subcommand of a container
-    /// (Redis's `lookupCommand` finds no command). A host without users permits all.
-    fn acl_permits(&self, _args: &[Bytes]) -> Option<bool> {
-        Some(true)
-    }
+    /// `redis.acl_check_cmd`: whether the script's caller may run `args` (name first),
+    /// without logging a refusal (Redis's `ACLCheckAllUserCommandPerm`); None when
+    /// `args` name no command, or `args[1]` is no subcommand of a container (Redis's
+    /// `lookupCommand` finds no command). One lookup answers both.
+    fn acl_permits(&self, args: &[Bytes]) -> Option<bool>;
 
     /// Count a call of the known command `args` (name first) that the script's checks
     /// refused before it ran (INFO commandstats `rejected_calls`).

@@ -121,6 +121,13 @@ impl ScriptHost for WithTypedReplies<'_> {
         }
     }
 
+    fn acl_permits(&self, args: &[Bytes]) -> Option<bool> {
+        if args[0].eq_ignore_ascii_case(b"typed") {
+            return Some(true);
+        }
+        self.0.acl_permits(args)
+    }
+
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
         if !args[0].eq_ignore_ascii_case(b"typed") {
             return self.0.call(args, resp);

@@ -237,7 +237,9 @@ impl Client {
     /// AUTH and HELLO's AUTH: log in as `user` when it is on and `pass` is one of its
     /// passwords (any, with `nopass`); a failure is logged in ACL LOG, with the command's
     /// name as the client sent it (`auth`, `HELLO`) as the object, as Redis logs it.
-    fn check_password(&mut self, cmd: &[u8], user: &[u8], pass: &[u8]) -> Reply {
+    /// AUTH's or HELLO's (`a`) check of `user`'s password; a refusal is logged in ACL LOG
+    /// with the call's name as it was sent (Redis's `object` for it).
+    fn check_password(&mut self, a: &[Bytes], user: &[u8], pass: &[u8]) -> Reply {
         let acl = self.shared.engine.acl().clone();
         let name = String::from_utf8_lossy(user).into_owned();
         let epoch = acl.epoch();
@@ -255,11 +257,11 @@ impl Client {
                 } else {
                     crate::acl::log::Context::Toplevel
                 };
-                let info = info::client_line(&self.handle.info.lock());
+                let info = self.own_line(a);
                 acl.log.lock().add(
                     "auth",
                     context,
-                    String::from_utf8_lossy(cmd).into_owned(),
+                    String::from_utf8_lossy(&a[0]).into_owned(),
                     name,
                     info,
                 );
@@ -290,7 +292,7 @@ impl Client {
         } else {
             (&b"default"[..], &a[1][..])
         };
-        self.check_password(&a[0].clone(), user, pass)
+        self.check_password(a, user, pass)
     }
 
     fn hello(&mut self, a: &[Bytes]) -> Reply {
@@ -310,7 +312,7 @@ impl Client {
         let mut name = None;
         while i < a.len() {
             if is(&a[i], "auth") && i + 2 < a.len() {
-                let r = self.check_password(&a[0].clone(), &a[i + 1].clone(), &a[i + 2].clone());
+                let r = self.check_password(a, &a[i + 1], &a[i + 2]);
                 if r.is_error() {
                     return r;
                 }
@@ -374,19 +376,6 @@ impl Client {
         self.set_default_user();
         self.sync_info();
         Reply::Status("RESET".into())
-    }
-
-    /// This client's CLIENT LIST line while it runs the CLIENT call `a`: `argv-mem` is that
-    /// call's arguments, `cmd` the call itself, `qbuf` the whole read the call came in
-    /// (commands before and after it in a pipeline included) and `obl` the replies ahead
-    /// of this one not yet written, as Redis shows its caller.
-    fn own_line(&self, a: &[Bytes]) -> String {
-        let mut info = self.handle.info.lock().clone();
-        info.argv_mem = a.iter().map(|x| x.len()).sum();
-        info.last_cmd = self.last_cmd();
-        (info.qbuf, info.qbuf_capacity) = self.read;
-        (info.obuf, info.obuf_capacity) = self.output();
-        info::client_line(&info)
     }
 
     fn client(&mut self, a: &[Bytes]) -> Reply {

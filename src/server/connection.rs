@@ -860,17 +860,19 @@ impl Client {
         } else {
             crate::acl::log::Context::Toplevel
         };
-        self.acl_check_in(spec, args, context)
+        self.acl_check_in(spec, args, context, args)
             .map_err(|(denied, name)| Reply::err(denied.message(name)))
     }
 
-    /// Check a call; on refusal log it with `context` and give why and the command's
-    /// full name.
+    /// Check a call; on refusal log it with `context` and this client's line as it runs
+    /// `running` (the call itself, or the EXEC that runs it), and give why and the
+    /// command's full name.
     pub(super) fn acl_check_in(
         &self,
         spec: &CommandSpec,
         args: &[&[u8]],
         context: crate::acl::log::Context,
+        running: &[&[u8]],
     ) -> Result<(), (crate::acl::Denied, &'static str)> {
         let Err(denied) = self.user.check(spec, args) else {
             return Ok(());
@@ -882,7 +884,7 @@ impl Client {
                 String::from_utf8_lossy(args[at]).into_owned()
             }
         };
-        let info = super::info::client_line(&self.handle.info.lock());
+        let info = self.own_line(running);
         self.shared.engine.acl().log.lock().add(
             denied.reason(),
             context,
@@ -966,14 +968,32 @@ impl Client {
         }
     }
 
-    /// The name of the command being run (CLIENT LIST `cmd`, published once per read).
     /// Bytes of replies not yet written, and the output buffer's capacity.
     pub(super) fn output(&self) -> (usize, usize) {
         (self.out.len(), self.out.capacity())
     }
 
+    /// The name of the command being run (CLIENT LIST `cmd`, published once per read).
     pub(super) fn last_cmd(&self) -> &'static str {
         self.last_cmd
+    }
+
+    /// This client's CLIENT LIST line while it runs the call `a`, as Redis shows a client
+    /// to itself (CLIENT INFO, CLIENT LIST) and in ACL LOG's `client-info`: `cmd` is the
+    /// call itself (the published line still names the last command of the previous
+    /// read), `argv-mem` its arguments, `qbuf` the whole read the call came in (commands
+    /// before and after it in a pipeline included) and `obl` the replies ahead of this one
+    /// not yet written.
+    pub(super) fn own_line<A: AsRef<[u8]>>(&self, a: &[A]) -> String {
+        let mut info = self.handle.info.lock().clone();
+        info.argv_mem = a.iter().map(|x| x.as_ref().len()).sum();
+        info.last_cmd = self.last_cmd();
+        if let Some(queued) = &self.multi {
+            (info.in_multi, info.multi_len) = (true, queued.len());
+        }
+        (info.qbuf, info.qbuf_capacity) = self.read;
+        (info.obuf, info.obuf_capacity) = self.output();
+        super::info::client_line(&info)
     }
 
     /// This client's id.

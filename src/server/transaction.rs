@@ -115,11 +115,25 @@ impl Client {
         let Some(queued) = self.multi.take() else {
             return Reply::err("ERR EXEC without MULTI");
         };
-        self.sync_info();
         if std::mem::take(&mut self.multi_dirty) {
+            self.sync_info();
             self.unwatch().await;
             return Reply::err("EXECABORT Transaction discarded because of previous errors.");
         }
+        // While EXEC runs, the client is shown still in its transaction (Redis's flags `x`
+        // and `multi=<queued>` in ACL LOG's client-info) until it has run.
+        {
+            let mut info = self.handle.info.lock();
+            info.in_multi = true;
+            info.multi_len = queued.len();
+        }
+        let reply = self.run_transaction(queued).await;
+        self.sync_info();
+        reply
+    }
+
+    /// Run a transaction's `queued` commands (EXEC after its checks).
+    async fn run_transaction(&mut self, queued: super::connection::Queued) -> Reply {
         // Keyspace commands (SELECT among them) run in the engine as one atomic batch; the
         // connection commands queued are answered around it.
         let mut ops = Vec::with_capacity(queued.len() + 1);
@@ -137,7 +151,7 @@ impl Client {
             // changed after the command was queued.
             if !self.user.unrestricted() {
                 let checked = crate::command::with_slices(&args, |a| {
-                    self.acl_check_in(spec, a, crate::acl::log::Context::Multi)
+                    self.acl_check_in(spec, a, crate::acl::log::Context::Multi, &[b"exec"])
                 });
                 if let Err((denied, _)) = checked {
                     slots.push(Some(Reply::err(format!(

@@ -237,6 +237,15 @@ impl Db {
         entry
     }
 
+    /// [`Db::read`] without counting a use for LRU/LFU (Redis's `LOOKUP_NOTOUCH`): EXISTS,
+    /// TYPE, the TTL family and OBJECT look at a key this way, and still count a keyspace
+    /// hit or miss.
+    pub fn read_untouched(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        let entry = self.get_raw(key).filter(|e| !e.is_expired(now_ms));
+        self.clock.count_read(entry.is_some());
+        entry
+    }
+
     /// The entry for `key`, expired or not, without counting a use (eviction and
     /// introspection look at keys this way).
     pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
@@ -294,7 +303,7 @@ impl Db {
     /// Mutable access to a live entry; an expired entry is deleted first.
     /// Marks watchers of the key dirty, since the caller may modify it.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
-        self.touch(key);
+        self.signal_modified(key);
         match slot(&mut self.shards, key).1 {
             RawEntryMut::Occupied(o) if o.get().is_expired(now_ms) => {
                 // Watchers were marked above.
@@ -364,12 +373,6 @@ impl Db {
         }
     }
 
-    /// Mark the WATCHes of `key` dirty: it was changed in place (Redis's
-    /// `signalModifiedKey`).
-    pub fn signal_modified(&self, key: &[u8]) {
-        self.touch(key);
-    }
-
     /// Read-modify-write of `key` in one lookup. `f` sees the live entry (None when the key
     /// is absent or expired) and returns what to store: `Some((value, deadline))` replaces
     /// the value and deadline (an expired entry's slot is reused), `None` leaves the key as
@@ -424,7 +427,7 @@ impl Db {
             }
         };
         if wrote {
-            self.touch(key);
+            self.signal_modified(key);
         }
         if expired {
             self.event(notify::EXPIRED, "expired", key);
@@ -472,7 +475,7 @@ impl Db {
 
     /// Set or clear the deadline of an existing key. Returns false if the key is absent.
     pub fn set_expiry(&mut self, key: &[u8], deadline: Option<u64>) -> bool {
-        self.touch(key);
+        self.signal_modified(key);
         let RawEntryMut::Occupied(mut o) = slot(&mut self.shards, key).1 else {
             return false;
         };
@@ -632,7 +635,10 @@ impl Db {
         }
     }
 
-    fn touch(&self, key: &[u8]) {
+    /// Mark the WATCHes of `key` dirty: it was changed, or is about to be (Redis's
+    /// `signalModifiedKey`). Callers that edit an entry in place ([`Db::get_or_create`])
+    /// call it themselves.
+    pub fn signal_modified(&self, key: &[u8]) {
         if !self.watched.is_empty() {
             if let Some(flags) = self.watched.get(key) {
                 flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
@@ -663,7 +669,7 @@ impl Db {
 
     /// Bookkeeping after an entry left its shard: watchers, count, deadline index.
     fn forget(&mut self, key: &[u8], entry: &Entry) {
-        self.touch(key);
+        self.signal_modified(key);
         uncount(&mut self.len, &mut self.expires, key, entry);
     }
 }
