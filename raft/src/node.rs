@@ -531,6 +531,9 @@ impl<S: StateMachine> RaftNode<S> {
             follower.repairing = self.inner.health.repairing(follower.id);
         }
         status.repair = self.inner.repair.status();
+        if status.role != Role::Leader {
+            status.leader_heard_ms = Some(self.inner.service.heard.elapsed().as_millis() as u64);
+        }
         status
     }
 
@@ -1053,5 +1056,6 @@ fn status_from_metrics(
         election_timeout_ms: (config.election_timeout_min, config.election_timeout_max),
         heartbeat_interval_ms: config.heartbeat_interval,
         repair: None,
+        leader_heard_ms: None,
     }
 }

@@ -142,6 +142,18 @@ fn cluster_readiness(s: &ClusterStatus) -> (bool, String) {
             format!("no known leader (role {})", role_name(s.role)),
         );
     };
+    // A follower cut off from the leader keeps its last known leader (pre-votes keep it
+    // from campaigning, see `tollgate_raft::prevote`): past the longest election timeout
+    // without a word from it, the leader is lost.
+    if let Some(ms) = s.leader_heard_ms.filter(|ms| *ms > s.election_timeout_ms.1) {
+        return (
+            false,
+            format!(
+                "no word from leader {leader} for {ms} ms (role {})",
+                role_name(s.role)
+            ),
+        );
+    }
     if s.role == Role::Leader {
         let voters: Vec<u64> = s.members.iter().filter(|m| m.voter).map(|m| m.id).collect();
         let reachable = 1 + s
