@@ -62,7 +62,13 @@ fn subscribe_publish_patterns_and_counts() {
     let mut pub_conn = s.conn();
     let mut sub = sub_conn.as_pubsub();
     sub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    sub.subscribe(&["a", "b"]).unwrap();
+    // One name per call: redis-rs reads one confirmation per call, so SUBSCRIBE a b would
+    // leave b's confirmation to be taken as PSUBSCRIBE's, which could then return before
+    // the server ran it (the PUBLISH to `news` below then raced the PSUBSCRIBE). The
+    // confirmations of a multi-channel SUBSCRIBE are checked byte by byte below
+    // (`resp2_subscribe_mode_replies_and_errors`).
+    sub.subscribe("a").unwrap();
+    sub.subscribe("b").unwrap();
     sub.psubscribe("n*").unwrap();
     assert_eq!(q::<i64>(&mut pub_conn, &["PUBLISH", "a", "hello"]), 1);
     // One channel and one pattern subscription of the same client: two receivers.
@@ -105,7 +111,8 @@ fn subscribe_publish_patterns_and_counts() {
         err(&mut pub_conn, &["PUBSUB", "NUMPAT", "x"]),
         "ERR wrong number of arguments for 'pubsub|numpat' command"
     );
-    sub.unsubscribe(&["a", "b"]).unwrap();
+    sub.unsubscribe("a").unwrap();
+    sub.unsubscribe("b").unwrap();
     sub.punsubscribe("n*").unwrap();
     drop(sub);
     assert_eq!(q::<i64>(&mut pub_conn, &["PUBSUB", "NUMPAT"]), 0);

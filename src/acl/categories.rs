@@ -105,6 +105,9 @@ pub struct Command {
     pub exists: bool,
     /// Whether redis-server has it (its categories come from `categories.txt`).
     pub redis: bool,
+    /// Redis's arity (COMMAND INFO's; `None` for Tollgate's own commands). A
+    /// subcommand's is checked before the call runs or is queued ([`subcommand_refusal`]).
+    pub arity: Option<i32>,
 }
 
 /// Every command and subcommand: ids `0..rows` are the table's rows in table order (the id
@@ -167,12 +170,16 @@ impl Commands {
 
 fn build() -> Commands {
     let mut redis: HashMap<&str, Vec<&'static str>> = HashMap::new();
+    let mut arities: HashMap<&str, i32> = HashMap::new();
     for line in REDIS
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
     {
         let mut words = line.split(' ');
         let name = words.next().unwrap_or_default();
+        if let Some(arity) = words.next().and_then(|w| w.parse().ok()) {
+            arities.insert(name, arity);
+        }
         let cats = words
             .map(|w| {
                 let w = w.trim_start_matches('@');
@@ -205,6 +212,7 @@ fn build() -> Commands {
                 subs: Vec::new(),
                 exists: true,
                 redis: redis.contains_key(spec.name),
+                arity: arities.get(spec.name).copied(),
             }
         })
         .collect();
@@ -237,6 +245,7 @@ fn build() -> Commands {
             subs: Vec::new(),
             exists,
             redis: true,
+            arity: arities.get(*name).copied(),
         });
         if let Some(p) = parent {
             list[p].subs.push(id);
@@ -348,6 +357,45 @@ pub fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
     debug_assert_eq!(category_bit("write"), Some(WRITE));
     let cmds = commands();
     cmds.list[cmds.id_of_call(spec, args)].mask & WRITE != 0
+}
+
+/// Subcommands Tollgate answers that redis-server 7.0 does not have (later Redis
+/// versions do; clients send them on connecting), let through [`subcommand_refusal`].
+const NEWER_SUBCOMMANDS: &[&str] = &["client|setinfo", "client|no-touch"];
+
+/// Redis's refusal of a container's call before it runs or is queued in MULTI
+/// (`processCommand`): a subcommand it does not have (`-ERR unknown subcommand 'x'. Try
+/// CONFIG HELP.`, counted in no command's stats) or a subcommand called with the wrong
+/// number of arguments (counted as the subcommand's `rejected_calls`: the flag is true).
+/// `None` for every other call, and at once for a row without subcommands.
+pub fn subcommand_refusal(spec: &CommandSpec, args: &[&[u8]]) -> Option<(Reply, bool)> {
+    let cmds = commands();
+    let row = command::table::index(spec);
+    if cmds.list[row].subs.is_empty() || args.len() < 2 {
+        return None;
+    }
+    let id = cmds.id_of_call(spec, args);
+    if id == row {
+        let sub = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
+        if NEWER_SUBCOMMANDS.contains(&format!("{}|{sub}", spec.name).as_str()) {
+            return None;
+        }
+        // Redis's `%.128s`: at most 128 bytes, up to a NUL; no line breaks in the reply.
+        let given = &args[1][..args[1].len().min(128)];
+        return Some((
+            Reply::err(command::sanitize(&format!(
+                "ERR unknown subcommand '{}'. Try {} HELP.",
+                command::arg_text(given),
+                command::arg_text(args[0]).to_ascii_uppercase()
+            ))),
+            false,
+        ));
+    }
+    let arity = cmds.list[id].arity?;
+    if command::arity_matches(arity, args.len()) {
+        return None;
+    }
+    Some((command::arity_error(&cmds.list[id].name), true))
 }
 
 /// COMMAND INFO's ACL categories of a row (`@read`, ...), as redis-server lists them.

@@ -284,6 +284,7 @@ pub(crate) mod harness {
                 metrics: None,
                 user: None,
                 monitored: false,
+                error_counted: false,
             };
             execute(&mut ctx, args)
         }

@@ -889,6 +889,7 @@ mod tests {
             metrics: None,
             user: None,
             monitored: false,
+            error_counted: false,
         };
         super::super::execute(&mut ctx, &args)
     }

@@ -218,6 +218,10 @@ pub struct Ctx<'a> {
     /// The batch came from a client of this node and someone MONITORs: a script feeds the
     /// commands it calls to the monitors (`pubsub::monitor`).
     pub monitored: bool,
+    /// Set by a script whose error reply is the error a `redis.call` made (the table
+    /// carries `ignore_error_stats_update`): that error was counted in INFO errorstats
+    /// where it arose, so the script's reply is not counted again (as Redis 7.0).
+    pub error_counted: bool,
 }
 
 impl Ctx<'_> {

@@ -32,6 +32,8 @@ pub struct Host<'a> {
     user: Option<&'a crate::acl::ScriptUser>,
     /// Feed each call to the monitors as `[db lua]` (see `Ctx::monitored`).
     monitored: bool,
+    /// The script's error reply was counted where it arose (see `Ctx::error_counted`).
+    error_counted: bool,
 }
 
 impl<'a> Host<'a> {
@@ -48,6 +50,7 @@ impl<'a> Host<'a> {
             metrics: None,
             user: None,
             monitored: false,
+            error_counted: false,
         }
     }
 
@@ -112,12 +115,25 @@ impl ScriptHost for Host<'_> {
         }
     }
 
+    fn record_error(&self, text: &str) {
+        if let Some(metrics) = self.metrics {
+            metrics.record_error(text);
+        }
+    }
+
+    fn error_counted(&mut self) {
+        self.error_counted = true;
+    }
+
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
         if let Some(user) = self.user {
             if let Some(spec) = args.first().and_then(|n| super::lookup(n)) {
                 if let Some(e) = super::with_slices(args, |a| user.check(spec, a)) {
                     if let Some(metrics) = self.metrics {
                         metrics.record_rejected(spec);
+                        // Redis's `scriptCall` counts its refusals in errorstats, caught
+                        // by `pcall` or not.
+                        metrics.record_error(&e);
                     }
                     return Reply::err(e);
                 }
@@ -136,6 +152,7 @@ impl ScriptHost for Host<'_> {
             metrics: self.metrics,
             user: None,
             monitored: false,
+            error_counted: false,
         };
         let reply = match (self.metrics, args.first().and_then(|n| super::lookup(n))) {
             (Some(metrics), Some(spec)) => {
@@ -253,6 +270,7 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
         .as_user(ctx.user)
         .monitored(ctx.monitored);
     let reply = scripts.engine.call(call, &mut host, a, &sctx);
+    ctx.error_counted = host.error_counted;
     ctx.scripts = Some(scripts);
     reply
 }

@@ -292,6 +292,9 @@ pub struct Engine {
     single: std::sync::atomic::AtomicBool,
     /// Total DEBUG ADVANCE-TIME, mirrored into the Raft node's clock skew in cluster mode.
     advanced_ms: AtomicU64,
+    /// `Keyspace::no_good_replicas` as the connections read it without the state's lock
+    /// (a write queued in MULTI is refused at once, as Redis does).
+    no_good_replicas: std::sync::atomic::AtomicBool,
     /// This node's pub/sub subscribers (also reachable from the keyspace, where PUBLISH and
     /// keyspace events run).
     pubsub: Arc<crate::pubsub::Hub>,
@@ -326,6 +329,7 @@ impl Engine {
             }),
             cluster: OnceLock::new(),
             single: std::sync::atomic::AtomicBool::new(false),
+            no_good_replicas: std::sync::atomic::AtomicBool::new(false),
             advanced_ms: AtomicU64::new(0),
         })
     }
@@ -446,7 +450,14 @@ impl Engine {
     /// Whether writes are refused for want of replicas (`min-replicas-to-write` set on a
     /// standalone server; see `Keyspace::no_good_replicas`). Never on a Raft node.
     pub fn set_no_good_replicas(&self, refused: bool) {
-        self.state.lock().ks.no_good_replicas = refused && self.cluster.get().is_none();
+        let refused = refused && self.cluster.get().is_none();
+        self.state.lock().ks.no_good_replicas = refused;
+        self.no_good_replicas.store(refused, Ordering::Relaxed);
+    }
+
+    /// Whether writes are refused for want of replicas now (see [`Engine::set_no_good_replicas`]).
+    pub fn no_good_replicas(&self) -> bool {
+        self.no_good_replicas.load(Ordering::Relaxed)
     }
 
     /// Bytes of the two Lua VMs and of the keyspace's tables now (`Keyspace::table_bytes`),
@@ -1071,6 +1082,7 @@ fn command_ctx(
         metrics: Some(&state.metrics),
         user: None,
         monitored: false,
+        error_counted: false,
     }
 }
 
@@ -1102,20 +1114,25 @@ fn counters<'m>(
 }
 
 /// Count a call that ran from `started` until now and answered `reply` in `stats`
-/// ([`counters`]); returns now and how long it ran. Always inlined: as a call, saving and
-/// restoring registers cost about 20 of its 67 instructions per command (callgrind, INCR).
+/// ([`counters`]); returns now and how long it ran. An error reply is counted in
+/// errorstats unless `counted` (a script answering the error of its `redis.call`, see
+/// `Ctx::error_counted`). Always inlined: as a call, saving and restoring registers cost
+/// about 20 of its 67 instructions per command (callgrind, INCR).
 #[inline(always)]
 fn record(
     metrics: &Metrics,
     stats: &crate::metrics::CommandStats,
     started: u64,
     reply: &Reply,
+    counted: bool,
 ) -> (u64, u64) {
     let now = crate::metrics::now_ns();
     let elapsed = now.saturating_sub(started);
     if let Reply::Error(e) = reply {
         stats.record(elapsed, true);
-        metrics.record_error(e);
+        if !counted {
+            metrics.record_error(e);
+        }
     } else {
         stats.record(elapsed, false);
     }
@@ -1232,6 +1249,7 @@ fn apply_ops_with(
                     if let Some(spec) = spec {
                         metrics.record_rejected(spec);
                     }
+                    metrics.record_error(text);
                     replies.push(Reply::err(text));
                     continue;
                 }
@@ -1240,6 +1258,7 @@ fn apply_ops_with(
                     command::with_slices(args, |a| hub.monitors.before(spec, a, db, source));
                 }
                 let mut next_db = db;
+                let mut counted = false;
                 let reply = poison::guarded(state, name, |state| {
                     poison::check_trigger(args);
                     let mut ctx = command_ctx(state, db, stamp, position, resp, oom);
@@ -1251,6 +1270,7 @@ fn apply_ops_with(
                     };
                     // SELECT inside MULTI changes the database of the commands after it.
                     next_db = ctx.db;
+                    counted = ctx.error_counted;
                     reply
                 });
                 db = next_db;
@@ -1263,7 +1283,7 @@ fn apply_ops_with(
                         command::with_slices(args, |a| metrics.subcommand(spec, a))
                     });
                     let elapsed;
-                    (started, elapsed) = record(&metrics, stats, started, &reply);
+                    (started, elapsed) = record(&metrics, stats, started, &reply, counted);
                     if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                         command::with_slices(args, |a| slow(&metrics, a, elapsed, origin));
                     }
@@ -1274,11 +1294,13 @@ fn apply_ops_with(
                 let oom = admission.out_of_memory(state);
                 if oom && spec.has(flags::DENYOOM) {
                     metrics.record_rejected(spec);
+                    metrics.record_error(memory::OOM_ERROR);
                     replies.push(Reply::err(memory::OOM_ERROR));
                     continue;
                 }
                 if state.ks.no_good_replicas && frame.with_args(|a| call_writes(spec, a)) {
                     metrics.record_rejected(spec);
+                    metrics.record_error(crate::store::NOREPLICAS);
                     replies.push(Reply::err(crate::store::NOREPLICAS));
                     continue;
                 }
@@ -1299,7 +1321,7 @@ fn apply_ops_with(
                     frame.with_args(|a| metrics.subcommand(spec, a))
                 });
                 let elapsed;
-                (started, elapsed) = record(&metrics, stats, started, &reply);
+                (started, elapsed) = record(&metrics, stats, started, &reply, false);
                 if metrics.is_notable(elapsed) && metrics.note_command(spec, elapsed) {
                     frame.with_args(|a| slow(&metrics, a, elapsed, origin));
                 }

@@ -404,6 +404,14 @@ impl Metrics {
         self.command(spec).rejected.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Count a call of `spec` with `args` refused before it ran, as its subcommand's
+    /// (`config|get`) when it is a container's.
+    pub fn record_rejected_call(&self, spec: &CommandSpec, args: &[&[u8]]) {
+        self.command_call(spec, args)
+            .rejected
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Count an error reply by its code (the first word of `text`).
     pub fn record_error(&self, text: &str) {
         let code = text.split(' ').next().unwrap_or("ERR");

@@ -207,6 +207,12 @@ unsafe fn generic_command(l: *mut lua_State, raise: bool) -> c_int {
                 push_reply(l, &reply, run.resp);
             }
             Err(msg) => {
+                // Counted here, as Redis's `scriptCall` does (so also when `pcall`
+                // catches it); the table's flag keeps the script's reply from counting
+                // it again.
+                let text = super::lua::redis_error_text(msg.as_bytes());
+                // SAFETY: the host pointer is valid while the run state is installed.
+                unsafe { &*run.host }.record_error(&String::from_utf8_lossy(&text));
                 push_error_table(l, msg.as_bytes());
                 ffi::lua_pushboolean(l, 1);
                 raw_set_str(l, -2, "ignore_error_stats_update");

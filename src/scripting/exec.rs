@@ -134,6 +134,9 @@ pub(crate) fn run(
     }
     // SAFETY: the result (or error) and the handler are on the stack.
     let reply = vm.relaxed(|l| unsafe {
+        if counted_error(l) {
+            host.error_counted();
+        }
         let reply = if status == 0 {
             // Like a script whose own allocations hit the cap (see `scripting::budget`).
             pop_reply(l, resp).unwrap_or_else(|()| {
@@ -158,6 +161,20 @@ pub(crate) fn run(
         vm.relaxed(|l| unsafe { ffi::lua_gc(l, ffi::LUA_GCSTEP, GC_PERIOD as c_int) });
     }
     reply
+}
+
+/// Whether the value on top (the script's result or the error it raised) is the error
+/// table of a `redis.call` (`ignore_error_stats_update` set, Redis's
+/// `ERR_REPLY_FLAG_NO_STATS_UPDATE`): that error was counted in errorstats where it arose.
+unsafe fn counted_error(l: *mut ffi::lua_State) -> bool {
+    if ffi::lua_type(l, -1) != ffi::LUA_TTABLE {
+        return false;
+    }
+    let is_error = raw_get_str(l, -1, "err") == ffi::LUA_TSTRING;
+    let flagged = raw_get_str(l, -2, "ignore_error_stats_update") != ffi::LUA_TNIL
+        && ffi::lua_toboolean(l, -1) != 0;
+    ffi::lua_pop(l, 2);
+    is_error && flagged
 }
 
 /// The reply for a failed run (error value on top, popped).

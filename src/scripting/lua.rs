@@ -751,6 +751,13 @@ pub(crate) unsafe extern "C-unwind" fn error_handler(l: *mut lua_State) -> c_int
         if frame.as_ref().is_some_and(|f| f.is_c) {
             frame = frame_info(l, 2);
         }
+        // A `redis.call` error keeps its flag: it was counted in errorstats already.
+        let counted = ffi::lua_type(l, 1) == ffi::LUA_TTABLE && {
+            let set = raw_get_str(l, 1, "ignore_error_stats_update") != ffi::LUA_TNIL
+                && ffi::lua_toboolean(l, -1) != 0;
+            ffi::lua_pop(l, 1);
+            set
+        };
         let msg: Vec<u8> = if ffi::lua_type(l, 1) == ffi::LUA_TTABLE {
             if raw_get_str(l, 1, "err") == ffi::LUA_TSTRING {
                 string_at(l, -1).map(|b| b.to_vec()).unwrap_or_default()
@@ -766,6 +773,10 @@ pub(crate) unsafe extern "C-unwind" fn error_handler(l: *mut lua_State) -> c_int
         ffi::lua_newtable(l);
         push_bytes(l, &msg);
         raw_set_str(l, -2, "err");
+        if counted {
+            ffi::lua_pushboolean(l, 1);
+            raw_set_str(l, -2, "ignore_error_stats_update");
+        }
         if let Some(f) = frame {
             push_bytes(l, &f.source);
             raw_set_str(l, -2, "source");

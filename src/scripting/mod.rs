@@ -73,6 +73,16 @@ pub trait ScriptHost {
     /// refused before it ran (INFO commandstats `rejected_calls`).
     fn record_rejected(&self, _args: &[Bytes]) {}
 
+    /// Count an error reply `text` (`CODE message`) in INFO errorstats: a call the
+    /// script's checks refused (Redis's `scriptCall` counts those, whether the script
+    /// catches them with `pcall` or not).
+    fn record_error(&self, _text: &str) {}
+
+    /// The script's reply is an error a `redis.call` made (its table carries
+    /// `ignore_error_stats_update`), already counted where it arose: the command that ran
+    /// the script does not count it again.
+    fn error_counted(&mut self) {}
+
     /// Whether used memory is above `maxmemory` (Redis's `server.script_oom`): then
     /// scripts without `allow-oom` may not start and deny-oom commands are refused
     /// until the script has written.

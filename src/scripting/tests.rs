@@ -62,6 +62,7 @@ impl Harness {
             metrics: None,
             user: None,
             monitored: false,
+            error_counted: false,
         };
         command::execute(&mut ctx, args)
     }

@@ -42,6 +42,10 @@ pub enum Answer {
     Engine,
     /// The client blocks (BLPOP & co.): no reply until it is released.
     Block(Box<super::blocking::Blocked>),
+    /// Refused before it ran (EXEC while a script is busy or writes are refused for want
+    /// of replicas): counted as the command's `rejected_calls`, as Redis's
+    /// `rejectCommand`, not as a call.
+    Rejected(Reply),
 }
 
 impl From<Reply> for Answer {
@@ -651,6 +655,30 @@ impl Client {
             self.reject(command::arity_error(spec.name)).await;
             return Flow::Continue;
         }
+        // A container's subcommand is looked up and its arity checked before the call runs
+        // or is queued (so a bad one dooms a transaction), as Redis does.
+        if spec.has(flags::SUBCOMMANDS) {
+            let refused = match &request {
+                Request::Frame(f) => f.with_args(|a| {
+                    crate::acl::categories::subcommand_refusal(spec, a).inspect(|(_, sub)| {
+                        if *sub {
+                            self.shared.engine.metrics().record_rejected_call(spec, a);
+                        }
+                    })
+                }),
+                Request::Args(args) => command::with_slices(args, |a| {
+                    crate::acl::categories::subcommand_refusal(spec, a).inspect(|(_, sub)| {
+                        if *sub {
+                            self.shared.engine.metrics().record_rejected_call(spec, a);
+                        }
+                    })
+                }),
+            };
+            if let Some((reply, _)) = refused {
+                self.reject(reply).await;
+                return Flow::Continue;
+            }
+        }
         // ACL: one epoch compare, and nothing more for a user with every permission.
         if self.acl_epoch != self.shared.engine.acl().epoch() && !self.refresh_user() {
             self.flush_pending().await;
@@ -727,6 +755,16 @@ impl Client {
                     .await;
                 return Flow::Continue;
             }
+            // As in Redis (`processCommand`), a write is refused when it is queued while
+            // `min-replicas-to-write` is not met, and the transaction is doomed (EXEC
+            // checks again: the setting may change in between).
+            if self.shared.engine.no_good_replicas()
+                && command::with_slices(&args, |a| crate::acl::categories::call_writes(spec, a))
+            {
+                self.reject_call(spec, Reply::err(crate::store::NOREPLICAS))
+                    .await;
+                return Flow::Continue;
+            }
             self.flush_pending().await;
             if let Some(q) = self.multi.as_mut() {
                 q.push((args, spec));
@@ -744,6 +782,15 @@ impl Client {
                 && self.shared.engine.pubsub().monitors.active()
             {
                 self.feed_monitors(spec, &args);
+            }
+            if let Answer::Rejected(reply) = answer {
+                let metrics = self.shared.engine.metrics();
+                command::with_slices(&args, |a| metrics.record_rejected_call(spec, a));
+                if let Reply::Error(e) = &reply {
+                    metrics.record_error(e);
+                }
+                self.push(reply);
+                return Flow::Continue;
             }
             if !matches!(answer, Answer::Engine) {
                 let elapsed = started.elapsed();
@@ -763,7 +810,8 @@ impl Client {
                 }
             }
             match answer {
-                Answer::Reply(reply) => self.push(reply),
+                // (A refusal was answered above.)
+                Answer::Reply(reply) | Answer::Rejected(reply) => self.push(reply),
                 Answer::Close(reply) => {
                     if let Some(reply) = reply {
                         self.push(reply);

@@ -29,6 +29,12 @@ pub async fn multi(c: &mut Client, _a: &[Bytes]) -> Answer {
 
 /// EXEC
 pub async fn exec(c: &mut Client, _a: &[Bytes]) -> Answer {
+    if let Some(refusal) = c.exec_refusal() {
+        return Answer::Rejected(match c.multi.is_some() {
+            true => c.abort_transaction(refusal).await,
+            false => refusal,
+        });
+    }
     c.exec().await.into()
 }
 
@@ -86,15 +92,26 @@ impl Client {
         ))
     }
 
-    async fn exec(&mut self) -> Reply {
-        // Refused while a script is busy (EXEC has no `allow-busy` in Redis): a transaction
-        // is discarded, none of it runs.
+    /// Redis's `processCommand` refusals of EXEC, before it runs: while a script is busy
+    /// (EXEC has no `allow-busy`), and when the transaction writes while
+    /// `min-replicas-to-write` is not met (the setting changed after its writes were
+    /// queued). A transaction refused so is discarded; none of it runs.
+    fn exec_refusal(&self) -> Option<Reply> {
         if let Some(busy) = self.shared.engine.busy() {
-            if self.multi.is_none() {
-                return Reply::err(busy);
-            }
-            return self.abort_transaction(Reply::err(busy)).await;
+            return Some(Reply::err(busy));
         }
+        let writes = |queued: &super::connection::Queued| {
+            queued.iter().any(|(args, spec)| {
+                crate::command::with_slices(args, |a| crate::acl::categories::call_writes(spec, a))
+            })
+        };
+        if self.shared.engine.no_good_replicas() && self.multi.as_ref().is_some_and(writes) {
+            return Some(Reply::err(crate::store::NOREPLICAS));
+        }
+        None
+    }
+
+    async fn exec(&mut self) -> Reply {
         let Some(queued) = self.multi.take() else {
             return Reply::err("ERR EXEC without MULTI");
         };
