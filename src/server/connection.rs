@@ -278,6 +278,9 @@ impl Client {
                     Flow::Continue
                 }
                 Some(Ok(0) | Err(_)) => return,
+                // Killed (CLIENT KILL, ACL LOAD, ...) while the input arrived: `select!`
+                // picks among ready branches at random, so the kill may not have won.
+                Some(Ok(_)) if self.handle.killed.load(Ordering::Relaxed) => return,
                 Some(Ok(n)) => {
                     let metrics = self.shared.engine.metrics();
                     metrics.net_input.fetch_add(n as u64, Ordering::Relaxed);
