@@ -201,6 +201,18 @@ fn object_encoding_follows_redis_step_by_step() {
                 }
             }
             for s in &steps {
+                // A lex range over members of different scores is unspecified in Redis
+                // (ZRANGEBYLEX's docs), and on a skiplist its answer depends on the random
+                // levels of the nodes: the same steps answered 2 and 4 in two runs of one
+                // redis-server. Such a step is skipped on both servers.
+                if s[0].contains("LEX") && encoding(r).as_deref() == Some("skiplist") {
+                    let all = strings(r, &["ZRANGE", "k", "0", "-1", "WITHSCORES"]);
+                    let scores: std::collections::HashSet<&String> =
+                        all.iter().skip(1).step_by(2).collect();
+                    if scores.len() > 1 {
+                        continue;
+                    }
+                }
                 // SPOP of a whole set answers in Redis's hash order when Redis builds the
                 // reply as a hash-table set: always for a hash-table set, and for an intset
                 // too once set-max-intset-entries is below its size (the reply set
