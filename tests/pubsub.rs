@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::Duration;
 
-use common::{err, q, TestServer};
+use common::{err, q, ServerProcess, TestServer};
 use redis::Value;
 
 /// A raw connection: send bytes, read what arrives within `wait`.
@@ -308,48 +308,11 @@ fn keyspace_events_by_class() {
     );
 }
 
-/// The `tollgate` binary on a free port, killed when dropped (in-process test servers do
-/// not count memory: the counting allocator is the binary's).
-struct Process(std::process::Child, u16);
-
-impl Process {
-    fn start() -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(["--port", &port.to_string(), "--log", "warn"])
-            .spawn()
-            .unwrap();
-        for _ in 0..500 {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        Process(child, port)
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.1))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn evicted_events_under_maxmemory() {
-    let s = Process::start();
+    // The binary: in-process test servers do not count memory (the counting allocator is
+    // the binary's).
+    let s = ServerProcess::start();
     let mut c = s.conn();
     let _: () = q(&mut c, &["CONFIG", "SET", "notify-keyspace-events", "Ee"]);
     let _: () = q(
