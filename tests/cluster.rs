@@ -397,6 +397,18 @@ fn leader_and_term(c: &Cluster) -> Vec<(Option<String>, Option<String>)> {
 /// a quorum grants it a pre-vote, which nobody does while they hear the leader, so its term
 /// never rises. Before pre-votes, the same partition of 3 s left it at term 15 against the
 /// leader's 4 and its return forced a new election; a 3 s SIGSTOP did too.
+/// INCR n through `node`, retried for up to 10 s while it finds its way back to the leader.
+fn incr_through(node: &Node, what: &str) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match node.q::<i64>(&["INCR", "n"]) {
+            Ok(v) => return v,
+            Err(e) => assert!(Instant::now() < deadline, "{what}: {e}"),
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_follower_back_from_a_partition_or_a_pause_does_not_depose_the_leader() {
     let _g = serial();
@@ -422,30 +434,14 @@ fn a_follower_back_from_a_partition_or_a_pause_does_not_depose_the_leader() {
     let _: () = c.nodes[f].q(&["RAFT.HEAL"]).unwrap();
     // Back: a write through it runs on the same leader, and every node still agrees on the
     // leader and term it had.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let v = loop {
-        match c.nodes[f].q::<i64>(&["INCR", "n"]) {
-            Ok(v) => break v,
-            Err(e) => assert!(Instant::now() < deadline, "the healed follower: {e}"),
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(v, 2);
+    assert_eq!(incr_through(&c.nodes[f], "the healed follower"), 2);
     assert_eq!(c.wait_leader(Duration::from_secs(5)), l);
     assert_eq!(leader_and_term(&c), before, "after the partition");
 
     c.nodes[f].signal("-STOP");
     thread::sleep(Duration::from_secs(3));
     c.nodes[f].signal("-CONT");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let v = loop {
-        match c.nodes[f].q::<i64>(&["INCR", "n"]) {
-            Ok(v) => break v,
-            Err(e) => assert!(Instant::now() < deadline, "the resumed follower: {e}"),
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(v, 3);
+    assert_eq!(incr_through(&c.nodes[f], "the resumed follower"), 3);
     assert_eq!(c.wait_leader(Duration::from_secs(5)), l);
     assert_eq!(leader_and_term(&c), before, "after the pause");
     c.converged_digest(Duration::from_secs(10));
