@@ -608,14 +608,7 @@ impl Client {
         if let Some(spec) = spec {
             self.last_cmd = if spec.has(flags::SUBCOMMANDS) {
                 // As Redis: `client|list`, not `client`.
-                match &request {
-                    Request::Frame(f) => {
-                        f.with_args(|a| crate::acl::categories::call_name(spec, a))
-                    }
-                    Request::Args(a) => {
-                        command::with_slices(a, |a| crate::acl::categories::call_name(spec, a))
-                    }
-                }
+                with_request_args(&request, |a| crate::acl::categories::call_name(spec, a))
             } else {
                 spec.name
             };
@@ -661,22 +654,13 @@ impl Client {
         // A container's subcommand is looked up and its arity checked before the call runs
         // or is queued (so a bad one dooms a transaction), as Redis does.
         if spec.has(flags::SUBCOMMANDS) {
-            let refused = match &request {
-                Request::Frame(f) => f.with_args(|a| {
-                    crate::acl::categories::subcommand_refusal(spec, a).inspect(|(_, sub)| {
-                        if *sub {
-                            self.shared.engine.metrics().record_rejected_call(spec, a);
-                        }
-                    })
-                }),
-                Request::Args(args) => command::with_slices(args, |a| {
-                    crate::acl::categories::subcommand_refusal(spec, a).inspect(|(_, sub)| {
-                        if *sub {
-                            self.shared.engine.metrics().record_rejected_call(spec, a);
-                        }
-                    })
-                }),
-            };
+            let refused = with_request_args(&request, |a| {
+                crate::acl::categories::subcommand_refusal(spec, a).inspect(|(_, sub)| {
+                    if *sub {
+                        self.shared.engine.metrics().record_rejected_call(spec, a);
+                    }
+                })
+            });
             if let Some((reply, _)) = refused {
                 self.reject(reply).await;
                 return Flow::Continue;
@@ -688,10 +672,7 @@ impl Client {
             return Flow::Close;
         }
         if !self.user.unrestricted() && !spec.has(flags::NO_AUTH) {
-            let checked = match &request {
-                Request::Frame(f) => f.with_args(|a| self.acl_check(spec, a)),
-                Request::Args(a) => command::with_slices(a, |a| self.acl_check(spec, a)),
-            };
+            let checked = with_request_args(&request, |a| self.acl_check(spec, a));
             if let Err(e) = checked {
                 self.reject_call(spec, e).await;
                 return Flow::Continue;
@@ -1010,5 +991,13 @@ async fn mailbox_ready(mailbox: &Option<Arc<crate::pubsub::Subscriber>>) {
     match mailbox {
         Some(m) => m.ready.notified().await,
         None => std::future::pending().await,
+    }
+}
+
+/// `f` over a request's arguments as slices, borrowed from a frame or from an argument list.
+fn with_request_args<T>(request: &Request, f: impl FnOnce(&[&[u8]]) -> T) -> T {
+    match request {
+        Request::Frame(frame) => frame.with_args(f),
+        Request::Args(args) => command::with_slices(args, f),
     }
 }
