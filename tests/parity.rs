@@ -27,6 +27,28 @@ fn both(steps: &[&[&str]]) -> (Vec<Reply>, Vec<Reply>) {
     (theirs, ours)
 }
 
+/// Send `step` to redis-server (`rcon`) and to Tollgate (`con`): the replies must be equal
+/// (`context` says where, in the message). Returns ours.
+fn same(
+    rcon: &mut redis::Connection,
+    con: &mut redis::Connection,
+    step: &[&str],
+    context: &str,
+) -> Reply {
+    let theirs = reply(rcon, step);
+    let ours = reply(con, step);
+    assert_eq!(
+        theirs, ours,
+        "{context}{step:?}: redis-server's reply, then ours"
+    );
+    ours
+}
+
+/// [`same`] where the reply itself is not needed.
+fn check(rcon: &mut redis::Connection, con: &mut redis::Connection, step: &[&str]) {
+    let _ours = same(rcon, con, step, "");
+}
+
 #[test]
 fn config_queued_in_multi_runs_at_exec() {
     let steps: &[&[&str]] = &[
@@ -185,9 +207,7 @@ fn rejected_calls_count_refusals_before_running() {
     let mut rcon = reference.conn();
     let mut con = s.conn();
     for step in steps {
-        let theirs = reply(&mut rcon, step);
-        let ours = reply(&mut con, step);
-        assert_eq!(theirs, ours, "{step:?}: redis-server's reply, then ours");
+        check(&mut rcon, &mut con, step);
     }
     let names = ["get", "set", "watch", "exec", "eval", "eval_ro", "auth"];
     let theirs = counts(&mut rcon, &names);
@@ -234,7 +254,7 @@ fn touch_counts_a_use_and_exists_does_not() {
         &["RPUSH", "l", "x"],
     ];
     for step in setup {
-        assert_eq!(reply(&mut rcon, step), reply(&mut con, step), "{step:?}");
+        check(&mut rcon, &mut con, step);
     }
     // Both idle for at least two whole seconds (the servers' clocks count seconds).
     std::thread::sleep(std::time::Duration::from_millis(2200));
@@ -312,7 +332,7 @@ fn touch_counts_a_use_and_exists_does_not() {
         &["TOUCH", "l"],
     ];
     for step in lfu {
-        assert_eq!(reply(&mut rcon, step), reply(&mut con, step), "{step:?}");
+        check(&mut rcon, &mut con, step);
     }
     assert_eq!(reply(&mut con, &["OBJECT", "FREQ", "f"]), Ok(Value::Int(6)));
 }
@@ -561,7 +581,7 @@ fn script_errors_count_once_where_they_arise() {
     let mut rcon = reference.conn();
     let mut con = s.conn();
     for step in setup {
-        assert_eq!(reply(&mut rcon, step), reply(&mut con, step), "{step:?}");
+        check(&mut rcon, &mut con, step);
     }
     let names = ["eval", "incr", "get"];
     let mut counted = 0;
@@ -623,13 +643,7 @@ fn noreplicas_refuses_a_queued_write() {
     let mut other = s.conn();
     let mut ours = Vec::new();
     for step in steps {
-        let theirs = reply(&mut rcon, step);
-        ours.push(reply(&mut con, step));
-        assert_eq!(
-            &theirs,
-            ours.last().unwrap(),
-            "{step:?}: redis-server, then ours"
-        );
+        ours.push(same(&mut rcon, &mut con, step, ""));
     }
     assert!(
         format!("{:?}", ours[3]).contains("NOREPLICAS"),
@@ -708,13 +722,12 @@ fn config_refusals_in_multi_at_queue_or_exec() {
         ];
         let mut ours = Vec::new();
         for step in steps {
-            let theirs = reply(&mut rcon, step);
-            ours.push(reply(&mut con, step));
-            assert_eq!(
-                &theirs,
-                ours.last().unwrap(),
-                "{call:?} in MULTI, at {step:?}: redis-server, then ours"
-            );
+            ours.push(same(
+                &mut rcon,
+                &mut con,
+                step,
+                &format!("{call:?} in MULTI, at "),
+            ));
         }
         if ours[5] == Ok(Value::Nil) {
             aborted += 1;
@@ -732,7 +745,7 @@ fn config_refusals_in_multi_at_queue_or_exec() {
         &["CONFIG", "SET", "nosuch", "1"],
         &["OBJECT", "ENCODING"],
     ] {
-        assert_eq!(reply(&mut rcon, step), reply(&mut con, step), "{step:?}");
+        check(&mut rcon, &mut con, step);
     }
     let names = [
         "config|get",
