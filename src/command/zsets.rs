@@ -150,43 +150,6 @@ fn zadd_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     apply_add(ctx, &a[1], &pairs, flags, ch)
 }
 
-/// What adding `score` for `member` with `flags` would do, judged without mutating.
-#[derive(Clone, Copy, PartialEq)]
-enum Preview {
-    /// The set would change.
-    Change,
-    /// NX/XX/GT/LT would skip the pair.
-    Skip,
-    /// The member exists and would keep this score.
-    Same(f64),
-}
-
-fn preview(z: &SortedSet, score: f64, member: &[u8], flags: AddFlags) -> Preview {
-    let Some(cur) = z.score(member) else {
-        return if flags.xx {
-            Preview::Skip
-        } else {
-            Preview::Change
-        };
-    };
-    if flags.nx {
-        return Preview::Skip;
-    }
-    let new = if flags.incr { cur + score } else { score };
-    if new.is_nan() {
-        // The add itself reports the NaN error.
-        return Preview::Change;
-    }
-    if (flags.lt && new >= cur) || (flags.gt && new <= cur) {
-        return Preview::Skip;
-    }
-    if new == cur {
-        Preview::Same(new)
-    } else {
-        Preview::Change
-    }
-}
-
 /// Apply validated ZADD pairs to `key` and build the ZADD / ZINCRBY reply.
 fn apply_add(
     ctx: &mut Ctx,
@@ -209,26 +172,12 @@ fn apply_add(
     };
     // An existing set: one keyspace lookup and one hash of each member. The key is
     // signalled (WATCH) only when a member was added or its score changed, as Redis's
-    // zaddGenericCommand does.
+    // zaddGenericCommand does. An absent (or expired) key takes `update_notify`'s path,
+    // which creates it unless XX.
     if let Some(outcome) = update_live::<SortedSet, _>(ctx, key, ZSET, event, |z| {
         add_pairs(z, pairs, flags, limits)
     }) {
         return outcome.map(reply);
-    }
-    // When nothing would change, answer from a read: Redis signals WATCH only for
-    // real changes, and the mutable path below would touch the key.
-    if let Some(z) = lookup_zset(ctx, key)? {
-        let previews: Vec<Preview> = pairs
-            .iter()
-            .map(|(s, m)| preview(z, *s, m, flags))
-            .collect();
-        if !previews.contains(&Preview::Change) {
-            return Ok(match (flags.incr, previews.first()) {
-                (true, Some(Preview::Same(score))) => score_reply(resp, *score),
-                (true, _) => Reply::Nil,
-                (false, _) => Reply::Integer(0),
-            });
-        }
     }
     let outcome = update_notify::<SortedSet, _>(ctx, key, !flags.xx, ZSET, event, |z| {
         add_pairs(z, pairs, flags, limits)
