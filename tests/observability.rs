@@ -526,8 +526,7 @@ fn info_matches_redis_field_by_field() {
             .and_then(|(_, fs)| fs.iter().find(|(k, _)| k == f))
             .map(|(_, v)| v.clone())
     };
-    // Deterministic values: the same as Redis's. (Not total_error_replies: redis-rs's
-    // CLIENT SETINFO at connect is an error on Redis 7.0 and not on Tollgate.)
+    // Deterministic values: the same as Redis's.
     for (s, f) in [
         ("cluster", "cluster_enabled"),
         ("keyspace", "db0"),
