@@ -126,7 +126,10 @@ fn config_set_is_all_or_nothing_and_unknown_names_are_errors() {
         "ERR CONFIG SET failed (possibly related to argument 'supervised') - can't set immutable config"
     );
     assert_eq!(
-        err(&mut c, &["CONFIG", "SET", "nosuch", "1", "daemonize", "yes"]),
+        err(
+            &mut c,
+            &["CONFIG", "SET", "nosuch", "1", "daemonize", "yes"]
+        ),
         "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'"
     );
     assert_eq!(
