@@ -960,13 +960,122 @@ fn client_fields_and_setinfo_are_redis_7_0s() {
     assert!(reply(&mut con, &["CLIENT", "SETINFO", "lib-name", "x"])
         .unwrap_err()
         .contains("unknown subcommand"));
+    // Redis 7.2's NO-TOUCH is not 7.0.15's either; NO-EVICT takes ON or OFF.
+    check(&mut rcon, &mut con, &["CLIENT", "NO-TOUCH", "on"]);
+    check(&mut rcon, &mut con, &["CLIENT", "NO-EVICT", "on"]);
+    check(&mut rcon, &mut con, &["CLIENT", "NO-EVICT", "maybe"]);
 }
 
-/// COMMAND HELP and MEMORY HELP answer redis-server 7.0.15's lines, less those of the
-/// subcommands Tollgate does not answer (COMMAND GETKEYSANDFLAGS; MEMORY DOCTOR,
-/// MALLOC-STATS, PURGE), which answer "unknown subcommand".
+/// CLIENT LIST's TYPE and ID filters, CLIENT KILL's TYPE, USER and SKIPME filters (SKIPME
+/// yes by default), their errors, and the `idle`, `fd` and `omem` fields, as redis-server
+/// 7.0.15 answers them.
 #[test]
-fn command_and_memory_help_are_redis_lines() {
+fn client_list_and_kill_filters_and_fields() {
+    let reference = RedisServer::start();
+    let s = TestServer::start();
+    let mut rcon = reference.conn();
+    let mut con = s.conn();
+    for step in [
+        &["CLIENT", "LIST", "TYPE", "bogus"][..],
+        &["CLIENT", "LIST", "ID", "x"],
+        &["CLIENT", "LIST", "ID"],
+        &["CLIENT", "LIST", "FOO", "bar"],
+        &["CLIENT", "LIST", "ID", "99999"],
+        &["CLIENT", "LIST", "TYPE", "master"],
+        &["CLIENT", "LIST", "TYPE", "replica"],
+        &["CLIENT", "LIST", "TYPE", "pubsub"],
+        &["CLIENT", "KILL", "TYPE", "bogus"],
+        &["CLIENT", "KILL", "USER", "nosuchuser"],
+        &["CLIENT", "KILL", "ID", "0"],
+        &["CLIENT", "KILL", "ID", "-3"],
+        &["CLIENT", "KILL", "SKIPME", "maybe"],
+        &["CLIENT", "KILL", "FOO", "bar"],
+        &["CLIENT", "KILL", "TYPE", "master"],
+        &["CLIENT", "KILL", "TYPE", "pubsub"],
+        &["CLIENT", "KILL", "127.0.0.1:1"],
+    ] {
+        check(&mut rcon, &mut con, step);
+    }
+    // The caller is its own only normal client, spared by the default SKIPME yes.
+    let own_id = |con: &mut redis::Connection| -> String {
+        let id: i64 = redis::cmd("CLIENT").arg("ID").query(con).unwrap();
+        id.to_string()
+    };
+    let (rid, id) = (own_id(&mut rcon), own_id(&mut con));
+    assert_eq!(
+        reply(&mut rcon, &["CLIENT", "KILL", "ID", &rid]),
+        reply(&mut con, &["CLIENT", "KILL", "ID", &id])
+    );
+    assert_eq!(
+        reply(
+            &mut rcon,
+            &["CLIENT", "KILL", "TYPE", "normal", "USER", "default"]
+        ),
+        reply(
+            &mut con,
+            &["CLIENT", "KILL", "TYPE", "normal", "USER", "default"]
+        )
+    );
+    // LIST TYPE normal and LIST ID name the caller; the field names match.
+    let listed = |con: &mut redis::Connection, args: &[&str]| -> Vec<String> {
+        let text: String = redis::cmd("CLIENT").arg(args).query(con).unwrap();
+        text.lines().map(str::to_string).collect()
+    };
+    for (rargs, args) in [
+        (
+            vec!["LIST", "TYPE", "normal"],
+            vec!["LIST", "TYPE", "normal"],
+        ),
+        (
+            vec!["LIST", "ID", &rid, "99999", &rid],
+            vec!["LIST", "ID", &id, "99999", &id],
+        ),
+    ] {
+        let (theirs, ours) = (listed(&mut rcon, &rargs), listed(&mut con, &args));
+        assert_eq!(
+            theirs.len(),
+            ours.len(),
+            "CLIENT {args:?}: {theirs:?} / {ours:?}"
+        );
+        assert!(
+            ours.iter().all(|l| l.starts_with(&format!("id={id} "))),
+            "{ours:?}"
+        );
+    }
+    // A second connection, idle for two seconds: `idle` counts them; `fd` is its socket's;
+    // nothing is pending, so `omem` is 0.
+    let mut other = s.conn();
+    let other_id = own_id(&mut other);
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    let line = listed(&mut con, &["LIST", "ID", &other_id]).remove(0);
+    let field = |name: &str| -> i64 {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .parse()
+            .unwrap()
+    };
+    assert!((2..=3).contains(&field("idle")), "{line}");
+    assert!(field("age") >= field("idle"), "{line}");
+    assert!(field("fd") > 2, "{line}");
+    assert_eq!(field("omem"), 0, "{line}");
+    // Its next command makes it active again; then SKIPME no lets the caller kill itself.
+    let _: String = redis::cmd("PING").query(&mut other).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let line = listed(&mut con, &["LIST", "ID", &other_id]).remove(0);
+    assert!(line.contains(" idle=0 "), "{line}");
+    assert_eq!(
+        reply(&mut con, &["CLIENT", "KILL", "ID", &id, "SKIPME", "no"]),
+        Ok(Value::Int(1))
+    );
+}
+
+/// COMMAND HELP, MEMORY HELP and CLIENT HELP answer redis-server 7.0.15's lines, less
+/// those of the subcommands Tollgate does not answer (COMMAND GETKEYSANDFLAGS; MEMORY
+/// DOCTOR, MALLOC-STATS, PURGE; CLIENT CACHING, GETREDIR, PAUSE, UNPAUSE, TRACKING,
+/// TRACKINGINFO), which answer "unknown subcommand".
+#[test]
+fn command_memory_and_client_help_are_redis_lines() {
     let reference = RedisServer::start();
     let s = TestServer::start();
     let mut rcon = reference.conn();
@@ -978,6 +1087,17 @@ fn command_and_memory_help_are_redis_lines() {
     for (cmd, missing) in [
         ("COMMAND", &["GETKEYSANDFLAGS"][..]),
         ("MEMORY", &["DOCTOR", "MALLOC-STATS", "PURGE"][..]),
+        (
+            "CLIENT",
+            &[
+                "CACHING",
+                "GETREDIR",
+                "UNPAUSE",
+                "PAUSE",
+                "TRACKING",
+                "TRACKINGINFO",
+            ][..],
+        ),
     ] {
         // Redis's entries (a line, then its indented description), less the missing.
         let mut theirs = Vec::new();
@@ -994,11 +1114,14 @@ fn command_and_memory_help_are_redis_lines() {
         assert_eq!(theirs, ours, "{cmd} HELP: redis-server's lines, then ours");
         assert!(ours.len() > 5);
         for m in missing {
-            let e = reply(
-                &mut con,
-                &[cmd, m, "SET", "a", "b"][..if cmd == "COMMAND" { 5 } else { 2 }],
-            )
-            .unwrap_err();
+            // With Redis's number of arguments for the subcommand (a wrong number is
+            // refused as such first, as Redis does).
+            let n = match (cmd, *m) {
+                ("COMMAND", _) => 5,
+                ("CLIENT", "CACHING" | "PAUSE" | "TRACKING") => 3,
+                _ => 2,
+            };
+            let e = reply(&mut con, &[cmd, m, "SET", "a", "b"][..n]).unwrap_err();
             assert!(e.contains("unknown subcommand"), "{cmd} {m}: {e}");
         }
         check(&mut rcon, &mut con, &[cmd, "HELP", "extra"]);

@@ -131,7 +131,8 @@ async fn say_and_close<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, messag
 pub async fn serve_tcp(shared: Arc<Shared>, socket: TcpStream, peer: SocketAddr) {
     let _ = socket.set_nodelay(true);
     let laddr = socket.local_addr().unwrap_or(shared.addr);
-    serve(shared, socket, peer, laddr).await;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
+    serve(shared, socket, peer, laddr, fd).await;
 }
 
 /// Serve one connection (plaintext, or TLS after its handshake) until it closes.
@@ -140,6 +141,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     mut socket: S,
     peer: SocketAddr,
     laddr: SocketAddr,
+    fd: i32,
 ) {
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let handle = Arc::new(ClientHandle {
@@ -151,6 +153,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             db: 0,
             resp: 2,
             created: Instant::now(),
+            last_interaction: super::coarse_ds(),
+            fd,
             last_cmd: "NULL",
             in_multi: false,
             subs: (0, 0, 0),
@@ -489,8 +493,11 @@ impl Client {
         };
         self.flush_pending().await;
         if count > 0 {
-            // CLIENT LIST's `cmd`: the last command of what was read, set once per read.
-            self.handle.info.lock().last_cmd = self.last_cmd;
+            // CLIENT LIST's `cmd` (the last command of what was read) and `idle`, set
+            // once per read.
+            let mut info = self.handle.info.lock();
+            info.last_cmd = self.last_cmd;
+            info.last_interaction = super::coarse_ds();
         }
         flow
     }

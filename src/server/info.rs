@@ -408,9 +408,10 @@ pub const REPLY_CHUNK: usize = 16 * 1024;
 /// One CLIENT LIST line. The memory fields are the connection's buffers as of its last
 /// read: `qbuf`/`qbuf-free` the query buffer's data and free space, `rbs` its size,
 /// `obl` the pending output up to [`REPLY_CHUNK`] and `oll` the blocks of
-/// [`REPLY_CHUNK`] the rest fills (Redis's static buffer and reply list), `omem` the
-/// output buffer's size, `multi-mem` the queued MULTI commands, `tot-mem` their sum plus
-/// the connection's own state.
+/// [`REPLY_CHUNK`] the rest fills (Redis's static buffer and reply list), `omem` those
+/// blocks' bytes (0 while the replies fit the static buffer, as in Redis), `multi-mem`
+/// the queued MULTI commands, `tot-mem` the buffers' capacities and those commands plus
+/// the connection's own state; `idle` the seconds since its last read, `fd` its socket.
 pub fn client_line(c: &ClientInfo) -> String {
     // Redis's order of the flag letters: O (MONITOR), P (pub/sub), x (MULTI), b (blocked);
     // N: none.
@@ -432,12 +433,14 @@ pub fn client_line(c: &ClientInfo) -> String {
     }
     let tot = c.total_memory();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
+        c.fd,
         c.name,
         c.created.elapsed().as_secs(),
+        super::coarse_ds().saturating_sub(c.last_interaction) / 10,
         flags,
         c.db,
         c.subs.0,
@@ -452,7 +455,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         c.qbuf_capacity,
         c.obuf.min(REPLY_CHUNK),
         c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK),
-        c.obuf_capacity,
+        c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK) * REPLY_CHUNK,
         c.last_cmd,
         c.user,
         c.resp
