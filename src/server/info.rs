@@ -729,8 +729,8 @@ pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
         let now = shared.engine.clock().now_ms();
         let state = shared.engine.lock().await;
         return match state.ks.dbs[db].get(&a[2], now) {
-            // Key bytes + entry overhead + value estimate.
-            Some(e) => Reply::Integer((a[2].len() + 64 + e.value.memory_estimate()) as i64),
+            // The key's slot, its heap bytes when not inline, the value's estimate.
+            Some(e) => Reply::Integer(crate::store::key_memory(&a[2], e) as i64),
             None => Reply::Nil,
         };
     }
