@@ -28,7 +28,7 @@ use crate::network::PeerHealth;
 use crate::prevote::{Heard, Timing};
 use crate::proposer::{Gate, Proposer, ReadIndexer};
 use crate::repair::Repair;
-use crate::transport::{AdminOp, Request, Response, RpcHandler, Transport};
+use crate::transport::{AdminOp, CallError, Request, Response, RpcHandler, Transport};
 use crate::types::{NodeId, TypeConfig};
 
 /// How often a leadership transfer re-reads the replication progress.
@@ -486,18 +486,33 @@ impl Service {
         }
         let started = tokio::time::Instant::now();
         let campaign = self.election_timeout_min + self.leader_lease;
-        match self
-            .transport
-            .peer(to, &addr)
-            .call(&Request::Elect, campaign)
-            .await
-        {
-            Ok(Response::Elect(result)) => result?,
-            Ok(_) => return Err(unexpected(to)),
-            Err(e) => {
-                return Err(ClusterError::Transfer(format!(
-                    "could not reach node {to}: {e}"
-                )))
+        // A call that did not leave this node (the link to `to` reconnecting, or backing off
+        // after a failed connect) is safe to send again: retried until the campaign's time
+        // is up, while this node still leads.
+        loop {
+            let left = campaign.saturating_sub(started.elapsed());
+            match self
+                .transport
+                .peer(to, &addr)
+                .call(&Request::Elect, left.max(TRANSFER_POLL))
+                .await
+            {
+                Ok(Response::Elect(result)) => {
+                    result?;
+                    break;
+                }
+                Ok(_) => return Err(unexpected(to)),
+                Err(CallError::NotSent(_)) if started.elapsed() + TRANSFER_POLL < campaign => {
+                    if self.still_leading(to)?.is_none() {
+                        return Ok(());
+                    }
+                    tokio::time::sleep(TRANSFER_POLL).await;
+                }
+                Err(e) => {
+                    return Err(ClusterError::Transfer(format!(
+                        "could not reach node {to}: {e}"
+                    )))
+                }
             }
         }
         // Done once this node follows `to` (it hears the new term from `to` itself).
