@@ -76,6 +76,8 @@ struct Inner<S: StateMachine> {
     listening: tokio::sync::Mutex<bool>,
     snapshot_stats: Arc<SnapshotStats>,
     stats: Arc<RaftStats>,
+    /// openraft's metrics, kept to be read without cloning a receiver per call.
+    metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>,
 }
 
 /// Reads how many bytes of log entries a node holds in memory (cheap to clone; holds no
@@ -223,6 +225,7 @@ impl<S: StateMachine> RaftNode<S> {
         let leadership = leadership_tx.subscribe();
         let learn_task = learn_advertised(id, raft.clone(), transport.clone());
 
+        let raft_metrics = raft.metrics();
         let node = RaftNode {
             inner: Arc::new(Inner {
                 id,
@@ -253,6 +256,7 @@ impl<S: StateMachine> RaftNode<S> {
                 listening: tokio::sync::Mutex::new(false),
                 snapshot_stats,
                 stats,
+                metrics: raft_metrics,
             }),
         };
         // A node that already has other members must be reachable at once, whatever it was
@@ -362,19 +366,22 @@ impl<S: StateMachine> RaftNode<S> {
     /// need no read barrier. Any membership change goes through this leader, which sees it in
     /// its metrics before the change can take effect anywhere else.
     pub fn is_sole_voter(&self) -> bool {
-        let metrics = self.inner.raft.metrics();
-        let m = metrics.borrow();
+        // Called for every write (twice): the receiver is kept rather than cloned, and the
+        // voter check walks the joint configuration in place (`Membership::voter_ids` builds
+        // a set: it was 6% of a durable node's instructions per INCR under callgrind).
+        let id = self.inner.id;
+        let m = self.inner.metrics.borrow();
         // Entries of earlier terms (replayed at start, or committed by an earlier leader) are
         // all applied once an entry of this leader's own term is.
-        let sole = m.state == ServerState::Leader
-            && m.current_leader == Some(self.inner.id)
+        m.state == ServerState::Leader
+            && m.current_leader == Some(id)
             && m.last_applied
                 .is_some_and(|l| l.leader_id.term == m.current_term)
             && m.membership_config
                 .membership()
-                .voter_ids()
-                .all(|v| v == self.inner.id);
-        sole
+                .get_joint_config()
+                .iter()
+                .all(|voters| voters.iter().all(|v| *v == id))
     }
 
     /// True while this node leads and is the only member at all (no voter nor learner else):
@@ -816,12 +823,24 @@ impl<S: StateMachine> RaftNode<S> {
         self.inner.transport.advertised(id)
     }
 
-    /// The known leader and its address, waiting for one until `deadline`.
+    /// The known leader and its address, waiting for one until `deadline`. The address may be
+    /// empty when the leader is this node (callers only dial another leader).
     async fn wait_for_leader(
         &self,
         started: Instant,
         deadline: Instant,
     ) -> Result<(NodeId, String), ClusterError> {
+        // Every write asks, and almost always this node leads: answer that from the kept
+        // receiver, without cloning one (or the address, which only a follower dials).
+        if !self.inner.stopping.load(Ordering::Acquire) {
+            let m = self.inner.metrics.borrow();
+            if m.running_state.is_ok()
+                && m.state == ServerState::Leader
+                && m.current_leader == Some(self.inner.id)
+            {
+                return Ok((self.inner.id, String::new()));
+            }
+        }
         let mut metrics = self.inner.raft.metrics();
         loop {
             if self.inner.stopping.load(Ordering::Acquire) {

@@ -359,10 +359,6 @@ pub fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
     cmds.list[cmds.id_of_call(spec, args)].mask & WRITE != 0
 }
 
-/// Subcommands Tollgate answers that redis-server 7.0 does not have (later Redis
-/// versions do; clients send them on connecting), let through [`subcommand_refusal`].
-const NEWER_SUBCOMMANDS: &[&str] = &["client|setinfo", "client|no-touch"];
-
 /// Redis's refusal of a container's call before it runs or is queued in MULTI
 /// (`processCommand`): a subcommand it does not have (`-ERR unknown subcommand 'x'. Try
 /// CONFIG HELP.`, counted in no command's stats) or a subcommand called with the wrong
@@ -376,10 +372,6 @@ pub fn subcommand_refusal(spec: &CommandSpec, args: &[&[u8]]) -> Option<(Reply, 
     }
     let id = cmds.id_of_call(spec, args);
     if id == row {
-        let sub = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
-        if NEWER_SUBCOMMANDS.contains(&format!("{}|{sub}", spec.name).as_str()) {
-            return None;
-        }
         // Redis's `%.128s`: at most 128 bytes, up to a NUL; no line breaks in the reply.
         let given = &args[1][..args[1].len().min(128)];
         return Some((

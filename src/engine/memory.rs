@@ -284,12 +284,7 @@ pub fn eviction_margin(limit: u64) -> u64 {
 
 /// Bytes a key is estimated to free: its hash-table slot, key and value.
 fn entry_size(key: &Key, entry: &crate::store::Entry) -> u64 {
-    let key_heap = if key.len() > crate::store::small::KEY_INLINE {
-        key.len()
-    } else {
-        0
-    };
-    (88 + key_heap + entry.value.memory_estimate()) as u64
+    crate::store::key_memory(key, entry) as u64
 }
 
 /// Apply a replicated eviction: delete the listed keys that are there.

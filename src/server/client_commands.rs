@@ -62,6 +62,13 @@ pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
     if is(&a[1], "unblock") {
         return client_unblock(c, a).into();
     }
+    if is(&a[1], "kill") && a.len() >= 3 {
+        // A client that kills itself gets the reply first, then is closed, as in Redis.
+        return match c.client_kill(&a[2..]) {
+            (reply, true) => Answer::Close(Some(reply)),
+            (reply, false) => reply.into(),
+        };
+    }
     c.client(a).into()
 }
 
@@ -395,7 +402,10 @@ impl Client {
                 }
             }
             ("list", _) => {
-                let clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
+                let clients = match self.listed_clients(&a[2..]) {
+                    Ok(clients) => clients,
+                    Err(e) => return e,
+                };
                 let text: String = clients
                     .iter()
                     .map(|c| {
@@ -410,45 +420,19 @@ impl Client {
                 Reply::Verbatim("txt", Bytes::from(text))
             }
             ("info", 2) => Reply::Verbatim("txt", Bytes::from(self.own_line(a) + "\n")),
-            ("kill", n) if n >= 3 => self.client_kill(&a[2..]),
-            ("setinfo", 4) => {
-                let mut info = self.handle.info.lock();
-                let value = String::from_utf8_lossy(&a[3]).into_owned();
-                if is(&a[2], "lib-name") {
-                    info.lib_name = value;
-                } else if is(&a[2], "lib-ver") {
-                    info.lib_ver = value;
-                } else {
-                    return Reply::err(format!(
-                        "ERR Unrecognized option '{}'",
-                        command::arg_text(&a[2])
-                    ));
-                }
-                Reply::ok()
-            }
-            ("no-evict", 3) | ("no-touch", 3) => Reply::ok(),
+            // No client eviction here (`maxmemory-clients` only accepts 0), so every
+            // client is already never evicted.
+            ("no-evict", 3) if is(&a[2], "on") || is(&a[2], "off") => Reply::ok(),
+            ("no-evict", 3) => Reply::err("ERR syntax error"),
             ("help", 2) => Reply::Array(
-                [
-                    "CLIENT <subcommand>",
-                    "ID",
-                    "SETNAME <name>",
-                    "GETNAME",
-                    "LIST",
-                    "INFO",
-                    "KILL <ip:port>|ID <id>|ADDR <ip:port>",
-                    "SETINFO LIB-NAME|LIB-VER <value>",
-                    "REPLY ON|OFF|SKIP",
-                    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
-                ]
-                .iter()
-                .map(|s| Reply::Status(s.to_string()))
-                .collect(),
+                CLIENT_HELP
+                    .iter()
+                    .map(|s| Reply::Status(s.to_string()))
+                    .collect(),
             ),
-            (
-                "id" | "setname" | "getname" | "info" | "setinfo" | "kill" | "no-evict"
-                | "no-touch" | "help",
-                _,
-            ) => command::arity_error(&format!("client|{sub}")),
+            ("id" | "setname" | "getname" | "info" | "kill" | "no-evict" | "help", _) => {
+                command::arity_error(&format!("client|{sub}"))
+            }
             _ => Reply::err(format!(
                 "ERR unknown subcommand '{}'. Try CLIENT HELP.",
                 command::arg_text(&a[1])
@@ -481,12 +465,55 @@ impl Client {
         }
     }
 
-    fn client_kill(&mut self, a: &[Bytes]) -> Reply {
-        let clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
-        let kill = |h: &Arc<ClientHandle>| {
-            h.killed.store(true, Ordering::Relaxed);
-            h.kill.notify_one();
+    /// CLIENT LIST's clients: all, or `TYPE type`, or `ID id [id ...]` (in the order
+    /// given, each once per mention, unknown ids left out), as Redis 7.0.
+    fn listed_clients(&self, a: &[Bytes]) -> Result<Vec<Arc<ClientHandle>>, Reply> {
+        let clients = self.shared.clients.lock();
+        match a {
+            [] => Ok(clients.values().cloned().collect()),
+            [t, ty] if is(t, "type") => {
+                let ty = client_type(ty)?;
+                Ok(clients
+                    .values()
+                    .filter(|c| ty.matches(&c.info.lock()))
+                    .cloned()
+                    .collect())
+            }
+            [t, ids @ ..] if is(t, "id") && !ids.is_empty() => {
+                let mut listed = Vec::new();
+                for id in ids {
+                    let Ok(id) = int(id) else {
+                        return Err(Reply::err("ERR Invalid client ID"));
+                    };
+                    listed.extend(
+                        clients
+                            .values()
+                            .find(|c| c.info.lock().id as i64 == id)
+                            .cloned(),
+                    );
+                }
+                Ok(listed)
+            }
+            _ => Err(Reply::err("ERR syntax error")),
+        }
+    }
+
+    /// CLIENT KILL ip:port (the old form: OK or `No such client`), or CLIENT KILL with
+    /// filters `ID`, `ADDR`, `LADDR`, `TYPE`, `USER`, `SKIPME` (all must match; `SKIPME
+    /// yes` is the default, so the caller is spared unless `SKIPME no`): the number
+    /// killed. Every filter is checked before any client is killed. True when the caller
+    /// is among them: it is closed after the reply.
+    fn client_kill(&mut self, a: &[Bytes]) -> (Reply, bool) {
+        let mut killed_self = false;
+        let mut kill = |h: &Arc<ClientHandle>| {
+            if Arc::ptr_eq(h, &self.handle) {
+                killed_self = true;
+            } else {
+                h.killed.store(true, Ordering::Relaxed);
+                h.kill.notify_one();
+            }
         };
+        let clients: Vec<_> = self.shared.clients.lock().values().cloned().collect();
         if a.len() == 1 {
             let addr = String::from_utf8_lossy(&a[0]);
             return match clients
@@ -495,42 +522,65 @@ impl Client {
             {
                 Some(c) => {
                     kill(c);
-                    Reply::ok()
+                    (Reply::ok(), killed_self)
                 }
-                None => Reply::err("ERR No such client"),
+                None => (Reply::err("ERR No such client"), false),
             };
         }
         if !a.len().is_multiple_of(2) {
-            return Reply::err("ERR syntax error");
+            return (Reply::err("ERR syntax error"), false);
         }
+        let (mut id, mut addr, mut laddr, mut ty, mut user) = (None, None, None, None, None);
+        let mut skipme = true;
+        for pair in a.chunks(2) {
+            let v = String::from_utf8_lossy(&pair[1]).into_owned();
+            if is(&pair[0], "id") {
+                match v.parse::<u64>() {
+                    Ok(n) if n > 0 && n <= i64::MAX as u64 => id = Some(n),
+                    _ => return (Reply::err("ERR client-id should be greater than 0"), false),
+                }
+            } else if is(&pair[0], "addr") {
+                addr = Some(v);
+            } else if is(&pair[0], "laddr") {
+                laddr = Some(v);
+            } else if is(&pair[0], "type") {
+                match client_type(&pair[1]) {
+                    Ok(t) => ty = Some(t),
+                    Err(e) => return (e, false),
+                }
+            } else if is(&pair[0], "user") {
+                if self.shared.engine.acl().get(&v).is_none() {
+                    return (Reply::err(format!("ERR No such user '{v}'")), false);
+                }
+                user = Some(v);
+            } else if is(&pair[0], "skipme") {
+                if v.eq_ignore_ascii_case("yes") {
+                    skipme = true;
+                } else if v.eq_ignore_ascii_case("no") {
+                    skipme = false;
+                } else {
+                    return (Reply::err("ERR syntax error"), false);
+                }
+            } else {
+                return (Reply::err("ERR syntax error"), false);
+            }
+        }
+        let me = self.id();
         let mut killed = 0;
         for c in &clients {
             let info = c.info.lock().clone();
-            let mut all = true;
-            for pair in a.chunks(2) {
-                let v = String::from_utf8_lossy(&pair[1]);
-                let ok = if is(&pair[0], "id") {
-                    match v.parse::<u64>() {
-                        Ok(id) => info.id == id,
-                        Err(_) => return Reply::err("ERR client-id should be greater than 0"),
-                    }
-                } else if is(&pair[0], "addr") {
-                    info.addr.to_string() == v
-                } else if is(&pair[0], "laddr") {
-                    info.laddr.to_string() == v
-                } else if is(&pair[0], "skipme") {
-                    !(v.eq_ignore_ascii_case("yes") && info.id == self.id())
-                } else {
-                    return Reply::err("ERR syntax error");
-                };
-                all &= ok;
-            }
+            let all = id.is_none_or(|id| info.id == id)
+                && addr.as_ref().is_none_or(|a| info.addr.to_string() == *a)
+                && laddr.as_ref().is_none_or(|a| info.laddr.to_string() == *a)
+                && ty.is_none_or(|t| t.matches(&info))
+                && user.as_ref().is_none_or(|u| info.user == *u)
+                && !(skipme && info.id == me);
             if all {
                 kill(c);
                 killed += 1;
             }
         }
-        Reply::Integer(killed)
+        (Reply::Integer(killed), killed_self)
     }
 
     async fn debug(&mut self, a: &[Bytes]) -> Reply {
@@ -859,3 +909,77 @@ fn latency_histogram(metrics: &crate::metrics::Metrics, names: &[Bytes]) -> Repl
         .collect();
     Reply::Map(entries)
 }
+
+/// Redis 7.0's client types (`getClientTypeByName`): MASTER and REPLICA name no client
+/// here (Tollgate has no Redis replication links); a MONITOR client is NORMAL, a
+/// subscribed one PUBSUB.
+#[derive(Clone, Copy, PartialEq)]
+enum ClientType {
+    Normal,
+    PubSub,
+    Replication,
+}
+
+impl ClientType {
+    fn matches(self, c: &super::ClientInfo) -> bool {
+        let pubsub = c.subs.0 + c.subs.1 + c.subs.2 > 0;
+        match self {
+            ClientType::Normal => !pubsub,
+            ClientType::PubSub => pubsub,
+            ClientType::Replication => false,
+        }
+    }
+}
+
+fn client_type(name: &[u8]) -> Result<ClientType, Reply> {
+    match name.to_ascii_lowercase().as_slice() {
+        b"normal" => Ok(ClientType::Normal),
+        b"pubsub" => Ok(ClientType::PubSub),
+        b"master" | b"slave" | b"replica" => Ok(ClientType::Replication),
+        _ => Err(Reply::err(format!(
+            "ERR Unknown client type '{}'",
+            String::from_utf8_lossy(name)
+        ))),
+    }
+}
+
+/// Redis 7.0.15's CLIENT HELP lines for the subcommands Tollgate has (CACHING, GETREDIR,
+/// PAUSE, UNPAUSE, TRACKING and TRACKINGINFO are not here: they answer unknown
+/// subcommand).
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "HELP",
+    "    Prints this help.",
+];

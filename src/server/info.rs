@@ -408,9 +408,10 @@ pub const REPLY_CHUNK: usize = 16 * 1024;
 /// One CLIENT LIST line. The memory fields are the connection's buffers as of its last
 /// read: `qbuf`/`qbuf-free` the query buffer's data and free space, `rbs` its size,
 /// `obl` the pending output up to [`REPLY_CHUNK`] and `oll` the blocks of
-/// [`REPLY_CHUNK`] the rest fills (Redis's static buffer and reply list), `omem` the
-/// output buffer's size, `multi-mem` the queued MULTI commands, `tot-mem` their sum plus
-/// the connection's own state.
+/// [`REPLY_CHUNK`] the rest fills (Redis's static buffer and reply list), `omem` those
+/// blocks' bytes (0 while the replies fit the static buffer, as in Redis), `multi-mem`
+/// the queued MULTI commands, `tot-mem` the buffers' capacities and those commands plus
+/// the connection's own state; `idle` the seconds since its last read, `fd` its socket.
 pub fn client_line(c: &ClientInfo) -> String {
     // Redis's order of the flag letters: O (MONITOR), P (pub/sub), x (MULTI), b (blocked);
     // N: none.
@@ -432,12 +433,14 @@ pub fn client_line(c: &ClientInfo) -> String {
     }
     let tot = c.total_memory();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
+        c.fd,
         c.name,
         c.created.elapsed().as_secs(),
+        super::coarse_ds().saturating_sub(c.last_interaction) / 10,
         flags,
         c.db,
         c.subs.0,
@@ -452,12 +455,10 @@ pub fn client_line(c: &ClientInfo) -> String {
         c.qbuf_capacity,
         c.obuf.min(REPLY_CHUNK),
         c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK),
-        c.obuf_capacity,
+        c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK) * REPLY_CHUNK,
         c.last_cmd,
         c.user,
-        c.resp,
-        c.lib_name,
-        c.lib_ver
+        c.resp
     )
 }
 
@@ -651,6 +652,29 @@ pub fn command(a: &[Bytes]) -> Reply {
         )
     } else if is(sub, "list") {
         Reply::Array(command::all().map(|s| Reply::bulk(s.name)).collect())
+    } else if is(sub, "help") && a.len() == 2 {
+        // Redis 7.0.15's lines, without GETKEYSANDFLAGS, which Tollgate does not answer.
+        help_reply(&[
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "HELP",
+            "    Prints this help.",
+        ])
     } else if is(sub, "getkeys") && a.len() < 4 {
         Reply::err("ERR wrong number of arguments for 'command|getkeys' command")
     } else if is(sub, "getkeys") {
@@ -677,8 +701,27 @@ pub fn command(a: &[Bytes]) -> Reply {
     }
 }
 
-/// MEMORY USAGE key / MEMORY STATS.
+/// A HELP subcommand's reply: one status line each, as Redis's `addReplyHelp`.
+fn help_reply(lines: &[&str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
+}
+
+/// MEMORY USAGE key / MEMORY STATS / MEMORY HELP.
 pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
+    if is(&a[1], "help") && a.len() == 2 {
+        // Redis 7.0.15's lines, without DOCTOR, MALLOC-STATS and PURGE, which Tollgate
+        // does not answer.
+        return help_reply(&[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+            "HELP",
+            "    Prints this help.",
+        ]);
+    }
     if is(&a[1], "usage") && (a.len() == 3 || a.len() == 5) {
         if a.len() == 5 && !(is(&a[3], "samples") && int(&a[4]).is_ok()) {
             return Reply::err("ERR syntax error");
@@ -686,8 +729,8 @@ pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
         let now = shared.engine.clock().now_ms();
         let state = shared.engine.lock().await;
         return match state.ks.dbs[db].get(&a[2], now) {
-            // Key bytes + entry overhead + value estimate.
-            Some(e) => Reply::Integer((a[2].len() + 64 + e.value.memory_estimate()) as i64),
+            // The key's slot, its heap bytes when not inline, the value's estimate.
+            Some(e) => Reply::Integer(crate::store::key_memory(&a[2], e) as i64),
             None => Reply::Nil,
         };
     }

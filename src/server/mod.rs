@@ -107,6 +107,22 @@ impl Stats {
     }
 }
 
+/// A coarse clock for CLIENT LIST's `idle`, as Redis uses its cached `server.unixtime`:
+/// tenths of a second since the first reading, moved forward by [`sample_stats`] every
+/// 100 ms, so that a connection notes its last interaction with one relaxed load instead
+/// of a clock reading per read.
+pub fn coarse_ds() -> u64 {
+    COARSE_DS.load(Ordering::Relaxed)
+}
+
+static COARSE_DS: AtomicU64 = AtomicU64::new(0);
+
+fn tick_coarse_clock() {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let ds = EPOCH.get_or_init(Instant::now).elapsed().as_millis() / 100;
+    COARSE_DS.fetch_max(ds as u64, Ordering::Relaxed);
+}
+
 /// What CLIENT LIST shows about a connection, updated by the connection itself.
 #[derive(Debug, Clone)]
 pub struct ClientInfo {
@@ -124,12 +140,12 @@ pub struct ClientInfo {
     pub resp: u8,
     /// Connected at.
     pub created: Instant,
+    /// Its last read, on the [`coarse_ds`] clock (CLIENT LIST `idle`).
+    pub last_interaction: u64,
+    /// The socket's file descriptor (CLIENT LIST `fd`).
+    pub fd: i32,
     /// Last command name.
     pub last_cmd: &'static str,
-    /// CLIENT SETINFO LIB-NAME.
-    pub lib_name: String,
-    /// CLIENT SETINFO LIB-VER.
-    pub lib_ver: String,
     /// Inside MULTI.
     pub in_multi: bool,
     /// Channels, patterns and shard channels subscribed to (CLIENT LIST `sub`, `psub`,
@@ -614,6 +630,7 @@ async fn sample_stats(shared: Arc<Shared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        tick_coarse_clock();
         let m = shared.engine.metrics();
         shared.stats.sample(
             shared.stats.total_commands.load(Ordering::Relaxed),

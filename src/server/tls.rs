@@ -216,9 +216,10 @@ pub async fn serve(shared: Arc<Shared>, socket: TcpStream, peer: SocketAddr) {
     };
     let _ = socket.set_nodelay(true);
     let laddr = socket.local_addr().unwrap_or(shared.addr);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
     let accept = tls.acceptor().accept(socket);
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
-        Ok(Ok(stream)) => super::connection::serve(shared, stream, peer, laddr).await,
+        Ok(Ok(stream)) => super::connection::serve(shared, stream, peer, laddr, fd).await,
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
     }
