@@ -112,7 +112,15 @@ fn zadd_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let mut ch = false;
     let mut i = 2;
     while let Some(opt) = a.get(i) {
-        match opt.to_ascii_lowercase().as_slice() {
+        // Options are at most 4 letters: lower-case them on the stack (the score after
+        // them, tried here first, must not cost an allocation).
+        let mut lower = [0u8; 4];
+        let Some(lower) = lower.get_mut(..opt.len()) else {
+            break;
+        };
+        lower.copy_from_slice(opt);
+        lower.make_ascii_lowercase();
+        match &*lower {
             b"nx" => flags.nx = true,
             b"xx" => flags.xx = true,
             b"gt" => flags.gt = true,

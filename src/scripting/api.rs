@@ -85,21 +85,56 @@ pub(crate) unsafe fn push_redis_table(l: *mut lua_State, kind: ApiKind) {
 }
 
 /// The arguments of a `redis.call`-like function, or the error Redis reports.
+///
+/// Like a request off the network (`protocol::parser`), the arguments are slices of one
+/// copy of their bytes: one allocation per call rather than one per argument (the
+/// keyspace copies what it keeps for long).
 unsafe fn command_args(l: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
     let argc = ffi::lua_gettop(l);
     if argc == 0 {
         return Err("Please specify at least one argument for this redis lib call");
     }
-    let mut args = Vec::with_capacity(usize::try_from(argc).unwrap_or(0));
+    let argc = usize::try_from(argc).unwrap_or(0);
+    // Where each argument ends in `copy`: on the stack for the usual few arguments.
+    const INLINE: usize = 16;
+    let mut inline = [0usize; INLINE];
+    let mut spilled = Vec::new();
+    let mut copy = Vec::with_capacity(args_bytes(l).saturating_add(argc.saturating_mul(8)));
     for j in 1..=argc {
-        let arg = match ffi::lua_type(l, j) {
+        // argc came from a c_int.
+        let idx = j as c_int;
+        match ffi::lua_type(l, idx) {
             // Numbers go through %.17g: Lua's own conversion loses precision.
-            ffi::LUA_TNUMBER => Bytes::from(fmt_g(ffi::lua_tonumber(l, j), 17)),
-            ffi::LUA_TSTRING => Bytes::copy_from_slice(string_at(l, j).unwrap_or_default()),
+            ffi::LUA_TNUMBER => {
+                copy.extend_from_slice(fmt_g(ffi::lua_tonumber(l, idx), 17).as_bytes())
+            }
+            ffi::LUA_TSTRING => copy.extend_from_slice(string_at(l, idx).unwrap_or_default()),
             _ => return Err("Lua redis lib command arguments must be strings or integers"),
-        };
-        args.push(arg);
+        }
+        if j <= INLINE {
+            inline[j - 1] = copy.len();
+        } else {
+            if spilled.is_empty() {
+                spilled.extend_from_slice(&inline);
+            }
+            spilled.push(copy.len());
+        }
     }
+    let ends = if argc <= INLINE {
+        &inline[..argc]
+    } else {
+        &spilled[..]
+    };
+    let mut last = Bytes::from(copy);
+    let mut args = Vec::with_capacity(argc);
+    let mut start = 0;
+    for &end in &ends[..argc - 1] {
+        args.push(last.slice(start..end));
+        start = end;
+    }
+    // The last argument is the copy itself, advanced: one reference count less.
+    bytes::Buf::advance(&mut last, start);
+    args.push(last);
     Ok(args)
 }
 

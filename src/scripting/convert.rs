@@ -300,6 +300,9 @@ impl Conversion {
 
     /// The reply for the table on top (left on the stack).
     unsafe fn table_reply(&mut self, l: *mut lua_State, depth: usize) -> Reply {
+        if only_sequence(l) {
+            return self.array_reply(l, depth);
+        }
         if raw_get_str(l, -1, "err") == ffi::LUA_TSTRING {
             let text = string_at(l, -1).unwrap_or_default();
             if !self.take(text.len()) {
@@ -395,6 +398,12 @@ impl Conversion {
             return Reply::Set(items);
         }
         ffi::lua_pop(l, 1);
+        self.array_reply(l, depth)
+    }
+
+    /// The array reply for the table on top (left on the stack): its items from 1 up to
+    /// the first nil.
+    unsafe fn array_reply(&mut self, l: *mut lua_State, depth: usize) -> Reply {
         let mut items = Vec::new();
         let mut j: c_int = 1;
         while !self.over {
@@ -411,6 +420,24 @@ impl Conversion {
         }
         Reply::Array(items)
     }
+}
+
+/// Whether every key of the table on top is a positive integer up to its length (a
+/// border, `#t`): then it has none of the named fields (`err`, `ok`, `map`...) and is an
+/// array, found without looking each name up. `{1, 2, 3}` is; `{err = "x"}` is not.
+unsafe fn only_sequence(l: *mut lua_State) -> bool {
+    let n = ffi::lua_objlen(l, -1);
+    if n == 0 {
+        ffi::lua_pushnil(l);
+    } else {
+        // `t[n]` is not nil (a border), so `next` knows the key and cannot raise.
+        ffi::lua_pushnumber(l, n as ffi::lua_Number);
+    }
+    if ffi::lua_next(l, -2) == 0 {
+        return true;
+    }
+    ffi::lua_pop(l, 2);
+    false
 }
 
 /// The verbatim format as the reply type stores it (Redis uses the first three bytes).

@@ -179,10 +179,15 @@ unsafe fn counted_error(l: *mut ffi::lua_State) -> bool {
         return false;
     }
     let is_error = raw_get_str(l, -1, "err") == ffi::LUA_TSTRING;
-    let flagged = raw_get_str(l, -2, "ignore_error_stats_update") != ffi::LUA_TNIL
+    ffi::lua_pop(l, 1);
+    // Most results are no error tables: then the flag is not looked up at all.
+    if !is_error {
+        return false;
+    }
+    let flagged = raw_get_str(l, -1, "ignore_error_stats_update") != ffi::LUA_TNIL
         && ffi::lua_toboolean(l, -1) != 0;
-    ffi::lua_pop(l, 2);
-    is_error && flagged
+    ffi::lua_pop(l, 1);
+    flagged
 }
 
 /// The reply for a failed run (error value on top, popped).

@@ -939,10 +939,7 @@ impl Large {
         if new == current {
             return AddOutcome::Unchanged { score: new };
         }
-        let moved = self.tree.unlink(current, member);
-        debug_assert_eq!(moved, t, "index and tree agree");
-        self.tree.node_mut(t).score = new;
-        self.tree.insert(t);
+        self.tree.rescore(t, current, new);
         AddOutcome::Updated { old: current, new }
     }
 }
@@ -1406,6 +1403,47 @@ mod tests {
             steps > 50,
             "steps of about COUNT members expected, got {steps}"
         );
+    }
+
+    #[test]
+    fn score_changes_in_place_or_by_moving_keep_the_order() {
+        let mut z = SortedSet::new();
+        for i in 0..20u8 {
+            z.insert(&[b'a' + i], f64::from(i) * 10.0);
+        }
+        assert_eq!(z.encoding(), "skiplist");
+        let order = |z: &SortedSet| names(z.iter()).concat();
+        // Between its neighbours (90 and 110): stays in place.
+        assert_eq!(z.insert(b"k", 105.0), InsertResult::Updated { old: 100.0 });
+        assert_eq!(order(&z), "abcdefghijklmnopqrst");
+        // Past a neighbour: moves.
+        z.insert(b"k", 115.0);
+        assert_eq!(order(&z), "abcdefghijlkmnopqrst");
+        z.insert(b"k", 125.0);
+        assert_eq!(order(&z), "abcdefghijlmknopqrst");
+        // A tie with a neighbour orders by member bytes: "k" sorts after "j", before "l".
+        z.insert(b"k", 90.0);
+        assert_eq!(order(&z), "abcdefghijklmnopqrst");
+        z.insert(b"k", 110.0);
+        assert_eq!(order(&z), "abcdefghijklmnopqrst");
+        // To the ends and back.
+        z.insert(b"k", f64::NEG_INFINITY);
+        assert_eq!(order(&z), "kabcdefghijlmnopqrst");
+        z.insert(b"a", f64::INFINITY);
+        assert_eq!(order(&z), "kbcdefghijlmnopqrsta");
+        z.add(
+            b"a",
+            -1e9,
+            AddFlags {
+                incr: true,
+                ..AddFlags::default()
+            },
+        );
+        assert_eq!(order(&z), "kbcdefghijlmnopqrsta", "inf - 1e9 is inf");
+        for (i, m) in ["k", "b", "c"].iter().enumerate() {
+            assert_eq!(z.rank(m.as_bytes()), Some(i));
+        }
+        z.check_invariants();
     }
 
     #[test]

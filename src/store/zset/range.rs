@@ -111,6 +111,9 @@ impl LexBound {
 /// empty input, leading or trailing spaces, NaN, and values that overflow to infinity or
 /// underflow to zero (subnormals are fine).
 pub fn parse_score(arg: &[u8]) -> Result<f64, &'static str> {
+    if let Some(score) = parse_small_integer(arg) {
+        return Ok(score);
+    }
     if arg.first().is_none_or(|b| is_c_space(*b)) {
         return Err(ERR_NOT_A_FLOAT);
     }
@@ -119,6 +122,30 @@ pub fn parse_score(arg: &[u8]) -> Result<f64, &'static str> {
         return Err(ERR_NOT_A_FLOAT);
     }
     Ok(r.value)
+}
+
+/// The common case of a score: an optional sign and 1 to 15 decimal digits, which
+/// `strtod` reads exactly (every such integer is below 2^53), so the value is the integer
+/// itself, `-0` included. None for anything else, which takes the full parser.
+fn parse_small_integer(arg: &[u8]) -> Option<f64> {
+    let (negative, digits) = match arg.split_first()? {
+        (b'-', rest) => (true, rest),
+        (b'+', rest) => (false, rest),
+        _ => (false, arg),
+    };
+    if digits.is_empty() || digits.len() > 15 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    // n < 10^15 < 2^53: the conversion is exact.
+    let value = n as f64;
+    Some(if negative { -value } else { value })
 }
 
 /// Parse a score range bound as Redis's `zslParseRange` does.
@@ -247,6 +274,41 @@ mod tests {
         ] {
             assert_eq!(parse_score(arg.as_bytes()), Err(ERR_NOT_A_FLOAT), "{arg:?}");
         }
+    }
+
+    proptest! {
+        #[test]
+        fn integer_fast_path_agrees_with_strtod(
+            sign in prop::sample::select(vec!["", "-", "+"]),
+            digits in "[0-9]{1,17}",
+        ) {
+            let arg = format!("{sign}{digits}");
+            let slow = strtod(arg.as_bytes());
+            prop_assert_eq!(slow.len, arg.len());
+            prop_assert_eq!(
+                parse_score(arg.as_bytes()).map(f64::to_bits),
+                Ok(slow.value.to_bits()),
+                "{:?}", arg
+            );
+        }
+    }
+
+    #[test]
+    fn integer_fast_path_keeps_negative_zero_and_limits() {
+        assert_eq!(
+            parse_score(b"-0").map(f64::to_bits),
+            Ok((-0.0f64).to_bits())
+        );
+        assert_eq!(parse_score(b"+0").map(f64::to_bits), Ok(0.0f64.to_bits()));
+        assert_eq!(parse_score(b"-000"), Ok(-0.0));
+        assert_eq!(parse_score(b"999999999999999"), Ok(999_999_999_999_999.0));
+        assert_eq!(
+            parse_score(b"9007199254740993"),
+            Ok(9_007_199_254_740_992.0)
+        );
+        assert_eq!(parse_score(b"--1"), Err(ERR_NOT_A_FLOAT));
+        assert_eq!(parse_score(b"+-1"), Err(ERR_NOT_A_FLOAT));
+        assert_eq!(parse_score(b"1-"), Err(ERR_NOT_A_FLOAT));
     }
 
     #[test]

@@ -145,56 +145,183 @@ impl Tree {
         t
     }
 
-    /// Link the detached node `new` into the tree by its key.
+    /// Link the detached node `new` into the tree by its key, in one descent that counts
+    /// it into every subtree on the way, then a climb that fixes heights only as far as
+    /// they change (at most one rotation).
     pub(super) fn insert(&mut self, new: u32) {
         let n = self.node_mut(new);
         n.left = NIL;
         n.right = NIL;
         n.size = 1;
         n.height = 1;
-        self.root = self.insert_under(self.root, new);
+        if self.root == NIL {
+            self.root = new;
+            return;
+        }
+        let mut path = Path::new();
+        let mut t = self.root;
+        loop {
+            path.push(t);
+            let (nn, tn) = (self.node(new), self.node(t));
+            let less = cmp_key(nn.score, &nn.member, tn.score, &tn.member) == Ordering::Less;
+            let tn = self.node_mut(t);
+            tn.size += 1;
+            let child = if less { &mut tn.left } else { &mut tn.right };
+            if *child == NIL {
+                *child = new;
+                break;
+            }
+            t = *child;
+        }
+        self.climb(&path, path.len, false);
     }
 
-    pub(super) fn insert_under(&mut self, t: u32, new: u32) -> u32 {
-        if t == NIL {
-            return new;
+    /// Fix heights and balance of `path[..depth]` (a root-to-leaf path whose lower part
+    /// changed), bottom up, stopping where a subtree's height comes out unchanged. With
+    /// `shrink`, the removal of one node below also counts down every subtree size on the
+    /// path (an insert counts them up on its way down).
+    fn climb(&mut self, path: &Path, depth: usize, shrink: bool) {
+        let mut i = depth;
+        while i > 0 {
+            i -= 1;
+            let t = path.at(i);
+            if shrink {
+                self.node_mut(t).size -= 1;
+            }
+            let before = self.node(t).height;
+            let top = self.fix(t);
+            if top != t {
+                self.relink(path, i, t, top);
+            }
+            if self.node(top).height == before {
+                if shrink {
+                    for j in 0..i {
+                        self.node_mut(path.at(j)).size -= 1;
+                    }
+                }
+                return;
+            }
         }
-        let (nn, tn) = (self.node(new), self.node(t));
-        if cmp_key(nn.score, &nn.member, tn.score, &tn.member) == Ordering::Less {
-            let l = self.insert_under(tn.left, new);
-            self.node_mut(t).left = l;
+    }
+
+    /// [`Self::rebalance`] for a node whose size is already right: heights only, unless
+    /// it must rotate.
+    fn fix(&mut self, t: u32) -> u32 {
+        let (l, r) = (self.node(t).left, self.node(t).right);
+        let (hl, hr) = (self.height(l), self.height(r));
+        if hl.abs_diff(hr) > 1 {
+            return self.rebalance(t);
+        }
+        self.node_mut(t).height = 1 + hl.max(hr);
+        t
+    }
+
+    /// Point `path[i]`'s parent (or the root) at `new` instead of `old`.
+    fn relink(&mut self, path: &Path, i: usize, old: u32, new: u32) {
+        if i == 0 {
+            self.root = new;
+            return;
+        }
+        let p = self.node_mut(path.at(i - 1));
+        if p.left == old {
+            p.left = new;
         } else {
-            let r = self.insert_under(tn.right, new);
-            self.node_mut(t).right = r;
+            p.right = new;
         }
-        self.rebalance(t)
+    }
+
+    /// Fill `path` with the root-to-node path of the node with key (score, member);
+    /// false if there is none.
+    fn seek_key(&self, path: &mut Path, score: f64, member: &[u8]) -> bool {
+        let mut t = self.root;
+        while t != NIL {
+            path.push(t);
+            let tn = self.node(t);
+            t = match cmp_key(score, member, tn.score, &tn.member) {
+                Ordering::Less => tn.left,
+                Ordering::Greater => tn.right,
+                Ordering::Equal => return true,
+            };
+        }
+        false
     }
 
     /// Detach the node with key (score, member); returns it, or NIL if absent.
     pub(super) fn unlink(&mut self, score: f64, member: &[u8]) -> u32 {
-        let (root, gone) = self.unlink_under(self.root, score, member);
-        self.root = root;
-        gone
+        let mut path = Path::new();
+        if !self.seek_key(&mut path, score, member) {
+            return NIL;
+        }
+        self.unlink_path(&mut path)
     }
 
-    pub(super) fn unlink_under(&mut self, t: u32, score: f64, member: &[u8]) -> (u32, u32) {
-        if t == NIL {
-            return (NIL, NIL);
+    /// Give node `t`, whose key is (`old`, its member), the score `new`: in place when
+    /// its neighbours in the order stay its neighbours (Redis's `zslUpdateScore` does the
+    /// same), else by unlinking and relinking it. The node must be in the tree.
+    pub(super) fn rescore(&mut self, t: u32, old: f64, new: f64) {
+        let mut path = Path::new();
+        if !self.seek_key(&mut path, old, &self.node(t).member) {
+            debug_assert!(false, "the node to rescore is in the tree");
+            return;
         }
-        let tn = self.node(t);
-        match cmp_key(score, member, tn.score, &tn.member) {
-            Ordering::Less => {
-                let (l, gone) = self.unlink_under(tn.left, score, member);
-                self.node_mut(t).left = l;
-                (self.rebalance(t), gone)
-            }
-            Ordering::Greater => {
-                let (r, gone) = self.unlink_under(tn.right, score, member);
-                self.node_mut(t).right = r;
-                (self.rebalance(t), gone)
-            }
-            Ordering::Equal => (self.splice_out(t), t),
+        debug_assert_eq!(path.at(path.len - 1), t, "index and tree agree");
+        if self.keeps_place(&path, new) {
+            self.node_mut(t).score = new;
+            return;
         }
+        self.unlink_path(&mut path);
+        self.node_mut(t).score = new;
+        self.insert(t);
+    }
+
+    /// Whether the last node of `path` would keep its rank with score `new`: its
+    /// predecessor's key stays below and its successor's above.
+    fn keeps_place(&self, path: &Path, new: f64) -> bool {
+        let depth = path.len;
+        let t = path.at(depth - 1);
+        let n = self.node(t);
+        // Predecessor: the rightmost node of the left subtree, else the nearest ancestor
+        // whose right subtree holds `t`; the successor mirrors it.
+        let mut pred = n.left;
+        if pred != NIL {
+            while self.node(pred).right != NIL {
+                pred = self.node(pred).right;
+            }
+        }
+        let mut succ = n.right;
+        if succ != NIL {
+            while self.node(succ).left != NIL {
+                succ = self.node(succ).left;
+            }
+        }
+        let mut child = t;
+        for i in (0..depth - 1).rev() {
+            if pred != NIL && succ != NIL {
+                break;
+            }
+            let a = path.at(i);
+            if self.node(a).right == child {
+                if pred == NIL {
+                    pred = a;
+                }
+            } else if succ == NIL {
+                succ = a;
+            }
+            child = a;
+        }
+        let below = |p: u32| {
+            p == NIL || {
+                let pn = self.node(p);
+                cmp_key(pn.score, &pn.member, new, &n.member) == Ordering::Less
+            }
+        };
+        let above = |s: u32| {
+            s == NIL || {
+                let sn = self.node(s);
+                cmp_key(new, &n.member, sn.score, &sn.member) == Ordering::Less
+            }
+        };
+        below(pred) && above(succ)
     }
 
     /// Detach the node at ascending position `rank`; NIL if out of range.
@@ -202,57 +329,57 @@ impl Tree {
         if rank >= self.len() {
             return NIL;
         }
-        let (root, gone) = self.unlink_at_under(self.root, rank);
-        self.root = root;
-        gone
+        let mut path = Path::new();
+        let (mut t, mut r) = (self.root, rank);
+        while t != NIL {
+            path.push(t);
+            let n = self.node(t);
+            let left_size = self.size(n.left);
+            t = match r.cmp(&left_size) {
+                Ordering::Less => n.left,
+                Ordering::Greater => {
+                    r -= left_size + 1;
+                    n.right
+                }
+                Ordering::Equal => return self.unlink_path(&mut path),
+            };
+        }
+        NIL
     }
 
-    pub(super) fn unlink_at_under(&mut self, t: u32, rank: usize) -> (u32, u32) {
-        if t == NIL {
-            return (NIL, NIL);
-        }
-        let l = self.node(t).left;
-        let left_size = self.size(l);
-        match rank.cmp(&left_size) {
-            Ordering::Less => {
-                let (l, gone) = self.unlink_at_under(l, rank);
-                self.node_mut(t).left = l;
-                (self.rebalance(t), gone)
-            }
-            Ordering::Greater => {
-                let r = self.node(t).right;
-                let (r, gone) = self.unlink_at_under(r, rank - left_size - 1);
-                self.node_mut(t).right = r;
-                (self.rebalance(t), gone)
-            }
-            Ordering::Equal => (self.splice_out(t), t),
-        }
-    }
-
-    /// Remove `t` from its subtree; returns the subtree's new root.
-    pub(super) fn splice_out(&mut self, t: u32) -> u32 {
+    /// Detach the last node of `path` (a root-to-node path); returns it. A node with two
+    /// children gives its place to its successor, then the path is climbed once.
+    fn unlink_path(&mut self, path: &mut Path) -> u32 {
+        let at = path.len - 1;
+        let t = path.at(at);
         let (l, r) = (self.node(t).left, self.node(t).right);
-        if l == NIL {
-            return r;
+        if l == NIL || r == NIL {
+            let child = if l == NIL { r } else { l };
+            self.relink(path, at, t, child);
+            self.climb(path, at, true);
+            return t;
         }
-        if r == NIL {
-            return l;
+        // The successor `s`, leftmost under `r`, takes `t`'s place (and size and
+        // height, fixed by the climb); the path goes down to `s`'s old parent.
+        let mut s = r;
+        while self.node(s).left != NIL {
+            path.push(s);
+            s = self.node(s).left;
         }
-        let (r, successor) = self.unlink_min_under(r);
-        let s = self.node_mut(successor);
-        s.left = l;
-        s.right = r;
-        self.rebalance(successor)
-    }
-
-    pub(super) fn unlink_min_under(&mut self, t: u32) -> (u32, u32) {
-        let l = self.node(t).left;
-        if l == NIL {
-            return (self.node(t).right, t);
+        if s != r {
+            let parent = path.at(path.len - 1);
+            self.node_mut(parent).left = self.node(s).right;
+            self.node_mut(s).right = r;
         }
-        let (l, min) = self.unlink_min_under(l);
-        self.node_mut(t).left = l;
-        (self.rebalance(t), min)
+        let (size, height) = (self.node(t).size, self.node(t).height);
+        let sn = self.node_mut(s);
+        sn.left = l;
+        sn.size = size;
+        sn.height = height;
+        self.relink(path, at, t, s);
+        path.set(at, s);
+        self.climb(path, path.len, true);
+        t
     }
 
     /// How many nodes satisfy `before`, which must hold for a prefix of the order.
@@ -416,5 +543,37 @@ impl<'a> TreeIter<'a> {
     pub(super) fn next_node(&mut self) -> Option<&'a Node> {
         let t = self.next_index()?;
         Some(&self.nodes[t as usize])
+    }
+}
+
+/// Most nodes on a root-to-leaf path: an AVL tree of height h holds at least
+/// Fibonacci(h + 2) - 1 nodes, over 2^32 (the arena's limit) by h = 46.
+const MAX_HEIGHT: usize = 48;
+
+/// A root-to-node path, kept on the stack.
+struct Path {
+    nodes: [u32; MAX_HEIGHT],
+    len: usize,
+}
+
+impl Path {
+    fn new() -> Path {
+        Path {
+            nodes: [NIL; MAX_HEIGHT],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, t: u32) {
+        self.nodes[self.len] = t;
+        self.len += 1;
+    }
+
+    fn at(&self, i: usize) -> u32 {
+        self.nodes[i]
+    }
+
+    fn set(&mut self, i: usize, t: u32) {
+        self.nodes[i] = t;
     }
 }
