@@ -115,6 +115,27 @@ fn config_set_is_all_or_nothing_and_unknown_names_are_errors() {
         err(&mut c, &["CONFIG", "SET", "port", "7000"]),
         "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
     );
+    // So do Redis's start-up settings Tollgate has no parameter for (redis-server 7.0.15's
+    // texts), the first refusal in argument order winning.
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "daemonize", "yes"]),
+        "ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config"
+    );
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "supervised", "no", "nosuch", "1"]),
+        "ERR CONFIG SET failed (possibly related to argument 'supervised') - can't set immutable config"
+    );
+    assert_eq!(
+        err(
+            &mut c,
+            &["CONFIG", "SET", "nosuch", "1", "daemonize", "yes"]
+        ),
+        "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'"
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["CONFIG", "GET", "daemonize"]),
+        Vec::<String>::new()
+    );
     assert_eq!(
         err(&mut c, &["CONFIG", "REWRITE"]),
         "ERR The server is running without a config file"

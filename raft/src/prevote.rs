@@ -24,7 +24,8 @@
 //!
 //! A single voter elects itself at once, as openraft does. RAFT.TRANSFER still makes its
 //! target campaign directly (`Request::Elect`), after the old leader let every lease lapse.
-//! The log comparison is by last index (openraft's metrics carry no last log term); it only
+//! The log comparison is Raft's up-to-date rule on the last log ids ([`log_up_to_date`]:
+//! the last entry's term first, then its index), read from openraft's data metrics; it only
 //! decides whether a campaign is worth starting, openraft's vote still compares whole log
 //! ids.
 
@@ -38,15 +39,23 @@ use tokio::time::Instant;
 
 use crate::repair::Repair;
 use crate::transport::{Request, Response, Transport};
-use crate::types::{NodeId, TypeConfig};
+use crate::types::{LogId, NodeId, TypeConfig};
 
 /// A candidate's question: would you vote for me now?
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct PreVoteRequest {
     /// The node asking.
     pub(crate) candidate: NodeId,
-    /// Index of its last log entry.
-    pub(crate) last_log_index: Option<u64>,
+    /// The id (term and index) of its last log entry.
+    pub(crate) last_log: Option<LogId>,
+}
+
+/// Raft's rule for granting a vote: the candidate's log is at least as up to date as
+/// ours when its last entry has a higher term, or the same term and an index at least as
+/// high. A longer log from an older term loses: its extra entries may never commit.
+pub(crate) fn log_up_to_date(candidate: Option<&LogId>, mine: Option<&LogId>) -> bool {
+    let key = |l: Option<&LogId>| l.map(|l| (l.leader_id.term, l.index));
+    key(candidate) >= key(mine)
 }
 
 /// When this node last heard from a leader (an AppendEntries or snapshot it accepted),
@@ -120,8 +129,11 @@ pub(crate) fn grant(
     if repair.is_active() || heard.elapsed() < timing.lease() {
         return false;
     }
-    let m = raft.metrics().borrow().clone();
-    m.current_leader != Some(me) && req.last_log_index >= m.last_log_index
+    if raft.metrics().borrow().current_leader == Some(me) {
+        return false;
+    }
+    let mine = raft.data_metrics().borrow().last_log;
+    log_up_to_date(req.last_log.as_ref(), mine.as_ref())
 }
 
 /// Node `me`'s election timer: see the module's comment.
@@ -158,7 +170,7 @@ pub(crate) async fn run_elector(
         random = timing.random_timeout();
         let req = PreVoteRequest {
             candidate: me,
-            last_log_index: m.last_log_index,
+            last_log: raft.data_metrics().borrow().last_log,
         };
         let asks = voters.iter().filter(|&&v| v != me).filter_map(|&v| {
             let addr = membership.get_node(&v)?.addr.clone();
@@ -183,5 +195,31 @@ pub(crate) async fn run_elector(
         } else {
             tracing::debug!(node = me, grants, "pre-vote lost; keeping the term");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(term: u64, index: u64) -> LogId {
+        LogId::new(openraft::CommittedLeaderId::new(term, 1), index)
+    }
+
+    #[test]
+    fn a_longer_log_from_an_older_term_is_not_up_to_date() {
+        let mine = id(3, 10);
+        // Higher index, lower last term: refused (the index-only rule granted this).
+        assert!(!log_up_to_date(Some(&id(2, 50)), Some(&mine)));
+        // Higher term, lower index: granted.
+        assert!(log_up_to_date(Some(&id(4, 2)), Some(&mine)));
+        // Same term: the index decides.
+        assert!(log_up_to_date(Some(&id(3, 10)), Some(&mine)));
+        assert!(log_up_to_date(Some(&id(3, 11)), Some(&mine)));
+        assert!(!log_up_to_date(Some(&id(3, 9)), Some(&mine)));
+        // An empty log is behind any entry, and up to date against an empty one.
+        assert!(!log_up_to_date(None, Some(&mine)));
+        assert!(log_up_to_date(Some(&mine), None));
+        assert!(log_up_to_date(None, None));
     }
 }

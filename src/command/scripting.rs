@@ -34,6 +34,9 @@ pub struct Host<'a> {
     monitored: bool,
     /// The script's error reply was counted where it arose (see `Ctx::error_counted`).
     error_counted: bool,
+    /// Failures of the script's call beyond its reply's own (errors nested in its reply,
+    /// see `ScriptHost::record_failures`).
+    failures: u64,
 }
 
 impl<'a> Host<'a> {
@@ -51,6 +54,7 @@ impl<'a> Host<'a> {
             user: None,
             monitored: false,
             error_counted: false,
+            failures: 0,
         }
     }
 
@@ -126,6 +130,10 @@ impl ScriptHost for Host<'_> {
 
     fn error_counted(&mut self) {
         self.error_counted = true;
+    }
+
+    fn record_failures(&mut self, n: u64) {
+        self.failures += n;
     }
 
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
@@ -274,6 +282,16 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
         .monitored(ctx.monitored);
     let reply = scripts.engine.call(call, &mut host, a, &sctx);
     ctx.error_counted = host.error_counted;
+    if let (Some(metrics), Some(spec), true) = (
+        ctx.metrics,
+        a.first().and_then(|n| super::lookup(n)),
+        host.failures > 0,
+    ) {
+        let stats = super::with_slices(a, |s| metrics.subcommand(spec, s));
+        stats
+            .failed
+            .fetch_add(host.failures, std::sync::atomic::Ordering::Relaxed);
+    }
     ctx.scripts = Some(scripts);
     reply
 }

@@ -901,9 +901,46 @@ pub fn config_get(config: &Config, patterns: &[&[u8]]) -> Vec<(String, String)> 
     out
 }
 
-/// CONFIG SET's checks, all or nothing, in Redis 7.0's order: every name known, none
-/// immutable or repeated, then every value valid. Returns the changed configuration and
-/// what the server must apply, or Redis's whole error text.
+/// Redis 7.0.15's immutable parameters (set only at start-up) that Tollgate has no
+/// parameter for: CONFIG SET answers them Redis's "can't set immutable config", as
+/// redis-server does, rather than calling them unknown (CONFIG GET does not list them).
+pub const REDIS_IMMUTABLE: &[&str] = &[
+    "always-show-logo",
+    "aof_rewrite_cpulist",
+    "appenddirname",
+    "appendfilename",
+    "bgsave_cpulist",
+    "bio_cpulist",
+    "cluster-config-file",
+    "cluster-enabled",
+    "cluster-port",
+    "daemonize",
+    "disable-thp",
+    "enable-module-command",
+    "enable-protected-configs",
+    "io-threads",
+    "io-threads-do-reads",
+    "logfile",
+    "pidfile",
+    "rdbchecksum",
+    "replicaof",
+    "server_cpulist",
+    "set-proc-title",
+    "slaveof",
+    "socket-mark-id",
+    "supervised",
+    "syslog-enabled",
+    "syslog-facility",
+    "syslog-ident",
+    "tcp-backlog",
+    "unixsocket",
+    "unixsocketperm",
+];
+
+/// CONFIG SET's checks, all or nothing, in Redis 7.0's order: the names in order until
+/// the first that is unknown, immutable or repeated (that one is the error), then every
+/// value valid. Returns the changed configuration and what the server must apply, or
+/// Redis's whole error text.
 pub fn config_set(
     config: &Config,
     pairs: &[(&[u8], &[u8])],
@@ -912,14 +949,18 @@ pub fn config_set(
     let mut unknown: Option<String> = None;
     let mut refused: Option<(String, &str)> = None;
     for (name, _) in pairs {
+        if unknown.is_some() || refused.is_some() {
+            break;
+        }
         let given = String::from_utf8_lossy(name);
         let Some(entry) = std::str::from_utf8(name).ok().and_then(lookup) else {
-            unknown.get_or_insert_with(|| crate::command::arg_text(name).into_owned());
+            if REDIS_IMMUTABLE.contains(&given.to_ascii_lowercase().as_str()) {
+                refused = Some((given.into_owned(), "can't set immutable config"));
+            } else {
+                unknown = Some(crate::command::arg_text(name).into_owned());
+            }
             continue;
         };
-        if unknown.is_some() || refused.is_some() {
-            continue;
-        }
         if !entry.0.mutable {
             refused = Some((given.into_owned(), "can't set immutable config"));
         } else if found
@@ -1054,6 +1095,22 @@ mod tests {
         assert_eq!(e(&["MAXMEMORY", "abc"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value");
         assert_eq!(e(&["maxmemory", "10", "MAXMEMORY", "20"]), "ERR CONFIG SET failed (possibly related to argument 'MAXMEMORY') - duplicate parameter");
         assert_eq!(e(&["PORT", "7000"]), "ERR CONFIG SET failed (possibly related to argument 'PORT') - can't set immutable config");
+        // Redis's immutable settings that Tollgate has no parameter for, and the first
+        // refusal in argument order wins (redis-server 7.0.15's texts).
+        let immutable = "ERR CONFIG SET failed (possibly related to argument 'Daemonize') - can't set immutable config";
+        assert_eq!(e(&["Daemonize", "yes"]), immutable);
+        assert_eq!(e(&["Daemonize", "yes", "foo", "1"]), immutable);
+        assert_eq!(
+            e(&["maxmemory", "1", "Daemonize", "yes", "foo", "1"]),
+            immutable
+        );
+        assert_eq!(e(&["Daemonize", "yes", "maxmemory", "abc"]), immutable);
+        assert_eq!(
+            e(&["foo", "1", "daemonize", "yes"]),
+            "ERR Unknown option or number of arguments for CONFIG SET - 'foo'"
+        );
+        assert_eq!(e(&["databases", "5", "foo", "1"]), "ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config");
+        assert_eq!(e(&["maxmemory", "10", "maxmemory", "20", "foo", "1"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - duplicate parameter");
         assert_eq!(e(&["hz", "abc"]), "ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed into an integer");
         assert_eq!(e(&["maxmemory-samples", "0"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory-samples') - argument must be between 1 and 2147483647 inclusive");
         assert_eq!(e(&["set-max-intset-entries", "-1"]), "ERR CONFIG SET failed (possibly related to argument 'set-max-intset-entries') - argument must be between 0 and 9223372036854775807 inclusive");

@@ -429,9 +429,14 @@ impl Metrics {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Count an error reply by its code (the first word of `text`).
+    /// Count an error reply by its code: the first word of `text`, or `ERR` when no space
+    /// comes within Redis's 32-byte search (`afterErrorReply` searches `-CODE ...`,
+    /// so the code is at most 30 bytes).
     pub fn record_error(&self, text: &str) {
-        let code = text.split(' ').next().unwrap_or("ERR");
+        let code = match text.as_bytes().iter().take(31).position(|&b| b == b' ') {
+            Some(end) => &text[..end],
+            None => "ERR",
+        };
         if code == "CLUSTERDOWN" {
             self.clusterdown.fetch_add(1, Ordering::Relaxed);
         }

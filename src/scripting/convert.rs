@@ -182,17 +182,44 @@ pub(crate) fn error_reply_text(s: &[u8]) -> String {
 /// protocol the script selected (it decides how booleans are returned). The reply is
 /// a copy held outside Lua, so it counts against the VM's cap: `Err(())` when it would
 /// need more than the VM has left (see `scripting::budget`).
-pub(crate) unsafe fn pop_reply(l: *mut lua_State, script_resp: u8) -> Result<Reply, ()> {
+pub(crate) unsafe fn pop_reply(
+    l: *mut lua_State,
+    script_resp: u8,
+    nested: &mut NestedErrors,
+) -> Result<Reply, ()> {
     let mut conv = Conversion {
         resp: script_resp,
         left: budget::free_bytes(l),
         over: false,
+        nested: std::mem::take(nested),
     };
     let reply = conv.pop_nested(l, 0);
+    *nested = conv.nested;
     if conv.over {
         Err(())
     } else {
         Ok(reply)
+    }
+}
+
+/// The error tables found inside a script's reply (not at its top), which Redis counts
+/// as it writes them (`luaReplyToRedisReply` → `afterErrorReply`): each error the script
+/// made itself goes to errorstats, and the call is failed once for those; each error of
+/// a `redis.pcall` (flagged `ignore_error_stats_update`, counted where it arose) makes
+/// the call failed once more.
+#[derive(Default, Debug, PartialEq)]
+pub struct NestedErrors {
+    /// The texts of the unflagged errors, in reply order.
+    pub new: Vec<String>,
+    /// How many flagged (already counted) errors.
+    pub counted: u64,
+}
+
+impl NestedErrors {
+    /// How many times the call counts as failed for these errors (Redis's
+    /// `failed_calls`): once for any new error, once per already counted one.
+    pub fn failures(&self) -> u64 {
+        u64::from(!self.new.is_empty()) + self.counted
     }
 }
 
@@ -212,6 +239,8 @@ struct Conversion {
     left: usize,
     /// The reply needed more than the VM had left; the rest is skipped.
     over: bool,
+    /// Error tables met below the top of the reply.
+    nested: NestedErrors,
 }
 
 impl Conversion {
@@ -279,6 +308,16 @@ impl Conversion {
             }
             let msg = error_reply_text(text);
             ffi::lua_pop(l, 1);
+            if depth > 1 {
+                let flagged = raw_get_str(l, -1, "ignore_error_stats_update") != ffi::LUA_TNIL
+                    && ffi::lua_toboolean(l, -1) != 0;
+                ffi::lua_pop(l, 1);
+                if flagged {
+                    self.nested.counted += 1;
+                } else {
+                    self.nested.new.push(msg.clone());
+                }
+            }
             return Reply::Error(msg);
         }
         ffi::lua_pop(l, 1);

@@ -8,7 +8,7 @@ use std::ffi::c_int;
 
 use bytes::Bytes;
 
-use super::convert::{map_crlf, pop_reply};
+use super::convert::{map_crlf, pop_reply, NestedErrors};
 use super::lua::{ffi, install_hook, raw_get_str, remove_hook, string_or_number, RunState, Vm};
 use super::sandbox::STORAGE;
 use super::{ScriptContext, ScriptFlags, ScriptHost, ScriptLimits};
@@ -139,12 +139,20 @@ pub(crate) fn run(
         }
         let reply = if status == 0 {
             // Like a script whose own allocations hit the cap (see `scripting::budget`).
-            pop_reply(l, resp).unwrap_or_else(|()| {
-                Reply::Error(format!(
+            let mut nested = NestedErrors::default();
+            match pop_reply(l, resp, &mut nested) {
+                Ok(reply) => {
+                    for text in &nested.new {
+                        host.record_error(text);
+                    }
+                    host.record_failures(nested.failures());
+                    reply
+                }
+                Err(()) => Reply::Error(format!(
                     "ERR Error running script {}, not enough memory",
                     inv.name
-                ))
-            })
+                )),
+            }
         } else {
             error_reply(l, inv.name)
         };

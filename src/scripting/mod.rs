@@ -81,6 +81,11 @@ pub trait ScriptHost {
     /// the script does not count it again.
     fn error_counted(&mut self) {}
 
+    /// The script's reply holds `n` nested errors that make its call failed `n` more
+    /// times (see `convert::NestedErrors`): counted in the calling command's
+    /// `failed_calls`.
+    fn record_failures(&mut self, _n: u64) {}
+
     /// Whether used memory is above `maxmemory` (Redis's `server.script_oom`): then
     /// scripts without `allow-oom` may not start and deny-oom commands are refused
     /// until the script has written.

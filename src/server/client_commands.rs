@@ -411,21 +411,6 @@ impl Client {
             }
             ("info", 2) => Reply::Verbatim("txt", Bytes::from(self.own_line(a) + "\n")),
             ("kill", n) if n >= 3 => self.client_kill(&a[2..]),
-            ("setinfo", 4) => {
-                let mut info = self.handle.info.lock();
-                let value = String::from_utf8_lossy(&a[3]).into_owned();
-                if is(&a[2], "lib-name") {
-                    info.lib_name = value;
-                } else if is(&a[2], "lib-ver") {
-                    info.lib_ver = value;
-                } else {
-                    return Reply::err(format!(
-                        "ERR Unrecognized option '{}'",
-                        command::arg_text(&a[2])
-                    ));
-                }
-                Reply::ok()
-            }
             ("no-evict", 3) | ("no-touch", 3) => Reply::ok(),
             ("help", 2) => Reply::Array(
                 [
@@ -436,7 +421,6 @@ impl Client {
                     "LIST",
                     "INFO",
                     "KILL <ip:port>|ID <id>|ADDR <ip:port>",
-                    "SETINFO LIB-NAME|LIB-VER <value>",
                     "REPLY ON|OFF|SKIP",
                     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 ]
@@ -445,8 +429,7 @@ impl Client {
                 .collect(),
             ),
             (
-                "id" | "setname" | "getname" | "info" | "setinfo" | "kill" | "no-evict"
-                | "no-touch" | "help",
+                "id" | "setname" | "getname" | "info" | "kill" | "no-evict" | "no-touch" | "help",
                 _,
             ) => command::arity_error(&format!("client|{sub}")),
             _ => Reply::err(format!(

@@ -72,6 +72,8 @@ pub struct Client {
     pub(super) multi: Option<Queued>,
     /// A command was refused while queueing: EXEC must abort.
     pub(super) multi_dirty: bool,
+    /// EXEC is running this client's transaction (CLIENT LIST still shows it in MULTI).
+    pub(super) executing: bool,
     pub(super) watch: Option<WatchState>,
     /// Keyspace commands waiting to go to the engine as one batch.
     pending: Vec<Op>,
@@ -150,8 +152,6 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             resp: 2,
             created: Instant::now(),
             last_cmd: "NULL",
-            lib_name: String::new(),
-            lib_ver: String::new(),
             in_multi: false,
             subs: (0, 0, 0),
             blocked: false,
@@ -197,6 +197,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         acl_epoch,
         multi: None,
         multi_dirty: false,
+        executing: false,
         watch: None,
         pending: Vec::new(),
         out: BytesMut::with_capacity(16 * 1024),
@@ -811,34 +812,8 @@ impl Client {
             {
                 self.feed_monitors(spec, &args);
             }
-            if let Answer::Rejected(reply) = answer {
-                let metrics = self.shared.engine.metrics();
-                command::with_slices(&args, |a| metrics.record_rejected_call(spec, a));
-                if let Reply::Error(e) = &reply {
-                    metrics.record_error(e);
-                }
-                self.push(reply);
-                return Flow::Continue;
-            }
-            if !matches!(answer, Answer::Engine) {
-                let elapsed = started.elapsed();
-                let failed = matches!(&answer, Answer::Reply(Reply::Error(_)));
-                let metrics = self.shared.engine.metrics();
-                command::with_slices(&args, |a| metrics.record_call(spec, a, elapsed, failed));
-                if let Answer::Reply(Reply::Error(e)) = &answer {
-                    metrics.record_error(e);
-                }
-                let elapsed_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-                if metrics.is_notable(elapsed_ns) && metrics.note_command(spec, elapsed_ns) {
-                    let (addr, name) = {
-                        let info = self.handle.info.lock();
-                        (info.addr.to_string(), info.name.clone())
-                    };
-                    command::with_slices(&args, |a| metrics.slowlog.push(a, elapsed, addr, name));
-                }
-            }
+            self.count_connection_call(spec, &args, started, &answer);
             match answer {
-                // (A refusal was answered above.)
                 Answer::Reply(reply) | Answer::Rejected(reply) => self.push(reply),
                 Answer::Close(reply) => {
                     if let Some(reply) = reply {
@@ -864,6 +839,44 @@ impl Client {
         }
         self.pending.push(Op::Command(args, Some(spec)));
         Flow::Continue
+    }
+
+    /// Count a connection command's call that started at `started` and answered `answer`
+    /// (as its row's, or its subcommand's, stats; errorstats; the slow log): a refusal
+    /// before it ran as a rejected call, an error as a failed one. Nothing for a call
+    /// passed on to the engine, which counts it there.
+    pub(super) fn count_connection_call(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[Bytes],
+        started: std::time::Instant,
+        answer: &Answer,
+    ) {
+        let metrics = self.shared.engine.metrics();
+        if let Answer::Rejected(reply) = answer {
+            command::with_slices(args, |a| metrics.record_rejected_call(spec, a));
+            if let Reply::Error(e) = reply {
+                metrics.record_error(e);
+            }
+            return;
+        }
+        if matches!(answer, Answer::Engine) {
+            return;
+        }
+        let elapsed = started.elapsed();
+        let failed = matches!(answer, Answer::Reply(Reply::Error(_)));
+        command::with_slices(args, |a| metrics.record_call(spec, a, elapsed, failed));
+        if let Answer::Reply(Reply::Error(e)) = answer {
+            metrics.record_error(e);
+        }
+        let elapsed_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        if metrics.is_notable(elapsed_ns) && metrics.note_command(spec, elapsed_ns) {
+            let (addr, name) = {
+                let info = self.handle.info.lock();
+                (info.addr.to_string(), info.name.clone())
+            };
+            command::with_slices(args, |a| metrics.slowlog.push(a, elapsed, addr, name));
+        }
     }
 
     /// Read this client's user again after an ACL change; false if it was deleted (the
@@ -950,7 +963,7 @@ impl Client {
         let mut info = self.handle.info.lock();
         info.db = self.db;
         info.resp = self.resp;
-        info.in_multi = self.multi.is_some();
+        info.in_multi = self.multi.is_some() || self.executing;
     }
 
     /// Publish the subscription counts to CLIENT LIST.
@@ -962,7 +975,7 @@ impl Client {
 
     /// Feed a connection command that has just run to the monitors (`pubsub::monitor`).
     #[cold]
-    fn feed_monitors(&self, spec: &CommandSpec, args: &[Bytes]) {
+    pub(super) fn feed_monitors(&self, spec: &CommandSpec, args: &[Bytes]) {
         let source = crate::pubsub::monitor::Source::Client(self.handle.info.lock().addr);
         let monitors = &self.shared.engine.pubsub().monitors;
         command::with_slices(args, |a| monitors.after(spec, a, self.db, source));

@@ -432,7 +432,7 @@ pub fn client_line(c: &ClientInfo) -> String {
     }
     let tot = c.total_memory();
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={}",
         c.id,
         c.addr,
         c.laddr,
@@ -455,9 +455,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         c.obuf_capacity,
         c.last_cmd,
         c.user,
-        c.resp,
-        c.lib_name,
-        c.lib_ver
+        c.resp
     )
 }
 
@@ -651,6 +649,29 @@ pub fn command(a: &[Bytes]) -> Reply {
         )
     } else if is(sub, "list") {
         Reply::Array(command::all().map(|s| Reply::bulk(s.name)).collect())
+    } else if is(sub, "help") && a.len() == 2 {
+        // Redis 7.0.15's lines, without GETKEYSANDFLAGS, which Tollgate does not answer.
+        help_reply(&[
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "HELP",
+            "    Prints this help.",
+        ])
     } else if is(sub, "getkeys") && a.len() < 4 {
         Reply::err("ERR wrong number of arguments for 'command|getkeys' command")
     } else if is(sub, "getkeys") {
@@ -677,8 +698,27 @@ pub fn command(a: &[Bytes]) -> Reply {
     }
 }
 
-/// MEMORY USAGE key / MEMORY STATS.
+/// A HELP subcommand's reply: one status line each, as Redis's `addReplyHelp`.
+fn help_reply(lines: &[&str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
+}
+
+/// MEMORY USAGE key / MEMORY STATS / MEMORY HELP.
 pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
+    if is(&a[1], "help") && a.len() == 2 {
+        // Redis 7.0.15's lines, without DOCTOR, MALLOC-STATS and PURGE, which Tollgate
+        // does not answer.
+        return help_reply(&[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+            "HELP",
+            "    Prints this help.",
+        ]);
+    }
     if is(&a[1], "usage") && (a.len() == 3 || a.len() == 5) {
         if a.len() == 5 && !(is(&a[3], "samples") && int(&a[4]).is_ok()) {
             return Reply::err("ERR syntax error");

@@ -126,10 +126,6 @@ pub struct ClientInfo {
     pub created: Instant,
     /// Last command name.
     pub last_cmd: &'static str,
-    /// CLIENT SETINFO LIB-NAME.
-    pub lib_name: String,
-    /// CLIENT SETINFO LIB-VER.
-    pub lib_ver: String,
     /// Inside MULTI.
     pub in_multi: bool,
     /// Channels, patterns and shard channels subscribed to (CLIENT LIST `sub`, `psub`,

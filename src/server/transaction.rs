@@ -35,7 +35,7 @@ pub async fn exec(c: &mut Client, _a: &[Bytes]) -> Answer {
             false => refusal,
         });
     }
-    c.exec().await.into()
+    c.exec().await
 }
 
 /// DISCARD
@@ -111,14 +111,15 @@ impl Client {
         None
     }
 
-    async fn exec(&mut self) -> Reply {
+    async fn exec(&mut self) -> Answer {
         let Some(queued) = self.multi.take() else {
-            return Reply::err("ERR EXEC without MULTI");
+            return Reply::err("ERR EXEC without MULTI").into();
         };
         if std::mem::take(&mut self.multi_dirty) {
             self.sync_info();
             self.unwatch().await;
-            return Reply::err("EXECABORT Transaction discarded because of previous errors.");
+            return Reply::err("EXECABORT Transaction discarded because of previous errors.")
+                .into();
         }
         // While EXEC runs, the client is shown still in its transaction (Redis's flags `x`
         // and `multi=<queued>` in ACL LOG's client-info) until it has run.
@@ -127,25 +128,32 @@ impl Client {
             info.in_multi = true;
             info.multi_len = queued.len();
         }
+        self.executing = true;
         let reply = self.run_transaction(queued).await;
+        self.executing = false;
         self.sync_info();
         reply
     }
 
-    /// Run a transaction's `queued` commands (EXEC after its checks).
-    async fn run_transaction(&mut self, queued: super::connection::Queued) -> Reply {
+    /// Run a transaction's `queued` commands (EXEC after its checks). A transaction the
+    /// engine refused whole (`-OOM` over `maxmemory`, `NOREPLICAS`) is a rejected EXEC, as
+    /// Redis's `rejectCommand` counts it.
+    async fn run_transaction(&mut self, queued: super::connection::Queued) -> Answer {
         // Keyspace commands (SELECT among them) run in the engine as one atomic batch; the
-        // connection commands queued are answered around it.
+        // connection commands queued run once it has (so that a transaction the engine
+        // refuses or a changed WATCHed key aborts runs nothing at all).
         let mut ops = Vec::with_capacity(queued.len() + 1);
         if !self.user.unrestricted() {
             // Scripts in the transaction check their calls against this user.
             ops.push(Op::AsUser(self.user.name.clone()));
         }
+        let mut close = false;
         let mut slots: Vec<Option<Reply>> = Vec::with_capacity(queued.len());
         // BGSAVE and BGREWRITEAOF are scheduled, as Redis schedules them inside EXEC: they
         // start once the transaction has run (so a snapshot holds its writes).
         let mut scheduled: Vec<(usize, Vec<Bytes>)> = Vec::new();
-        let mut configs: Vec<(usize, Vec<Bytes>)> = Vec::new();
+        let mut connection: Vec<(usize, Vec<Bytes>, &'static crate::command::CommandSpec)> =
+            Vec::new();
         for (args, spec) in queued {
             // As Redis: permissions are checked again at EXEC, in case the user's rules
             // changed after the command was queued.
@@ -172,15 +180,11 @@ impl Client {
             } else if spec.name == "bgsave" || spec.name == "bgrewriteaof" {
                 scheduled.push((slots.len(), args));
                 slots.push(Some(Reply::Nil));
-            } else if spec.name == "config" {
-                // Run once the keyspace commands have (see `run_configs`).
-                configs.push((slots.len(), args));
-                slots.push(Some(Reply::Nil));
             } else {
-                slots.push(Some(Reply::err(format!(
-                    "ERR '{}' is not supported inside MULTI",
-                    spec.name
-                ))));
+                // A connection command (CONFIG, CLIENT, AUTH, ...): run once the batch has
+                // (see `run_connection_command`).
+                connection.push((slots.len(), args, spec));
+                slots.push(Some(Reply::Nil));
             }
         }
         let watch = self.watch.as_ref().map(|w| WatchGuard {
@@ -191,55 +195,74 @@ impl Client {
         let result = self.run_batch(ops, watch, true).await;
         self.unwatch().await;
         if let Some(Reply::Error(reason)) = result.aborted {
-            return Reply::err(format!(
+            return Answer::Rejected(Reply::err(format!(
                 "EXECABORT Transaction discarded because of: {reason}"
-            ));
+            )));
         }
         let Some(replies) = result.replies else {
-            return Reply::NilArray;
+            return Reply::NilArray.into();
         };
         // A transaction the cluster could not run at all gets one error, not one per command
         // (no command ever answers CLUSTERDOWN itself, so this is never a partial result).
         let down = |r: &Reply| matches!(r, Reply::Error(e) if e.starts_with("CLUSTERDOWN"));
         if self.shared.engine.cluster().is_some() && !replies.is_empty() && replies.iter().all(down)
         {
-            return replies.into_iter().next().unwrap_or(Reply::NilArray);
+            return replies.into_iter().next().unwrap_or(Reply::NilArray).into();
         }
         self.db = result.db;
+        for (slot, args, spec) in connection {
+            let (reply, closes) = self.run_connection_command(spec, &args).await;
+            close |= closes;
+            slots[slot] = Some(reply);
+        }
         self.sync_info();
-        self.run_configs(configs, &mut slots);
         for (slot, args) in scheduled {
             slots[slot] = Some(super::persistence::schedule_in_exec(&self.shared, &args).await);
         }
         let mut replies = replies.into_iter();
-        Reply::Array(
+        let reply = Reply::Array(
             slots
                 .into_iter()
                 .map(|s| s.unwrap_or_else(|| replies.next().unwrap_or(Reply::Nil)))
                 .collect(),
-        )
+        );
+        match close {
+            true => Answer::Close(Some(reply)),
+            false => reply.into(),
+        }
     }
 
-    /// The CONFIG calls of a transaction, in queue order, right after its keyspace
-    /// commands ran (before the client's next command; counted in commandstats as Redis
-    /// counts them). They take effect for later commands, not for the transaction's own
-    /// keyspace commands, which ran as one atomic batch (README, Transactions).
-    fn run_configs(&self, configs: Vec<(usize, Vec<Bytes>)>, slots: &mut [Option<Reply>]) {
-        let Some(spec) = crate::command::lookup(b"config") else {
-            return;
+    /// A connection command of a transaction (CONFIG, CLIENT, ACL, AUTH, HELLO, COMMAND,
+    /// MEMORY, INFO, ...) run at EXEC through its row's connection handler, as outside
+    /// MULTI and counted the same way; with whether the connection must close after the
+    /// reply (CLIENT KILL of this client). It runs once the transaction's keyspace commands
+    /// have run as one batch, in queue order with the other connection commands: it sees
+    /// the state after all of them, and a change it makes (CONFIG SET, AUTH) takes effect
+    /// for later commands, not for those keyspace commands, which were checked and ran
+    /// first (README, Transactions). In a cluster it runs on the node that runs the EXEC.
+    async fn run_connection_command(
+        &mut self,
+        spec: &'static crate::command::CommandSpec,
+        args: &[Bytes],
+    ) -> (Reply, bool) {
+        let Some(handler) = spec.client else {
+            return (Reply::Nil, false);
         };
-        let metrics = self.shared.engine.metrics();
-        for (slot, args) in configs {
-            let started = std::time::Instant::now();
-            let reply = super::info::config(&self.shared, &args);
-            let failed = matches!(reply, Reply::Error(_));
-            crate::command::with_slices(&args, |a| {
-                metrics.record_call(spec, a, started.elapsed(), failed)
-            });
-            if let Reply::Error(e) = &reply {
-                metrics.record_error(e);
-            }
-            slots[slot] = Some(reply);
+        let started = std::time::Instant::now();
+        let answer = handler(self, args).await;
+        if self.shared.engine.pubsub().monitors.active() {
+            self.feed_monitors(spec, args);
+        }
+        self.count_connection_call(spec, args, started, &answer);
+        match answer {
+            Answer::Reply(reply) | Answer::Rejected(reply) => (reply, false),
+            Answer::Close(reply) => (reply.unwrap_or(Reply::Nil), true),
+            // Rows with a keyspace handler or that block run in the engine's batch, never
+            // here.
+            Answer::Engine | Answer::Block(_) => (
+                Reply::err(format!("ERR '{}' is not supported inside MULTI", spec.name)),
+                false,
+            ),
         }
     }
 

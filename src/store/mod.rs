@@ -111,6 +111,49 @@ fn slot<'a>(shards: &'a mut [Shard], key: &[u8]) -> (u64, RawEntryMut<'a, Key, E
     (h, entry)
 }
 
+/// Store `value` until `deadline` in the slot of the expired entry `entry` at `k`, as a
+/// new key (a new key's access information): the reuse [`Db::get_or_create`] and
+/// [`Db::modify`] share. Always inlined: `modify` is INCR's path.
+#[inline(always)]
+fn reuse_expired(
+    expires: &mut ExpiryIndex,
+    clock: &AccessClock,
+    k: &Key,
+    entry: &mut Entry,
+    value: Value,
+    deadline: Option<u64>,
+) {
+    entry.value = value;
+    let old = entry.set_deadline(deadline);
+    expires.moved(k, old, deadline);
+    *entry.access.get_mut() = clock.initial();
+}
+
+/// Insert a new key `key` (hash `h`) holding `value` until `deadline` into the vacant
+/// slot `v`, counted in `len`: the insertion [`Db::get_or_create`] and [`Db::modify`]
+/// share. The key gets its own copy (arguments are slices of the request frame), inline
+/// when short. Always inlined: `modify` is INCR's path.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn insert_new<'a>(
+    len: &mut usize,
+    expires: &mut ExpiryIndex,
+    clock: &AccessClock,
+    v: hashbrown::hash_map::RawVacantEntryMut<'a, Key, Entry, KeyHasher>,
+    h: u64,
+    key: &[u8],
+    value: Value,
+    deadline: Option<u64>,
+) -> &'a mut Entry {
+    let mut entry = Entry::new(value);
+    entry.set_deadline(deadline);
+    *entry.access.get_mut() = clock.initial();
+    let (k, entry) = v.insert_hashed_nocheck(h, Key::new(key), entry);
+    *len += 1;
+    expires.moved(k, None, deadline);
+    entry
+}
+
 /// A key's value, deadline and access information.
 ///
 /// 56 bytes: the deadline is a plain `u64` (`NO_DEADLINE` for none) rather than an
@@ -358,19 +401,22 @@ impl Db {
                     self.clock.touch(entry);
                     return (entry, false);
                 }
-                entry.value = create();
-                let old = entry.set_deadline(None);
-                self.expires.moved(k, old, None);
-                *entry.access.get_mut() = self.clock.initial();
+                reuse_expired(&mut self.expires, &self.clock, k, entry, create(), None);
                 key_event(&self.pubsub, self.index, notify::EXPIRED, "expired", key);
                 key_event(&self.pubsub, self.index, notify::NEW, "new", key);
                 (entry, true)
             }
             RawEntryMut::Vacant(v) => {
-                let mut entry = Entry::new(create());
-                *entry.access.get_mut() = self.clock.initial();
-                let (_, entry) = v.insert_hashed_nocheck(h, Key::new(key), entry);
-                self.len += 1;
+                let entry = insert_new(
+                    &mut self.len,
+                    &mut self.expires,
+                    &self.clock,
+                    v,
+                    h,
+                    key,
+                    create(),
+                    None,
+                );
                 key_event(&self.pubsub, self.index, notify::NEW, "new", key);
                 (entry, true)
             }
@@ -397,14 +443,14 @@ impl Db {
                 let wrote = write.is_some();
                 if let Some((value, deadline)) = write {
                     let (k, entry) = o.get_key_value_mut();
-                    entry.value = value;
-                    let old = entry.set_deadline(deadline);
-                    self.expires.moved(k, old, deadline);
                     if live {
+                        entry.value = value;
+                        let old = entry.set_deadline(deadline);
+                        self.expires.moved(k, old, deadline);
                         self.clock.touch(entry);
                     } else {
                         // An expired key's slot reused: a new key.
-                        *entry.access.get_mut() = self.clock.initial();
+                        reuse_expired(&mut self.expires, &self.clock, k, entry, value, deadline);
                         expired = true;
                         created = true;
                     }
@@ -417,14 +463,16 @@ impl Db {
                 let (write, out) = f(None);
                 let wrote = write.is_some();
                 if let Some((value, deadline)) = write {
-                    // A new key gets its own copy (arguments are slices of the request
-                    // frame), inline when short.
-                    let mut entry = Entry::new(value);
-                    entry.set_deadline(deadline);
-                    *entry.access.get_mut() = self.clock.initial();
-                    let (k, _) = v.insert_hashed_nocheck(h, Key::new(key), entry);
-                    self.len += 1;
-                    self.expires.moved(k, None, deadline);
+                    insert_new(
+                        &mut self.len,
+                        &mut self.expires,
+                        &self.clock,
+                        v,
+                        h,
+                        key,
+                        value,
+                        deadline,
+                    );
                     created = true;
                 }
                 (wrote, out)

@@ -332,8 +332,8 @@ def main():
             if not isinstance(e, dict):
                 e = dict(zip(e[::2], e[1::2]))
             e = {(k.decode() if isinstance(k, bytes) else k): v for k, v in e.items()}
-            # redis-py sends CLIENT SETINFO on connect: Redis 7.2's subcommand, which 7.0.15
-            # refuses as unknown before any ACL check, while Tollgate has it and checks it.
+            # redis-py sends CLIENT SETINFO on connect: Redis 7.2's subcommand, which both
+            # refuse as unknown before any ACL check (kept out in case a later server has it).
             if e["object"] != b"client":
                 rows.append({k: e[k] for k in keep})
         logs.append(rows)

@@ -12,8 +12,9 @@
 # counts as not passed.
 #
 # Environment: SUITE (the suite's folder), RPORT / TPORT (ports, default 16460 / 16461),
-# THRESHOLD, BASEPORT (the harness's own ports are the 32 below it; default 21111, so
-# that two runs on one machine can be kept apart), BIN (the tollgate binary; default target/debug/tollgate after `cargo build`),
+# THRESHOLD, BASEPORT (the harness's own ports for Tollgate's side, and 64 below it for
+# redis-server's side, which runs at the same time; default 21111, so that two runs on one
+# machine can be kept apart), BIN (the tollgate binary; default target/debug/tollgate after `cargo build`),
 # UNIT_TIMEOUT (seconds per unit and server, default 300), KEEP=1 keeps the logs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,8 +44,12 @@ if [ -z "${BIN:-}" ]; then
 fi
 
 WORK=$(mktemp -d /tmp/tollgate-redis-suite.XXXXXX)
-cp -r "$SUITE"/. "$WORK/suite"
-chmod -R u+w "$WORK/suite"
+# One copy of the suite per server: the two run side by side (below) and the harness
+# writes its temporary files inside its folder.
+for side in redis tollgate; do
+  cp -r "$SUITE"/. "$WORK/suite-$side"
+  chmod -R u+w "$WORK/suite-$side"
+done
 # skip.txt: "test name or /regexp  |  reason"; the harness wants the names alone.
 sed -e 's/[[:space:]]*|.*$//' -e '/^[[:space:]]*#/d' -e '/^[[:space:]]*$/d' \
   tests/redis-suite/skip.txt >"$WORK/skipfile"
@@ -57,7 +62,12 @@ stop_server() {
     PID=
   fi
 }
+REDIS_LOOP=
 cleanup() {
+  if [ -n "$REDIS_LOOP" ]; then
+    kill "$REDIS_LOOP" 2>/dev/null
+    wait "$REDIS_LOOP" 2>/dev/null
+  fi
   stop_server
   [ -n "${KEEP:-}" ] && echo "logs kept in $WORK" || rm -rf "$WORK"
 }
@@ -74,7 +84,7 @@ wait_ready() {
 
 # run_unit NAME PORT UNIT: start the server fresh, run the unit, print "passed failed".
 run_unit() {
-  local name=$1 port=$2 unit=$3 log skip=()
+  local name=$1 port=$2 unit=$3 baseport=$4 log skip=()
   log="$WORK/${name}-${unit//\//_}"
   if [ "$name" = redis ]; then
     redis-server --port "$port" --save "" --appendonly no --daemonize no \
@@ -85,9 +95,9 @@ run_unit() {
   fi
   PID=$!
   wait_ready "$port" || { stop_server; echo "0 0"; return; }
-  (cd "$WORK/suite" && timeout "$UNIT_TIMEOUT" ./runtest --host 127.0.0.1 --port "$port" \
+  (cd "$WORK/suite-$name" && timeout "$UNIT_TIMEOUT" ./runtest --host 127.0.0.1 --port "$port" \
     --single "$unit" --tags -needs:debug --clients 1 --ignore-encoding --ignore-digest \
-    "${skip[@]}" --timeout "$UNIT_TIMEOUT" --baseport "$BASEPORT") >"$log.out" 2>&1
+    "${skip[@]}" --timeout "$UNIT_TIMEOUT" --baseport "$baseport") >"$log.out" 2>&1
   stop_server
   local ok err
   ok=$(grep -c '\[.*ok.*\]:' "$log.out")
@@ -95,16 +105,38 @@ run_unit() {
   echo "$ok $err"
 }
 
+# redis-server's units run in a background loop beside Tollgate's (the harness mostly
+# waits, so the two overlap on two cores; this halves the suite's time in CI). Each side
+# has its own port, suite copy and harness ports (redis-server's 64 below Tollgate's).
+(
+  trap stop_server EXIT
+  for unit in "${UNITS[@]}"; do
+    [ -f "$WORK/suite-redis/tests/$unit.tcl" ] || continue
+    read -r r_ok _ < <(run_unit redis "$RPORT" "$unit" $((BASEPORT - 64)))
+    echo "$r_ok" >"$WORK/redis-ok-${unit//\//_}"
+  done
+) &
+REDIS_LOOP=$!
+
+declare -A t_ok_of t_err_of
+for unit in "${UNITS[@]}"; do
+  [ -f "$WORK/suite-tollgate/tests/$unit.tcl" ] || continue
+  read -r t_ok_of[$unit] t_err_of[$unit] < <(run_unit tollgate "$TPORT" "$unit" "$BASEPORT")
+done
+wait "$REDIS_LOOP"
+REDIS_LOOP=
+
 printf '%-26s %8s %10s %8s\n' unit redis tollgate failed
 total_r=0
 total_t=0
 for unit in "${UNITS[@]}"; do
-  if [ ! -f "$WORK/suite/tests/$unit.tcl" ]; then
+  if [ ! -f "$WORK/suite-tollgate/tests/$unit.tcl" ]; then
     printf '%-26s %8s\n' "$unit" "absent"
     continue
   fi
-  read -r r_ok _ < <(run_unit redis "$RPORT" "$unit")
-  read -r t_ok t_err < <(run_unit tollgate "$TPORT" "$unit")
+  r_ok=$(cat "$WORK/redis-ok-${unit//\//_}" 2>/dev/null || echo 0)
+  t_ok=${t_ok_of[$unit]}
+  t_err=${t_err_of[$unit]}
   note=""
   if grep -q 'exception.*\]' "$WORK/tollgate-${unit//\//_}.out"; then
     note="(stopped: $(grep -m1 -A1 'exception.*\]' "$WORK/tollgate-${unit//\//_}.out" |
