@@ -743,6 +743,8 @@ impl Engine {
         if standalone {
             blocking::serve_ready(&mut guard, stamp);
         }
+        drop(guard);
+        release(batch);
         result
     }
 
@@ -861,6 +863,19 @@ impl Engine {
         let elapsed = crate::metrics::now_ns().saturating_sub(started);
         self.metrics.latency.add_if_needed("expire-cycle", elapsed);
         deleted
+    }
+}
+
+/// Drop a batch that ran. A pipeline's operations are almost all frames, whose drop is
+/// one reference count of the read they were parsed from: dropped here, that is inlined,
+/// where the batch's own drop called `Op`'s drop (a match over every variant) once per
+/// operation.
+fn release(batch: Batch) {
+    for op in batch.ops {
+        match op {
+            Op::Frame(frame, _) => drop(frame),
+            op => drop(op),
+        }
     }
 }
 
@@ -1221,6 +1236,11 @@ fn apply_ops_with(
         warm_keys(state, db, ops);
     }
     let mut db = db;
+    // Blocked clients are served between commands only when there are any. Standalone,
+    // a client blocks only under the state's lock (`Engine::execute_blocking`), which this
+    // batch holds, so none can start waiting while it runs: one load per batch instead of
+    // one per command.
+    let serve_blocked = serve_blocked && state.ks.pubsub.blocking.blocked() != 0;
     // The ACL user the scripts of this batch run as (`Op::AsUser`); None: every permission.
     let mut as_user: Option<crate::acl::ScriptUser> = None;
     let mut replies = Vec::with_capacity(ops.len());

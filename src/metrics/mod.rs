@@ -127,7 +127,7 @@ pub struct Decisions {
     /// The registered prefixes, slot `i + 1` for `prefixes[i]`.
     prefixes: Box<[OnceLock<Box<[u8]>>]>,
     cells: Box<[AtomicU64]>,
-    /// A cache of the slot of each prefix of at most 6 bytes (in keys of 8 bytes or more):
+    /// A cache of the slot of each prefix of at most 6 bytes:
     /// each entry is one word, the prefix packed with its length ([`packed_prefix`]) in
     /// the low 56 bits and its slot in the top 8 (0: empty), written once. A key whose
     /// prefix is there costs a load and a compare instead of the hashed search.
@@ -147,13 +147,16 @@ impl Default for Decisions {
     }
 }
 
-/// A key's prefix packed with its length, when the key has 8 bytes or more and a `:`
-/// among its first 7: the prefix's bytes (little-endian, at most 6) with `length + 1` in
-/// bits 48..51. None otherwise.
+/// A key's prefix packed with its length, when the key has a `:` among its first 7 bytes:
+/// the prefix's bytes (little-endian, at most 6) with `length + 1` in bits 48..51. None
+/// otherwise.
 #[inline]
 fn packed_prefix(key: &[u8]) -> Option<u64> {
-    let first: [u8; 8] = key.get(..8)?.try_into().ok()?;
-    let word = u64::from_le_bytes(first);
+    let word = match key.get(..8) {
+        Some(first) => u64::from_le_bytes(first.try_into().ok()?),
+        // A shorter key (`t:1234`), padded with zero bytes, which are not `:`.
+        None => short_word(key),
+    };
     // The bytes equal to `:` become 0; the lowest zero byte's high bit is set exactly.
     let x = word ^ 0x3a3a_3a3a_3a3a_3a3a;
     let zeros = x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080;
@@ -163,6 +166,20 @@ fn packed_prefix(key: &[u8]) -> Option<u64> {
     }
     let prefix = word & ((1u64 << (len * 8)) - 1);
     Some(prefix | ((len + 1) << 48))
+}
+
+/// The bytes of a key shorter than 8 bytes as a little-endian word, zero above them: two
+/// overlapping loads (their common bytes are equal), no loop.
+#[inline]
+fn short_word(key: &[u8]) -> u64 {
+    let n = key.len();
+    if let (Some(lo), Some(hi)) = (key.first_chunk::<4>(), key.last_chunk::<4>()) {
+        u64::from(u32::from_le_bytes(*lo)) | (u64::from(u32::from_le_bytes(*hi)) << ((n - 4) * 8))
+    } else if let (Some(lo), Some(hi)) = (key.first_chunk::<2>(), key.last_chunk::<2>()) {
+        u64::from(u16::from_le_bytes(*lo)) | (u64::from(u16::from_le_bytes(*hi)) << ((n - 2) * 8))
+    } else {
+        key.first().map_or(0, |&b| u64::from(b))
+    }
 }
 
 /// One row of [`Decisions::rows`]: command, prefix label (None: no prefix label), allowed,
@@ -493,7 +510,8 @@ mod tests {
     fn cached_prefixes_count_like_searched_ones() {
         let d = Decisions::default();
         d.set_prefix_limit(2);
-        // Long keys (the cache) and short ones (the search), twice each.
+        // Keys long and short with a prefix of up to 6 bytes (the cache), and one of 7 (the
+        // search), twice each.
         for _ in 0..2 {
             for key in [
                 &b"t:000000000001"[..],
@@ -514,8 +532,27 @@ mod tests {
         assert_eq!(find("other"), Some(4));
         assert_eq!(find("(none)"), Some(2));
         assert_eq!(packed_prefix(b"abcdefg:1"), None);
-        assert_eq!(packed_prefix(b"t:1"), None);
         assert_eq!(packed_prefix(b":0000000"), Some(1 << 48));
+        // A short key packs as a long one with the same prefix does.
+        let t = Some(u64::from(b't') | (2 << 48));
+        assert_eq!(packed_prefix(b"t:1"), t);
+        assert_eq!(packed_prefix(b"t:"), t);
+        assert_eq!(packed_prefix(b"t:000000000001"), t);
+        assert_eq!(packed_prefix(b":"), Some(1 << 48));
+        assert_eq!(packed_prefix(b"abcdef:"), packed_prefix(b"abcdef:000001"));
+        // Every length under 8 reads each byte once, in its place.
+        let key = b"abcdefg";
+        for n in 0..8 {
+            let want = key[..n]
+                .iter()
+                .rev()
+                .fold(0u64, |w, &b| (w << 8) | u64::from(b));
+            assert_eq!(short_word(&key[..n]), want, "{n}");
+        }
+        // No `:` among the first 7 bytes (padding bytes are zero, never `:`).
+        for key in [&b""[..], b"t", b"nocolon", b"abcdefg:"] {
+            assert_eq!(packed_prefix(key), None, "{key:?}");
+        }
     }
 
     #[test]

@@ -99,8 +99,9 @@ fn shard_index(hash: u64) -> usize {
 
 /// The slot of `key` in its shard, found with one hash of the key. A free function over
 /// the shards alone, so callers keep the other fields of `Db` free to update meanwhile.
-/// Always inlined: with 80-byte slots the compiler stopped inlining it into `Db::modify`,
-/// which cost INCR 43 instructions a request under `bench/instructions.sh`.
+/// Always inlined: whether the compiler inlined it into `Db::modify` changed from one
+/// build to the next (with 80-byte slots, and after the connection's fast path), and as
+/// a call it cost INCR 35-43 instructions per request (callgrind).
 #[inline(always)]
 fn slot<'a>(shards: &'a mut [Shard], key: &[u8]) -> (u64, RawEntryMut<'a, Key, Entry, KeyHasher>) {
     let h = hash_key(key);
