@@ -195,7 +195,9 @@ fn leader_kill_failover(tls: bool) {
     thread::sleep(Duration::from_millis(800));
     c.nodes[old].kill9();
     let killed_at = Instant::now();
-    let new = c.wait_leader(Duration::from_secs(5));
+    // Failover usually takes ~0.5 s here, but some runs (seen with two such tests side by
+    // side) take ~4.7 s, too close to a 5 s bound; the time is printed below, not asserted.
+    let new = c.wait_leader(Duration::from_secs(10));
     let failover = killed_at.elapsed();
     assert_ne!(new, old);
     thread::sleep(Duration::from_millis(800));
