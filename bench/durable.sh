@@ -31,20 +31,8 @@ if ! command -v redis-benchmark >/dev/null 2>&1; then
 fi
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release -q
 BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
-for port in $RPORT $TPORT; do
-  if redis-cli -p "$port" ping >/dev/null 2>&1; then
-    echo "port $port is already in use; set RPORT/TPORT to free ports" >&2
-    exit 1
-  fi
-done
-WORK=$(mktemp -d)
-RPID="" TPID=""
-stop_servers() {
-  for pid in $RPID $TPID; do kill "$pid" 2>/dev/null || true; done
-  for pid in $RPID $TPID; do while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done; done
-  RPID="" TPID=""
-}
-trap 'stop_servers; rm -rf "$WORK"' EXIT
+# shellcheck source=bench/durable_servers.sh
+source "$(dirname "$0")/durable_servers.sh"
 
 BUCKET_LUA=$(cat tests/seeds/seed_003_token_bucket.lua)
 NOW_MS=$(($(date +%s) * 1000))
@@ -61,20 +49,7 @@ fmt_ratio() { python3 -c "print(f'{$1:.2f}x')"; }
 
 printf '%-9s %-12s %-4s %12s %12s %8s   %s\n' fsync row pipe redis_rps tollgate_rps ratio "(redis side)"
 for MODE in $MODES; do
-  rm -rf "$WORK/redis" "$WORK/tollgate"
-  mkdir -p "$WORK/redis"
-  redis-server --port "$RPORT" --dir "$WORK/redis" --save "" --appendonly yes \
-    --appendfsync "$MODE" >"$WORK/redis.log" 2>&1 &
-  RPID=$!
-  "$BIN" --port "$TPORT" --data-dir "$WORK/tollgate" --appendfsync "$MODE" --log warn \
-    >"$WORK/tollgate.log" 2>&1 &
-  TPID=$!
-  for port in $RPORT $TPORT; do
-    for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  done
-  kill -0 "$RPID" "$TPID" || { echo "a server failed to start; see $WORK/*.log" >&2; exit 1; }
-  redis-cli -p "$TPORT" INFO persistence | grep -q "tollgate_appendfsync:$MODE" \
-    || { echo "port $TPORT is not our durable tollgate" >&2; exit 1; }
+  start_servers "$MODE"
   SHA=$(redis-cli -p "$RPORT" SCRIPT LOAD "$BUCKET_LUA")
   ROWS=(
     "INCR|INCR n:__rand_int__|INCR n:__rand_int__"

@@ -24,20 +24,8 @@ TPORT=${TPORT:-6399}
 command -v perf >/dev/null || { echo "perf is needed (apt-get install linux-perf)" >&2; exit 1; }
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release -q
 BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
-for port in $RPORT $TPORT; do
-  if redis-cli -p "$port" ping >/dev/null 2>&1; then
-    echo "port $port is already in use; set RPORT/TPORT to free ports" >&2
-    exit 1
-  fi
-done
-WORK=$(mktemp -d)
-RPID="" TPID=""
-stop_servers() {
-  for pid in $RPID $TPID; do kill "$pid" 2>/dev/null || true; done
-  for pid in $RPID $TPID; do while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done; done
-  RPID="" TPID=""
-}
-trap 'stop_servers; rm -rf "$WORK"' EXIT
+# shellcheck source=bench/durable_servers.sh
+source "$(dirname "$0")/durable_servers.sh"
 EVENTS=raw_syscalls:sys_enter,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_pwrite64
 EVENTS=$EVENTS,syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,syscalls:sys_enter_futex
 EVENTS=$EVENTS,syscalls:sys_enter_epoll_wait,context-switches,task-clock
@@ -61,20 +49,7 @@ measure() {
 printf '%-9s %-12s %-4s %-8s %8s %8s %8s %8s %8s %8s %8s\n' fsync row pipe server \
   syscalls writes fsyncs futex epoll ctxsw cpu_us
 for MODE in $MODES; do
-  rm -rf "$WORK/redis" "$WORK/tollgate"
-  mkdir -p "$WORK/redis"
-  redis-server --port "$RPORT" --dir "$WORK/redis" --save "" --appendonly yes \
-    --appendfsync "$MODE" >"$WORK/redis.log" 2>&1 &
-  RPID=$!
-  "$BIN" --port "$TPORT" --data-dir "$WORK/tollgate" --appendfsync "$MODE" --log warn \
-    >"$WORK/tollgate.log" 2>&1 &
-  TPID=$!
-  for port in $RPORT $TPORT; do
-    for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  done
-  kill -0 "$RPID" "$TPID" || { echo "a server failed to start; see $WORK/*.log" >&2; exit 1; }
-  redis-cli -p "$TPORT" INFO persistence | grep -q "tollgate_appendfsync:$MODE" \
-    || { echo "port $TPORT is not our durable tollgate" >&2; exit 1; }
+  start_servers "$MODE"
   for P in $PIPELINES; do
     for row in $ROWS; do
       case $row in
