@@ -96,9 +96,7 @@ unsafe fn command_args(l: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
     }
     let argc = usize::try_from(argc).unwrap_or(0);
     // Where each argument ends in `copy`: on the stack for the usual few arguments.
-    const INLINE: usize = 16;
-    let mut inline = [0usize; INLINE];
-    let mut spilled = Vec::new();
+    let mut ends = smallvec::SmallVec::<[usize; 16]>::with_capacity(argc);
     let mut copy = Vec::with_capacity(args_bytes(l).saturating_add(argc.saturating_mul(8)));
     for j in 1..=argc {
         // argc came from a c_int.
@@ -111,20 +109,8 @@ unsafe fn command_args(l: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
             ffi::LUA_TSTRING => copy.extend_from_slice(string_at(l, idx).unwrap_or_default()),
             _ => return Err("Lua redis lib command arguments must be strings or integers"),
         }
-        if j <= INLINE {
-            inline[j - 1] = copy.len();
-        } else {
-            if spilled.is_empty() {
-                spilled.extend_from_slice(&inline);
-            }
-            spilled.push(copy.len());
-        }
+        ends.push(copy.len());
     }
-    let ends = if argc <= INLINE {
-        &inline[..argc]
-    } else {
-        &spilled[..]
-    };
     let mut last = Bytes::from(copy);
     let mut args = Vec::with_capacity(argc);
     let mut start = 0;
