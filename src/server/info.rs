@@ -432,6 +432,7 @@ pub fn client_line(c: &ClientInfo) -> String {
         flags.push('N');
     }
     let tot = c.total_memory();
+    let oll = c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK);
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl={} oll={} omem={} tot-mem={tot} events=r cmd={} user={} redir=-1 resp={}",
         c.id,
@@ -454,8 +455,8 @@ pub fn client_line(c: &ClientInfo) -> String {
         c.qbuf_capacity,
         c.qbuf_capacity,
         c.obuf.min(REPLY_CHUNK),
-        c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK),
-        c.obuf.saturating_sub(REPLY_CHUNK).div_ceil(REPLY_CHUNK) * REPLY_CHUNK,
+        oll,
+        oll * REPLY_CHUNK,
         c.last_cmd,
         c.user,
         c.resp
