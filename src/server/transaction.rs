@@ -245,8 +245,14 @@ impl Client {
         spec: &'static crate::command::CommandSpec,
         args: &[Bytes],
     ) -> (Reply, bool) {
+        // Rows with a keyspace handler or that block run in the engine's batch, never
+        // here.
+        let unsupported = || {
+            let e = format!("ERR '{}' is not supported inside MULTI", spec.name);
+            (Reply::err(e), false)
+        };
         let Some(handler) = spec.client else {
-            return (Reply::Nil, false);
+            return unsupported();
         };
         let started = std::time::Instant::now();
         let answer = handler(self, args).await;
@@ -257,12 +263,7 @@ impl Client {
         match answer {
             Answer::Reply(reply) | Answer::Rejected(reply) => (reply, false),
             Answer::Close(reply) => (reply.unwrap_or(Reply::Nil), true),
-            // Rows with a keyspace handler or that block run in the engine's batch, never
-            // here.
-            Answer::Engine | Answer::Block(_) => (
-                Reply::err(format!("ERR '{}' is not supported inside MULTI", spec.name)),
-                false,
-            ),
+            Answer::Engine | Answer::Block(_) => unsupported(),
         }
     }
 
