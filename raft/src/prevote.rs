@@ -58,6 +58,14 @@ pub(crate) fn log_up_to_date(candidate: Option<&LogId>, mine: Option<&LogId>) ->
     key(candidate) >= key(mine)
 }
 
+/// A last log id as `term.index` (`-` for an empty log), for the debug log.
+fn show(l: Option<&LogId>) -> String {
+    l.map_or_else(
+        || "-".into(),
+        |l| format!("{}.{}", l.leader_id.term, l.index),
+    )
+}
+
 /// When this node last heard from a leader (an AppendEntries or snapshot it accepted),
 /// granted a vote, was the leader, or started a campaign: Raft's election timer.
 #[derive(Debug)]
@@ -126,14 +134,32 @@ pub(crate) fn grant(
     timing: Timing,
     req: &PreVoteRequest,
 ) -> bool {
-    if repair.is_active() || heard.elapsed() < timing.lease() {
-        return false;
+    let refuse = |why: &str| {
+        tracing::debug!(
+            node = me,
+            candidate = req.candidate,
+            why,
+            "pre-vote refused"
+        );
+        false
+    };
+    if repair.is_active() {
+        return refuse("repairing");
+    }
+    let since = heard.elapsed();
+    if since < timing.lease() {
+        return refuse(&format!("heard a leader {} ms ago", since.as_millis()));
     }
     if raft.metrics().borrow().current_leader == Some(me) {
-        return false;
+        return refuse("leader");
     }
     let mine = raft.data_metrics().borrow().last_log;
-    log_up_to_date(req.last_log.as_ref(), mine.as_ref())
+    if !log_up_to_date(req.last_log.as_ref(), mine.as_ref()) {
+        let (theirs, mine) = (show(req.last_log.as_ref()), show(mine.as_ref()));
+        return refuse(&format!("log behind: {theirs} < {mine}"));
+    }
+    tracing::debug!(node = me, candidate = req.candidate, "pre-vote granted");
+    true
 }
 
 /// Node `me`'s election timer: see the module's comment.
@@ -166,6 +192,11 @@ pub(crate) async fn run_elector(
         if heard.elapsed() < timing.timeout(random, m.vote.committed) {
             continue;
         }
+        tracing::debug!(
+            node = me,
+            since_ms = heard.elapsed().as_millis() as u64,
+            "asking for pre-votes"
+        );
         heard.touch();
         random = timing.random_timeout();
         let req = PreVoteRequest {
