@@ -167,7 +167,8 @@ pub struct ClusterStatus {
     /// nor campaigns until the repair is proven.
     pub repair: Option<RepairStatus>,
     /// On a node that is not the leader: milliseconds since it last heard from a leader
-    /// (or granted a vote, or campaigned). With pre-votes (`prevote`) a cut-off follower
-    /// keeps its term and its last known leader, so this, not `leader_id`, says it lost it.
+    /// (or granted a vote; its own pre-vote rounds do not count). With pre-votes (`prevote`)
+    /// a cut-off follower keeps its term and its last known leader, so this, not
+    /// `leader_id`, says it lost it.
     pub leader_heard_ms: Option<u64>,
 }
