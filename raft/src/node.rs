@@ -1071,6 +1071,7 @@ fn status_from_metrics(
         applied_index,
         last_log_index,
         snapshot_index: m.snapshot.map(|l| l.index),
+        purged_index: m.purged.map(|l| l.index),
         members,
         replication,
         election_timeout_ms: (config.election_timeout_min, config.election_timeout_max),
