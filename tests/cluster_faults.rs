@@ -193,7 +193,7 @@ fn a_flipped_snapshot_is_replaced_from_the_leader() {
     for n in &c.nodes {
         let _: () = n.q(&["RAFT.SNAPSHOT"]).unwrap();
     }
-    wait_status_not(&c.nodes[f], "snapshot_index", "-");
+    wait_status_not(&c.nodes[f], "purged_index", "-");
     // The purge behind the snapshot is recorded with the next write.
     let _: i64 = c.nodes[l].q(&["INCR", "ctr"]).unwrap();
     c.converged_digest(Duration::from_secs(10));

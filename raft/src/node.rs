@@ -205,7 +205,7 @@ impl<S: StateMachine> RaftNode<S> {
             repair: repair.clone(),
             health: health.clone(),
             responsive_within: responsive_within(&config),
-            heard: Default::default(),
+            clocks: Default::default(),
             timing: crate::prevote::Timing {
                 election_timeout_min: Duration::from_millis(config.election_timeout_min_ms),
                 election_timeout_max: Duration::from_millis(config.election_timeout_max_ms),
@@ -216,7 +216,7 @@ impl<S: StateMachine> RaftNode<S> {
             id,
             raft.clone(),
             transport.clone(),
-            service.heard.clone(),
+            service.clocks.clone(),
             repair.clone(),
             service.timing,
         ));
@@ -539,7 +539,8 @@ impl<S: StateMachine> RaftNode<S> {
         }
         status.repair = self.inner.repair.status();
         if status.role != Role::Leader {
-            status.leader_heard_ms = Some(self.inner.service.heard.elapsed().as_millis() as u64);
+            status.leader_heard_ms =
+                Some(self.inner.service.clocks.leader.elapsed().as_millis() as u64);
         }
         status
     }
@@ -1070,6 +1071,7 @@ fn status_from_metrics(
         applied_index,
         last_log_index,
         snapshot_index: m.snapshot.map(|l| l.index),
+        purged_index: m.purged.map(|l| l.index),
         members,
         replication,
         election_timeout_ms: (config.election_timeout_min, config.election_timeout_max),

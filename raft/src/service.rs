@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 use crate::error::ClusterError;
 use crate::forwarder::unexpected;
 use crate::network::PeerHealth;
-use crate::prevote::{Heard, Timing};
+use crate::prevote::{Clocks, Timing};
 use crate::proposer::{Gate, Proposer, ReadIndexer};
 use crate::repair::Repair;
 use crate::transport::{AdminOp, CallError, Request, Response, RpcHandler, Transport};
@@ -62,8 +62,9 @@ pub(crate) struct Service {
     pub(crate) health: Arc<PeerHealth>,
     /// A follower that answered within this long counts as up.
     pub(crate) responsive_within: Duration,
-    /// When this node last heard from a leader (for pre-votes, see `prevote`).
-    pub(crate) heard: Arc<Heard>,
+    /// The election clocks: when this node last heard from a leader, when it last ran or
+    /// granted a pre-vote (see `prevote`).
+    pub(crate) clocks: Arc<Clocks>,
     /// The election timing pre-votes are granted by.
     pub(crate) timing: Timing,
 }
@@ -93,13 +94,13 @@ impl RpcHandler for Service {
         match req {
             Request::AppendEntries(rpc) => {
                 let repair = self.repair.clone();
-                let heard = self.heard.clone();
+                let clocks = self.clocks.clone();
                 async move {
                     let result = raft.append_entries(rpc).await;
                     // Accepted as from the current leader (a stale leader gets HigherVote).
                     if matches!(&result, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_)))
                     {
-                        heard.touch();
+                        clocks.leader.touch();
                     }
                     Response::AppendEntries {
                         result,
@@ -112,24 +113,24 @@ impl RpcHandler for Service {
                 futures::future::ready(self.refuse_vote()).boxed()
             }
             Request::Vote(rpc) => {
-                let heard = self.heard.clone();
+                let clocks = self.clocks.clone();
                 async move {
                     let result = raft.vote(rpc).await;
                     // Raft's election timer restarts on a granted vote too: the candidate
                     // gets its election's time before this node campaigns itself.
                     if matches!(&result, Ok(r) if r.vote_granted) {
-                        heard.touch();
+                        clocks.leader.touch();
                     }
                     Response::Vote(result)
                 }
                 .boxed()
             }
             Request::InstallSnapshot(rpc) => {
-                let heard = self.heard.clone();
+                let clocks = self.clocks.clone();
                 async move {
                     let result = raft.install_snapshot(rpc).await;
                     if result.is_ok() {
-                        heard.touch();
+                        clocks.leader.touch();
                     }
                     Response::InstallSnapshot(result)
                 }
@@ -139,7 +140,7 @@ impl RpcHandler for Service {
                 let granted = crate::prevote::grant(
                     &raft,
                     self.node_id,
-                    &self.heard,
+                    &self.clocks,
                     &self.repair,
                     self.timing,
                     &req,
@@ -190,7 +191,7 @@ impl RpcHandler for Service {
             }
             Request::Elect => {
                 let me = self.node_id;
-                let heard = self.heard.clone();
+                let clocks = self.clocks.clone();
                 async move {
                     let is_voter = raft
                         .metrics()
@@ -204,9 +205,9 @@ impl RpcHandler for Service {
                             "node {me} is not a voter"
                         ))));
                     }
-                    // Told to campaign by the leader: as for a campaign of its own, its
-                    // timer restarts, so it grants no pre-vote to a rival while it runs.
-                    heard.touch();
+                    // Told to campaign by the leader: its election timer restarts, so it
+                    // grants no pre-vote to a rival while its election runs.
+                    clocks.leader.touch();
                     let started = raft.trigger().elect().await;
                     Response::Elect(started.map_err(|_| ClusterError::ShuttingDown))
                 }

@@ -155,6 +155,10 @@ pub struct ClusterStatus {
     pub last_log_index: u64,
     /// Last index covered by this node's latest snapshot.
     pub snapshot_index: Option<u64>,
+    /// Last index purged from this node's log (behind a snapshot): a node behind it can only
+    /// catch up from a snapshot. A leader purges only once no follower is being sent the
+    /// entries concerned, so this may trail the snapshot's purge point for a while.
+    pub purged_index: Option<u64>,
     /// Voters and learners of the current configuration.
     pub members: Vec<Member>,
     /// Per-follower progress; empty unless this node leads.
@@ -167,7 +171,8 @@ pub struct ClusterStatus {
     /// nor campaigns until the repair is proven.
     pub repair: Option<RepairStatus>,
     /// On a node that is not the leader: milliseconds since it last heard from a leader
-    /// (or granted a vote, or campaigned). With pre-votes (`prevote`) a cut-off follower
-    /// keeps its term and its last known leader, so this, not `leader_id`, says it lost it.
+    /// (or granted a vote; its own pre-vote rounds do not count). With pre-votes (`prevote`)
+    /// a cut-off follower keeps its term and its last known leader, so this, not
+    /// `leader_id`, says it lost it.
     pub leader_heard_ms: Option<u64>,
 }

@@ -309,7 +309,7 @@ fn raft_status_text(s: &ClusterStatus) -> String {
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let _ = write!(
         out,
-        "node_id:{}\r\nrole:{}\r\nleader_id:{}\r\nleader_addr:{}\r\nterm:{}\r\ncommit_index:{}\r\napplied_index:{}\r\nlast_log_index:{}\r\nsnapshot_index:{}\r\n",
+        "node_id:{}\r\nrole:{}\r\nleader_id:{}\r\nleader_addr:{}\r\nterm:{}\r\ncommit_index:{}\r\napplied_index:{}\r\nlast_log_index:{}\r\nsnapshot_index:{}\r\npurged_index:{}\r\n",
         s.node_id,
         role_name(s.role),
         opt(s.leader_id),
@@ -319,6 +319,7 @@ fn raft_status_text(s: &ClusterStatus) -> String {
         s.applied_index,
         s.last_log_index,
         opt(s.snapshot_index),
+        opt(s.purged_index),
     );
     let _ = write!(
         out,

@@ -54,6 +54,12 @@ pub fn free_port_pair() -> u16 {
     panic!("no free port pair");
 }
 
+/// The nodes' `--log` filter: `warn`, or `TOLLGATE_TEST_LOG` when set (e.g.
+/// `warn,tollgate_raft=debug` shows every pre-vote and why it was refused).
+fn log_filter() -> String {
+    std::env::var("TOLLGATE_TEST_LOG").unwrap_or_else(|_| "warn".into())
+}
+
 pub struct Node {
     pub id: u64,
     pub port: u16,
@@ -140,7 +146,7 @@ impl Node {
         }
         cmd.args(["--data-dir", &self.dir.to_string_lossy()])
             .args(["--appendfsync", "always", "--enable-debug-command", "yes"])
-            .args(["--log", "warn"]);
+            .args(["--log", &log_filter()]);
         if let Some(p) = &self.peers {
             cmd.args(["--peers", p]);
         }
@@ -286,6 +292,28 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
     /// The CA of the cluster link's certificates (with `--tls-cluster yes`).
     pub tls_ca: Option<tls_support::Ca>,
+}
+
+/// With `TOLLGATE_TEST_KEEP_LOGS=<dir>`, a cluster copies its nodes' logs into a new folder of
+/// `<dir>` when it is dropped (the data directory itself is deleted), and prints where.
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let Ok(keep) = std::env::var("TOLLGATE_TEST_KEEP_LOGS") else {
+            return;
+        };
+        let name = self.dir.path().file_name().unwrap_or_default();
+        let to = std::path::Path::new(&keep).join(name);
+        if std::fs::create_dir_all(&to).is_err() {
+            return;
+        }
+        for n in &self.nodes {
+            let log = n.dir.with_extension("log");
+            if let Some(file) = log.file_name() {
+                let _ = std::fs::copy(&log, to.join(file));
+            }
+        }
+        eprintln!("node logs kept in {}", to.display());
+    }
 }
 
 impl Cluster {
