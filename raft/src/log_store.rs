@@ -223,6 +223,25 @@ impl LogHandle {
 }
 
 impl LogStore {
+    /// Call once after [`LogStore::open`], before openraft reads the vote: a vote this node
+    /// `me` had won comes back *not committed*. openraft resumes a node whose stored vote it
+    /// had won as leader at once, in the same term, and its read index is then the commit
+    /// index this node wrote down last, which trails what it acknowledged (the commit record
+    /// goes out lazily, with the next append): a read could miss an acknowledged write
+    /// (`tests/cluster_faults.rs`, `a_restarted_leader_never_reads_behind_an_acknowledged_write`).
+    /// Without the flag the node campaigns for a new term like any other, and that term's
+    /// first entry follows everything it could have acknowledged. The term and the node voted
+    /// for stay as they were; a vote for another node is left as it is (a follower still
+    /// names its leader at once after a restart).
+    pub(crate) fn forget_own_leadership(&self, me: NodeId) {
+        let mut mem = self.mem_write();
+        if let Some(v) = mem.vote.as_mut() {
+            if v.committed && v.leader_id.voted_for() == Some(me) {
+                v.committed = false;
+            }
+        }
+    }
+
     /// Open (or create) the log under `dir` and replay it. A torn tail is cut; lost durable
     /// data (a corrupt log, an unreadable vote, a log purged past `snapshot_last`, the newest
     /// snapshot that could be loaded) is recorded in `repair` before any file is changed.
@@ -1488,6 +1507,30 @@ mod tests {
         drop(store);
         let (_store, repair) = open_store(dir.path(), None);
         assert!(!repair.is_active());
+    }
+
+    #[tokio::test]
+    async fn a_restarted_node_forgets_only_its_own_won_vote() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = open_store(dir.path(), None);
+        store.save_vote(&Vote::new_committed(4, 2)).await.unwrap();
+        store.handle().close().await;
+        drop(store);
+
+        // Node 3 keeps its committed vote for node 2: it names its leader at once.
+        let (mut store, _) = open_store(dir.path(), None);
+        store.forget_own_leadership(3);
+        assert_eq!(
+            store.read_vote().await.unwrap(),
+            Some(Vote::new_committed(4, 2))
+        );
+        store.handle().close().await;
+        drop(store);
+        // Node 2 had won term 4: it comes back as a node that voted for itself in term 4.
+        let (mut store, _) = open_store(dir.path(), None);
+        store.forget_own_leadership(2);
+        assert_eq!(store.read_vote().await.unwrap(), Some(Vote::new(4, 2)));
+        store.handle().close().await;
     }
 
     #[tokio::test]

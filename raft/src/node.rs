@@ -130,6 +130,7 @@ impl<S: StateMachine> RaftNode<S> {
                 sm.applied(),
                 st,
             )?;
+            log.forget_own_leadership(id);
             Ok::<_, std::io::Error>((log, sm, repair))
         })
         .await
