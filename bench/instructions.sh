@@ -3,7 +3,7 @@
 #
 # Throughput on this shared 2-core machine moves by a third from one run to the next;
 # instruction counts do not. Each server runs alone under valgrind's callgrind while
-# redis-benchmark sends the same pipelined load (-P 32, 10 clients, 10,000 random keys),
+# redis-benchmark sends the same pipelined load (-P 32 unless PIPELINE says, 10 clients, 10,000 random keys),
 # and the whole process's instruction count is divided by the number of requests. Both
 # servers are counted the same way (user-space instructions of every thread, start-up and
 # shutdown included: under 1% at the default request count). Kernel work (the socket
@@ -14,16 +14,21 @@
 # GET, and on Redis INCR, GET and the token-bucket Lua script of seed 003 (EVALSHA). Each
 # Tollgate row is printed with redis INCR's count divided by its own: 1.00x means the same
 # work per request as Redis's cheapest counter, above 1 less. A second table counts
-# collection writes on both servers, the same command (redis-benchmark's ZADD: random
-# members into one large sorted set), printed as Redis's count divided by Tollgate's.
+# the same command on both servers, printed as Redis's count divided by Tollgate's:
+# collection writes (redis-benchmark's ZADD: random members into one large sorted set),
+# PFADD of random elements into one HyperLogLog (sparse for its first ~1,800 calls, then
+# dense: bench/run.sh's row) and SETBIT of bit 7 of random keys (bench/run.sh's row).
 #
 #   bench/instructions.sh [requests]    (default 200000 per row)
 #   PORT/CARGO_TARGET_DIR/TOLLGATE_BIN override the defaults; ONLY="INCR LIMIT.TOKEN" runs
 #   just those Tollgate rows (and Redis's INCR row), e.g. for a before/after comparison.
+#   PIPELINE=1 counts unpipelined requests (each client waits for every reply: the
+#   event loop's and the runtime's work per request) instead of -P 32.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
 PORT=${PORT:-6398}
+PIPELINE=${PIPELINE:-32}
 for tool in valgrind callgrind_annotate redis-benchmark redis-server; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq valgrind redis-server redis-tools >/dev/null
@@ -63,7 +68,7 @@ count() {
     set -- EVALSHA "$sha" "${@:2}"
   fi
   local ok
-  ok=$(redis-benchmark -p "$PORT" -n "$N" -c 10 -P 32 -r 10000 --csv "$@" 2>/dev/null | tail -n 1 | cut -d, -f1)
+  ok=$(redis-benchmark -p "$PORT" -n "$N" -c 10 -P "$PIPELINE" -r 10000 --csv "$@" 2>/dev/null | tail -n 1 | cut -d, -f1)
   redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
   wait "$pid" || true
   # A command that failed (an error reply stops redis-benchmark) has no result line.
@@ -86,7 +91,7 @@ else
   REDIS_GET=skipped
   REDIS_LUA=$REDIS_INCR
 fi
-echo "redis-server, instructions per request at -P 32: INCR $REDIS_INCR, GET $REDIS_GET, seed 003 Lua token bucket $REDIS_LUA"
+echo "redis-server, instructions per request at -P $PIPELINE: INCR $REDIS_INCR, GET $REDIS_GET, seed 003 Lua token bucket $REDIS_LUA"
 echo
 # shellcheck source=bench/limiter_rows.sh
 source bench/limiter_rows.sh
@@ -115,6 +120,8 @@ done
 # Collection writes, the same command on both servers.
 declare -a SAME=(
   "ZADD|ZADD myzset __rand_int__ element:__rand_int__"
+  "PFADD|PFADD hll __rand_int__"
+  "SETBIT|SETBIT bits:__rand_int__ 7 1"
 )
 printed=
 for row in "${SAME[@]}"; do

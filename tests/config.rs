@@ -3,11 +3,14 @@
 //! keeps its data in memory only.
 
 mod common;
+mod redis_support;
 
+use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use common::{err, q, TestServer};
 use redis::Value;
+use redis_support::RedisServer;
 
 #[test]
 fn every_policy_is_accepted_and_reported_by_info() {
@@ -112,8 +115,8 @@ fn config_set_is_all_or_nothing_and_unknown_names_are_errors() {
     );
     // Immutable ones say so.
     assert_eq!(
-        err(&mut c, &["CONFIG", "SET", "port", "7000"]),
-        "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
+        err(&mut c, &["CONFIG", "SET", "bind", "0.0.0.0"]),
+        "ERR CONFIG SET failed (possibly related to argument 'bind') - can't set immutable config"
     );
     // So do Redis's start-up settings Tollgate has no parameter for (redis-server 7.0.15's
     // texts), the first refusal in argument order winning.
@@ -309,4 +312,105 @@ fn min_replicas_to_write_refuses_writes_without_replicas() {
     assert_eq!(q::<String>(&mut c, &["GET", "x"]), "4");
     let lag: Vec<String> = q(&mut c, &["CONFIG", "GET", "min-slaves-max-lag"]);
     assert_eq!(lag, ["min-slaves-max-lag", "10"]);
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// CONFIG SET port `port`: "OK" or the error text.
+fn set_port(c: &mut redis::Connection, port: u16) -> String {
+    let port = port.to_string();
+    q::<String>(c, &["CONFIG", "SET", "port", port.as_str()])
+}
+
+/// Whether a new connection to `port` is accepted.
+fn accepts(port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// The replies of `CONFIG SET port` that do not depend on which ports the server uses:
+/// range and parse errors, a port in use (a listener the test holds), the same port, and
+/// a failed multi-parameter set that must leave `maxmemory` as it was.
+fn port_refusals(c: &mut redis::Connection, current: u16) -> Vec<String> {
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = busy.local_addr().unwrap().port().to_string();
+    let current = current.to_string();
+    let mut out = Vec::new();
+    for args in [
+        vec!["CONFIG", "SET", "port", "70000"],
+        vec!["CONFIG", "SET", "port", "-1"],
+        vec!["CONFIG", "SET", "port", "abc"],
+        vec!["CONFIG", "SET", "port", busy.as_str()],
+        vec![
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            "1000000",
+            "port",
+            busy.as_str(),
+        ],
+        vec!["CONFIG", "SET", "port", current.as_str()],
+    ] {
+        out.push(common::reply_text(c, &args));
+    }
+    for name in ["maxmemory", "port"] {
+        let got: Vec<String> = q(c, &["CONFIG", "GET", name]);
+        out.extend(got);
+    }
+    out.push(q::<String>(c, &["PING"]));
+    out
+}
+
+#[test]
+fn config_set_port_moves_the_listener_as_redis_does() {
+    let s = TestServer::start();
+    let redis = RedisServer::start();
+    let old = s.addr.port();
+    let mut c = s.conn();
+    let mut r = redis.conn();
+    // Errors, a port in use and a failed set change nothing, with Redis's replies.
+    let want = port_refusals(&mut r, redis.port);
+    let got = port_refusals(&mut c, old);
+    let want: Vec<String> = want
+        .into_iter()
+        .map(|l| l.replace(&redis.port.to_string(), &old.to_string()))
+        .collect();
+    assert_eq!(got, want);
+    assert!(got[3].contains("Unable to listen on this port"), "{got:?}");
+    assert!(accepts(old));
+
+    // A free port: bound, the old one closed, this connection kept.
+    let new = free_port();
+    assert_eq!(set_port(&mut c, new), "OK");
+    assert!(!accepts(old), "the old port still accepts connections");
+    assert!(accepts(new));
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "port"]);
+    assert_eq!(got, ["port".to_string(), new.to_string()]);
+    let info: String = q(&mut c, &["INFO", "server"]);
+    assert!(info.contains(&format!("tcp_port:{new}\r\n")), "{info}");
+    let mut fresh = redis::Client::open(format!("redis://127.0.0.1:{new}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(q::<String>(&mut fresh, &["SET", "k", "v"]), "OK");
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v");
+
+    // Port 0 closes the plaintext port, as in Redis; connections stay, and the port can
+    // be opened again from one of them.
+    assert_eq!(set_port(&mut c, 0), "OK");
+    assert_eq!(set_port(&mut r, 0), "OK");
+    assert!(!accepts(new));
+    assert!(!accepts(redis.port));
+    assert_eq!(q::<String>(&mut fresh, &["GET", "k"]), "v");
+    assert_eq!(q::<String>(&mut r, &["PING"]), "PONG");
+    let again = free_port();
+    assert_eq!(set_port(&mut c, again), "OK");
+    assert!(accepts(again));
 }

@@ -317,6 +317,16 @@ fn persistence_commands_on_a_durable_node() {
         e.to_string().contains("restart it without --data-dir"),
         "{e}"
     );
+    // Its client port is part of its cluster address: CONFIG SET port is refused, and the
+    // same port is no change.
+    let e = node.q::<()>(&["CONFIG", "SET", "port", "1"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("client port is part of its cluster address"),
+        "{e}"
+    );
+    let port: Vec<String> = node.q(&["CONFIG", "GET", "port"]).unwrap();
+    node.q::<()>(&["CONFIG", "SET", "port", &port[1]]).unwrap();
     let e = node
         .q::<()>(&["CONFIG", "SET", "appendfsync", "no"])
         .unwrap_err();

@@ -850,6 +850,99 @@ fn tls_session_cache_settings_decide_resumption() {
     assert!(text.contains("ECDHE only"), "{text}");
 }
 
+/// CONFIG SET tls-port on a server started without one: the tls-* files are read and the
+/// port opened (Redis's error when the files cannot be used); a second CONFIG SET moves it
+/// (the old port refuses connections), a port in use answers Redis's error and the port in
+/// use stays, 0 closes it.
+#[test]
+fn config_set_tls_port_opens_moves_and_closes_the_tls_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca");
+    let server_cert = ca.issue(dir.path(), "server");
+    let client = ca.issue(dir.path(), "client");
+    let set = |c: &mut redis::Connection, port: u16| -> Result<String, String> {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("tls-port")
+            .arg(port)
+            .query(c)
+            .map_err(|e| e.to_string())
+    };
+    let connect = |port: u16| {
+        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    };
+
+    // No certificate configured: Redis's text, and no port is opened.
+    let bare_port = free_port();
+    let bare = Proc::start(
+        dir.path(),
+        &["--port".to_string(), bare_port.to_string()],
+        bare_port,
+    );
+    let mut c = connect(bare_port);
+    let tried = free_port();
+    let e = set(&mut c, tried).unwrap_err();
+    assert!(
+        e.contains("Unable to update TLS configuration. Check server logs."),
+        "{e}"
+    );
+    assert!(TcpStream::connect(("127.0.0.1", tried)).is_err());
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("tls-port")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["tls-port", "0"]);
+    drop(bare);
+
+    let port = free_port();
+    let args: Vec<String> = [
+        "--port",
+        &port.to_string(),
+        "--tls-cert-file",
+        &arg(&server_cert.cert),
+        "--tls-key-file",
+        &arg(&server_cert.key),
+        "--tls-ca-cert-file",
+        &arg(&ca.pem),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let _server = Proc::start(dir.path(), &args, port);
+    let mut c = connect(port);
+    let first = free_port();
+    assert_eq!(set(&mut c, first).as_deref(), Ok("OK"));
+    assert_eq!(ping(first, &ca.pem, Some(&client)).as_deref(), Ok("PONG"));
+    let mut over_tls = tls_client(first, &ca.pem, Some(&client))
+        .get_connection()
+        .unwrap();
+
+    let second = free_port();
+    assert_eq!(set(&mut c, second).as_deref(), Ok("OK"));
+    assert!(TcpStream::connect(("127.0.0.1", first)).is_err());
+    assert_eq!(ping(second, &ca.pem, Some(&client)).as_deref(), Ok("PONG"));
+    // The connection made over the old port stays.
+    let pong: String = redis::cmd("PING").query(&mut over_tls).unwrap();
+    assert_eq!(pong, "PONG");
+
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let e = set(&mut c, busy.local_addr().unwrap().port()).unwrap_err();
+    assert!(
+        e.contains("Unable to listen on this port. Check server logs."),
+        "{e}"
+    );
+    assert_eq!(ping(second, &ca.pem, Some(&client)).as_deref(), Ok("PONG"));
+
+    assert_eq!(set(&mut c, 0).as_deref(), Ok("OK"));
+    assert!(TcpStream::connect(("127.0.0.1", second)).is_err());
+    let pong: String = redis::cmd("PING").query(&mut over_tls).unwrap();
+    assert_eq!(pong, "PONG");
+}
+
 /// Start tollgate with `args` (in `dir`) where it must refuse to start: its output
 /// (stdout then stderr) once it has exited with a failure. Bounded: a server that starts
 /// anyway is killed after 20 s and the test fails.

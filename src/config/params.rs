@@ -81,6 +81,10 @@ pub enum Apply {
     /// `min-replicas-to-write`, `min-replicas-max-lag`: whether writes are refused for
     /// want of replicas (the keyspace's copy).
     Replicas,
+    /// `port`: the plaintext client port is bound anew and the old one closed.
+    Port,
+    /// `tls-port`: the same for the TLS client port.
+    TlsPort,
 }
 
 /// What setting a parameter does.
@@ -189,8 +193,7 @@ pub static PARAMS: &[Param] = &[
     Param::live("port", Kind::Int(0, 65535), "6379", |c| c.port.to_string(), |c, v| {
         c.port = number(v);
         Ok(())
-    }, Apply::Nothing)
-    .at_start_only(),
+    }, Apply::Port),
     Param::live("requirepass", Kind::Text, "", |c| c.requirepass.clone().unwrap_or_default(), |c, v| {
         c.requirepass = (!v.is_empty()).then(|| v.to_string());
         Ok(())
@@ -216,8 +219,7 @@ pub static PARAMS: &[Param] = &[
     Param::live("tls-port", Kind::Int(0, 65535), "0", |c| c.tls.port.to_string(), |c, v| {
         c.tls.port = number(v);
         Ok(())
-    }, Apply::Nothing)
-    .at_start_only(),
+    }, Apply::TlsPort),
     Param::live("tls-cert-file", Kind::Text, "", |c| c.tls.cert_file.clone(), |c, v| {
         c.tls.cert_file = v.to_string();
         Ok(())
@@ -1094,7 +1096,7 @@ mod tests {
         assert_eq!(e(&["maxmemory", "abc"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value");
         assert_eq!(e(&["MAXMEMORY", "abc"]), "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value");
         assert_eq!(e(&["maxmemory", "10", "MAXMEMORY", "20"]), "ERR CONFIG SET failed (possibly related to argument 'MAXMEMORY') - duplicate parameter");
-        assert_eq!(e(&["PORT", "7000"]), "ERR CONFIG SET failed (possibly related to argument 'PORT') - can't set immutable config");
+        assert_eq!(e(&["BIND", "0.0.0.0"]), "ERR CONFIG SET failed (possibly related to argument 'BIND') - can't set immutable config");
         // Redis's immutable settings that Tollgate has no parameter for, and the first
         // refusal in argument order wins (redis-server 7.0.15's texts).
         let immutable = "ERR CONFIG SET failed (possibly related to argument 'Daemonize') - can't set immutable config";

@@ -136,7 +136,7 @@ fn server_section(shared: &Shared, out: &mut String) {
         os_name(),
         std::process::id(),
         shared.run_id,
-        shared.addr.port(),
+        config.port,
         uptime / 86400,
         (now_us / 1_000_000) & ((1 << 24) - 1),
         config

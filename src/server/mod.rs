@@ -22,6 +22,7 @@ pub mod connection;
 pub mod fds;
 pub mod http;
 pub mod info;
+pub mod listeners;
 pub mod logging;
 pub mod persistence;
 pub mod pubsub;
@@ -230,12 +231,16 @@ pub struct Shared {
     pub stats: Stats,
     /// When the server started.
     pub started: Instant,
-    /// The bound client address (the TLS port's when there is no plaintext port).
+    /// The client address bound at start (the TLS port's when there is no plaintext
+    /// port); CONFIG SET port may move it since (`listeners`).
     pub addr: SocketAddr,
-    /// The bound TLS client address, if `tls-port` is set.
+    /// The TLS client address bound at start, if `tls-port` was set.
     pub tls_addr: Option<SocketAddr>,
-    /// The TLS port's certificates (reloadable), if `tls-port` is set.
-    pub tls: Option<tls::ClientTls>,
+    /// The client ports' listeners (CONFIG SET port and tls-port replace them).
+    pub listeners: listeners::Listeners,
+    /// The TLS port's certificates (reloadable), once a `tls-port` is set (at start or by
+    /// CONFIG SET).
+    pub tls: std::sync::OnceLock<tls::ClientTls>,
     /// The cluster link's mutual TLS (reloadable), if `tls-cluster yes`.
     pub cluster_tls: Option<Arc<tollgate_raft::tls::ClusterTls>>,
     /// Set to request shutdown (SHUTDOWN command or a signal).
@@ -266,10 +271,6 @@ impl Shared {
 
 /// A bound, not yet serving, server.
 pub struct Server {
-    /// The plaintext client port (none with `port 0` and a `tls-port`).
-    listener: Option<TcpListener>,
-    /// The TLS client port.
-    tls_listener: Option<TcpListener>,
     http: Option<TcpListener>,
     shared: Arc<Shared>,
 }
@@ -291,20 +292,24 @@ impl Server {
             tracing::warn!("{warning}");
         }
         config.maxclients = fit.maxclients;
-        // `port 0` picks a free port, unless a TLS port is set: then it turns plaintext off.
+        // `port 0` picks a free port (CONFIG GET port then shows it), unless a TLS port is
+        // set: then it turns plaintext off.
         let tls_only = config.port == 0 && config.tls.port != 0;
         let listener = match tls_only {
             true => None,
-            false => Some(TcpListener::bind((config.bind.as_str(), config.port)).await?),
+            false => Some(listeners::listen(&config.bind, config.port)?),
         };
-        let client_tls = match config.tls.port {
-            0 => None,
-            _ => Some(tls::ClientTls::load(&config.tls).map_err(tls_error)?),
-        };
+        if let Some(l) = &listener {
+            config.port = l.local_addr()?.port();
+        }
+        let client_tls = std::sync::OnceLock::new();
+        if config.tls.port != 0 {
+            let _ = client_tls.set(tls::ClientTls::load(&config.tls).map_err(tls_error)?);
+        }
         let cluster_tls = tls::cluster_tls(&config.tls).map_err(tls_error)?;
         let tls_listener = match config.tls.port {
             0 => None,
-            port => Some(TcpListener::bind((config.bind.as_str(), port)).await?),
+            port => Some(listeners::listen(&config.bind, port)?),
         };
         let tls_addr = tls_listener.as_ref().map(|l| l.local_addr()).transpose()?;
         let addr = match &listener {
@@ -402,6 +407,7 @@ impl Server {
             started: Instant::now(),
             addr,
             tls_addr,
+            listeners: listeners::Listeners::new(listener, tls_listener),
             tls: client_tls,
             cluster_tls,
             shutdown,
@@ -421,12 +427,7 @@ impl Server {
         let (lua, tables) = shared.engine.overhead_parts();
         shared.stats.overhead_startup[0].store(lua as u64, Ordering::Relaxed);
         shared.stats.overhead_startup[1].store(tables as u64, Ordering::Relaxed);
-        Ok(Server {
-            listener,
-            tls_listener,
-            http,
-            shared,
-        })
+        Ok(Server { http, shared })
     }
 
     /// The TLS client address, if `tls-port` is set.
@@ -465,7 +466,10 @@ impl Server {
         let mut spare = fds::Spare::new();
         let reloader = tokio::spawn(reload_on_sighup(shared.clone()));
         let mut warned_at: Option<Instant> = None;
-        match (shared.tls_addr, &self.listener) {
+        match (
+            shared.tls_addr,
+            shared.listeners.addr(listeners::Port::Plain),
+        ) {
             (Some(tls_addr), Some(_)) => {
                 tracing::info!(addr = %shared.addr, %tls_addr, "tollgate ready to accept connections")
             }
@@ -481,12 +485,7 @@ impl Server {
             tokio::select! {
                 _ = &mut stop => break,
                 _ = shutdown_rx.changed() => break,
-                (accepted, over_tls) = accept_either(&self.listener, &self.tls_listener) => {
-                    let listener = match over_tls {
-                        true => self.tls_listener.as_ref(),
-                        false => self.listener.as_ref(),
-                    };
-                    let listener = listener.expect("accepted on a bound listener");
+                (accepted, over_tls) = shared.listeners.accept() => {
                     let (socket, peer) = match accepted {
                         Ok(x) => x,
                         Err(e) if fds::out_of_descriptors(&e) => {
@@ -494,7 +493,7 @@ impl Server {
                                 tracing::warn!(error = %e, "out of file descriptors: refusing new connections (raise 'ulimit -n' or lower maxclients)");
                                 warned_at = Some(Instant::now());
                             }
-                            shed_connection(listener, &mut spare, &shared).await;
+                            shed_connection(&mut spare, &shared).await;
                             continue;
                         }
                         Err(e) => {
@@ -523,6 +522,9 @@ impl Server {
             }
         }
         let _ = shared.shutdown.send(true);
+        // New connections are refused from here on (the listeners live in `Shared`, which
+        // open connections and tests keep).
+        shared.listeners.close();
         expiry.abort();
         memory.abort();
         for task in durable {
@@ -534,25 +536,6 @@ impl Server {
             node.shutdown().await;
         }
         tracing::info!("tollgate is now ready to exit, bye bye");
-    }
-}
-
-/// The next connection on either client port, and whether it came over the TLS port.
-async fn accept_either(
-    plain: &Option<TcpListener>,
-    tls: &Option<TcpListener>,
-) -> (std::io::Result<(tokio::net::TcpStream, SocketAddr)>, bool) {
-    tokio::select! {
-        r = accept(plain) => (r, false),
-        r = accept(tls) => (r, true),
-    }
-}
-
-/// The next connection on `l`; never, if there is no listener.
-async fn accept(l: &Option<TcpListener>) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
-    match l {
-        Some(l) => l.accept().await,
-        None => std::future::pending().await,
     }
 }
 
@@ -568,7 +551,7 @@ async fn reload_on_sighup(shared: Arc<Shared>) {
         return;
     };
     while hup.recv().await.is_some() {
-        if shared.tls.is_none() && shared.cluster_tls.is_none() {
+        if shared.tls.get().is_none() && shared.cluster_tls.is_none() {
             tracing::info!("SIGHUP: no TLS in use, nothing to reload");
             continue;
         }
@@ -584,10 +567,10 @@ async fn reload_on_sighup(shared: Arc<Shared>) {
 
 /// Out of descriptors with a connection waiting: free the spare descriptor, take the
 /// connection, tell it the server is full and close it, then hold a spare again.
-async fn shed_connection(listener: &TcpListener, spare: &mut fds::Spare, shared: &Shared) {
+async fn shed_connection(spare: &mut fds::Spare, shared: &Shared) {
     spare.release();
-    let accepted = tokio::time::timeout(Duration::from_millis(10), listener.accept()).await;
-    if let Ok(Ok((socket, _))) = accepted {
+    let accepted = tokio::time::timeout(Duration::from_millis(10), shared.listeners.accept()).await;
+    if let Ok((Ok((socket, _)), _)) = accepted {
         shared
             .stats
             .total_connections
@@ -778,6 +761,18 @@ pub fn apply_config(
             shared.engine.encodings().configure(&new.encodings);
             Ok(())
         }
+        Apply::Port => move_port(shared, listeners::Port::Plain, old.port, new),
+        Apply::TlsPort => {
+            if new.tls.port != 0 && shared.tls.get().is_none() {
+                // TLS was off until now: its files are read first, as Redis configures TLS.
+                let loaded = tls::ClientTls::load(&new.tls).map_err(|why| {
+                    tracing::warn!("Failed to configure TLS: {why}");
+                    tls::RELOAD_FAILED.to_string()
+                })?;
+                let _ = shared.tls.set(loaded);
+            }
+            move_port(shared, listeners::Port::Tls, old.tls.port, new)
+        }
         Apply::Fsync => {
             if let (Some(node), Some(c)) = (shared.engine.cluster(), &new.cluster) {
                 node.set_fsync(match c.fsync {
@@ -788,6 +783,32 @@ pub fn apply_config(
             Ok(())
         }
     }
+}
+
+/// CONFIG SET port / tls-port: bind the new port, then close the old one (0 closes it);
+/// an unchanged value changes nothing, as in Redis. A Raft node keeps its port: its client
+/// address is part of the cluster's membership (CLUSTER SLOTS, MOVED, the proxy to the
+/// leader), which a local change would leave wrong.
+fn move_port(
+    shared: &Shared,
+    which: listeners::Port,
+    old: u16,
+    new: &Config,
+) -> Result<(), String> {
+    let port = match which {
+        listeners::Port::Plain => new.port,
+        listeners::Port::Tls => new.tls.port,
+    };
+    if port == old {
+        return Ok(());
+    }
+    if shared.engine.cluster().is_some() {
+        return Err(
+            "a Raft node's client port is part of its cluster address; restart it with the new port"
+                .into(),
+        );
+    }
+    shared.listeners.rebind(which, &new.bind, port)
 }
 
 /// Keep used memory within `maxmemory` and give freed memory back to the OS: every 100 ms,

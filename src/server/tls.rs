@@ -191,7 +191,7 @@ pub fn cluster_tls(c: &TlsConfig) -> Result<Option<Arc<ClusterTls>>, String> {
 
 /// Read every TLS certificate in use again (CONFIG SET of a `tls-*` setting, SIGHUP).
 pub fn reload(shared: &Shared, config: &Config) -> Result<(), String> {
-    if let Some(client) = &shared.tls {
+    if let Some(client) = shared.tls.get() {
         client.reload(&config.tls)?;
     }
     if let Some(cluster) = &shared.cluster_tls {
@@ -211,7 +211,7 @@ pub fn apply(shared: &Shared, new: &Config) -> Result<(), String> {
 
 /// Complete the TLS handshake of an accepted client, then serve it.
 pub async fn serve(shared: Arc<Shared>, socket: TcpStream, peer: SocketAddr) {
-    let Some(tls) = shared.tls.as_ref() else {
+    let Some(tls) = shared.tls.get() else {
         return;
     };
     let _ = socket.set_nodelay(true);
