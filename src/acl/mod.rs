@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 
 use crate::command::CommandSpec;
 use categories::{category_bit, commands, CATEGORIES};
@@ -893,15 +894,16 @@ pub fn merge_selectors<S: AsRef<str>>(rules: &[S]) -> Result<Vec<String>, String
     }
 }
 
-/// The positions of a call's keys.
-fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> Vec<usize> {
+/// The positions of a call's keys (inline up to 8: a restricted user's check of a
+/// one-key call allocates nothing).
+fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> SmallVec<[usize; 8]> {
     use crate::command::Keys;
     match spec.keys {
-        Keys::None => Vec::new(),
+        Keys::None => SmallVec::new(),
         Keys::Range { first, last, step } => {
             let n = args.len() as i32;
             if n <= first {
-                return Vec::new();
+                return SmallVec::new();
             }
             let last = if last < 0 { n + last } else { last.min(n - 1) };
             (first..=last.max(0))
@@ -920,7 +922,7 @@ fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> Vec<usize> {
         Keys::Parsed(find) => {
             // LIMIT.ALL's rules: the keys by value; find their positions.
             let keys = find(args);
-            let mut at = Vec::new();
+            let mut at = SmallVec::new();
             for k in keys {
                 if let Some(i) = args.iter().skip(1).position(|a| *a == &k[..]) {
                     at.push(i + 1);
