@@ -642,7 +642,11 @@ impl Client {
     /// (a refused call takes `handle_request`'s path, which refuses and logs it).
     #[inline(never)]
     fn user_may(&self, spec: &CommandSpec, call: &impl CallArgs) -> bool {
-        !spec.has(flags::SCRIPT) && call.with_args(|a| self.user.check(spec, a).is_ok())
+        !spec.has(flags::SCRIPT)
+            && self
+                .user
+                .allows_command(spec)
+                .unwrap_or_else(|| call.with_args(|a| self.user.check(spec, a).is_ok()))
     }
 
     /// [`Client::handle_request`] for a call [`Client::plain_call`] accepted: count it
