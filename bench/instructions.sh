@@ -24,6 +24,11 @@
 #   just those Tollgate rows (and Redis's INCR row), e.g. for a before/after comparison.
 #   PIPELINE=1 counts unpipelined requests (each client waits for every reply: the
 #   event loop's and the runtime's work per request) instead of -P 32.
+#   ACL_USER="~rl:* +incr +get +limit.token" runs the Tollgate rows as an ACL user with
+#   those rules (created with ACL SETUSER after start-up, each client authenticated as
+#   it: the cost of the ACL check); KEY_PREFIX=rl: puts a prefix before each Tollgate row's
+#   key (for a user whose key patterns need one; use the same prefix for the default user's
+#   run it is compared with). Redis's rows always run as its default user.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -62,13 +67,19 @@ count() {
   fi
   local pid=$!
   for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  local auth=()
+  if [ "$server" = tollgate ] && [ -n "${ACL_USER:-}" ]; then
+    # shellcheck disable=SC2086
+    redis-cli -p "$PORT" ACL SETUSER bench reset on '>bench' $ACL_USER >/dev/null
+    auth=(--user bench -a bench)
+  fi
   if [ "${1:-}" = EVALSHA ]; then
     local sha
     sha=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat tests/seeds/seed_003_token_bucket.lua)")
     set -- EVALSHA "$sha" "${@:2}"
   fi
   local ok
-  ok=$(redis-benchmark -p "$PORT" -n "$N" -c 10 -P "$PIPELINE" -r 10000 --csv "$@" 2>/dev/null | tail -n 1 | cut -d, -f1)
+  ok=$(redis-benchmark -p "$PORT" "${auth[@]}" -n "$N" -c 10 -P "$PIPELINE" -r 10000 --csv "$@" 2>/dev/null | tail -n 1 | cut -d, -f1)
   redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
   wait "$pid" || true
   # A command that failed (an error reply stops redis-benchmark) has no result line.
@@ -82,6 +93,13 @@ count() {
 }
 
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
+
+# A Tollgate row's command with KEY_PREFIX before its key (the word after the name).
+prefixed() {
+  local name=$1 key=$2
+  shift 2
+  echo "$name ${KEY_PREFIX:-}$key $*"
+}
 
 REDIS_INCR=$(count redis INCR n:__rand_int__)
 if [ -z "${ONLY:-}" ]; then
@@ -108,7 +126,7 @@ for row in "${ROWS[@]}"; do
     continue
   fi
   # shellcheck disable=SC2086
-  t=$(count tollgate ${row#*|})
+  t=$(count tollgate $(prefixed ${row#*|}))
   if [ "$t" = failed ]; then
     printf '%-14s %14s\n' "$name" failed
     continue

@@ -149,6 +149,12 @@ impl Frame {
 /// default for an empty one) and whether the request should be a [`Frame`]. Only callers
 /// that can borrow the arguments want one: handing a frame to code that needs an
 /// argument list costs more than building the list at once.
+///
+/// Always inlined into the connection's read loop, its one caller on the hot path, with
+/// the RESP array parser: when that loop changed shape, the compiler stopped inlining them
+/// (and `BytesMut::advance` with them), +28 instructions per pipelined INCR under
+/// callgrind.
+#[inline(always)]
 pub fn parse_request<T: Default>(
     buf: &mut BytesMut,
     limits: &Limits,
@@ -230,6 +236,8 @@ const SPILL_RESERVE_MAX: usize = 1024;
 /// Longest header line (`*<count>` or `$<len>`) we wait for before calling it malformed.
 const MAX_HEADER: usize = 64;
 
+/// Always inlined, as [`parse_request`] is.
+#[inline(always)]
 fn parse_multibulk<T: Default>(
     buf: &mut BytesMut,
     limits: &Limits,

@@ -473,7 +473,7 @@ impl Client {
                     count += 1;
                     let (request, spec) = match (request, spec) {
                         (Request::Frame(frame), Some(spec))
-                            if self.plain_call(spec, frame.len()) =>
+                            if spec.fast.is_some() && self.plain_call(spec, &frame) =>
                         {
                             self.queue_frame(frame, spec);
                             continue;
@@ -613,27 +613,41 @@ impl Client {
         self.shared.engine.execute(batch).await
     }
 
-    /// Whether a call of `spec` with `argc` arguments, parsed as a frame, goes straight into
-    /// the pending batch: the common case of a pipeline, which [`Client::queue_frame`]
-    /// handles without building [`Client::handle_request`]'s future (moving the request
-    /// into it, polling and dropping it cost about 40 instructions per INCR under
-    /// callgrind). True only where `handle_request` would do exactly that: a command with a
-    /// `fast` handler and no subcommands, its arity right, from an authenticated client
-    /// whose user has every permission (and whose ACL epoch is current), outside MULTI,
-    /// with replies on, not a monitor and not in RESP2 subscribe mode. A check added to
-    /// `handle_request` before its frame case must be added here too.
+    /// Whether a call of `spec` (its arguments in `call`) needs none of
+    /// [`Client::handle_request`]'s checks: its arity is right, it has no subcommands, and
+    /// the client is in no special state (authenticated, outside MULTI, replies on, not a
+    /// monitor, not in RESP2 subscribe mode, its ACL epoch current) with a user that may
+    /// make the call (every permission, or the call passes [`crate::acl::User::check`];
+    /// a restricted user's script takes the checked path, which passes its user on).
+    ///
+    /// The one predicate both paths use: [`Client::process_input`] queues a plain call of
+    /// a `fast` row's frame at once ([`Client::queue_frame`], without building
+    /// `handle_request`'s future: moving the request into it, polling and dropping it cost
+    /// about 40 instructions per INCR under callgrind), and `handle_request` skips its
+    /// checks for a plain call. A check added there runs only when this is false, so a
+    /// new client state must be added here, or its check never runs at all.
     #[inline]
-    fn plain_call(&self, spec: &CommandSpec, argc: usize) -> bool {
-        spec.fast.is_some()
-            && self.authenticated
+    fn plain_call(&self, spec: &CommandSpec, call: &impl CallArgs) -> bool {
+        self.authenticated
             && self.multi.is_none()
             && !(self.reply_off || self.skip_next || self.skipping)
             && !self.monitor
             && !(self.resp == 2 && self.subs.active())
-            && self.user.unrestricted()
             && self.acl_epoch == self.shared.engine.acl().epoch()
             && !spec.has(flags::SUBCOMMANDS)
-            && command::arity_ok(spec, argc)
+            && command::arity_ok(spec, call.argc())
+            && (self.user.unrestricted() || self.user_may(spec, call))
+    }
+
+    /// [`Client::plain_call`]'s test for a restricted user: the call passes its ACL check
+    /// (a refused call takes `handle_request`'s path, which refuses and logs it).
+    #[inline(never)]
+    fn user_may(&self, spec: &CommandSpec, call: &impl CallArgs) -> bool {
+        !spec.has(flags::SCRIPT)
+            && self
+                .user
+                .allows_command(spec)
+                .unwrap_or_else(|| call.with_args(|a| self.user.check(spec, a).is_ok()))
     }
 
     /// [`Client::handle_request`] for a call [`Client::plain_call`] accepted: count it
@@ -669,98 +683,14 @@ impl Client {
             // HTTP sent to the Redis port: close before this or anything after it runs.
             return Flow::Close;
         }
-        if self.reply_off || self.skip_next || self.skipping {
-            // CLIENT REPLY OFF/SKIP decide per command: run each one on its own.
-            self.flush_pending().await;
-            self.skipping = std::mem::take(&mut self.skip_next);
-        }
-        if !self.authenticated && !spec.is_some_and(|s| s.has(flags::NO_AUTH)) {
-            if let Some(spec) = spec {
-                self.shared.engine.metrics().record_rejected(spec);
-            }
-            self.reject(Reply::err("NOAUTH Authentication required."))
-                .await;
-            return Flow::Continue;
-        }
-        let Some(spec) = spec else {
-            self.reject(command::unknown_command(&request.into_args()))
-                .await;
-            return Flow::Continue;
+        // A plain call (see `plain_call`) needs none of the checks `screen` makes.
+        let spec = match spec {
+            Some(spec) if self.plain_call(spec, &request) => spec,
+            spec => match self.screen(&request, spec).await {
+                Ok(spec) => spec,
+                Err(flow) => return flow,
+            },
         };
-        if !command::arity_ok(spec, request.len()) {
-            self.shared.engine.metrics().record_rejected(spec);
-            if self.multi.is_some() && spec.has(flags::RUNS_TRANSACTION) {
-                self.flush_pending().await;
-                let reply = self
-                    .abort_transaction(command::arity_error(spec.name))
-                    .await;
-                self.push(reply);
-                // Redis's `execCommandAbort` feeds the refused EXEC to the monitors.
-                if self.shared.engine.pubsub().monitors.active() {
-                    self.feed_monitors(spec, &request.into_args());
-                }
-                return Flow::Continue;
-            }
-            self.reject(command::arity_error(spec.name)).await;
-            return Flow::Continue;
-        }
-        // A container's subcommand is looked up and its arity checked before the call runs
-        // or is queued (so a bad one dooms a transaction), as Redis does.
-        if spec.has(flags::SUBCOMMANDS) {
-            let refused = with_request_args(&request, |a| {
-                crate::acl::categories::subcommand_refusal(spec, a).inspect(|(_, sub)| {
-                    if *sub {
-                        self.shared.engine.metrics().record_rejected_call(spec, a);
-                    }
-                })
-            });
-            if let Some((reply, _)) = refused {
-                self.reject(reply).await;
-                return Flow::Continue;
-            }
-        }
-        // ACL: one epoch compare, and nothing more for a user with every permission.
-        if self.acl_epoch != self.shared.engine.acl().epoch() && !self.refresh_user() {
-            self.flush_pending().await;
-            return Flow::Close;
-        }
-        if !self.user.unrestricted() && !spec.has(flags::NO_AUTH) {
-            let checked = with_request_args(&request, |a| self.acl_check(spec, a));
-            if let Err(e) = checked {
-                self.reject_call(spec, e).await;
-                return Flow::Continue;
-            }
-        }
-        // Redis counts a monitor as a replica, which may not touch the keyspace.
-        if self.monitor && spec.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
-            self.reject_call(
-                spec,
-                Reply::err("ERR Replica can't interact with the keyspace"),
-            )
-            .await;
-            return Flow::Continue;
-        }
-        // RESP2 subscribe mode: only the subscription commands, PING, QUIT and RESET.
-        if self.resp == 2 && self.subs.active() && self.multi.is_none() {
-            if !spec.has(flags::SUBSCRIBED) {
-                self.reject_call(spec, Reply::err(format!(
-                    "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-                    spec.name
-                )))
-                .await;
-                return Flow::Continue;
-            }
-            if spec.client.is_none() {
-                // PING, the one keyspace row allowed here, answers as a message would.
-                self.flush_pending().await;
-                let args = request.into_args();
-                self.push(Reply::Array(vec![
-                    Reply::bulk("pong"),
-                    Reply::Bulk(args.get(1).cloned().unwrap_or_default()),
-                ]));
-                return Flow::Continue;
-            }
-        }
         // A command that only borrows its arguments runs on the frame as parsed (outside
         // MULTI, which keeps its commands until EXEC).
         let request = match request {
@@ -847,6 +777,114 @@ impl Client {
         }
         self.pending.push(Op::Command(args, Some(spec)));
         Flow::Continue
+    }
+
+    /// [`Client::handle_request`]'s checks of a call that is not plain, in Redis's order
+    /// (CLIENT REPLY, authentication, the command, its arity and subcommand, the ACL user,
+    /// MONITOR and RESP2 subscribe mode): the command when the call goes on, or the flow
+    /// after the refusal it answered.
+    async fn screen(
+        &mut self,
+        request: &Request,
+        spec: Option<&'static CommandSpec>,
+    ) -> Result<&'static CommandSpec, Flow> {
+        if self.reply_off || self.skip_next || self.skipping {
+            // CLIENT REPLY OFF/SKIP decide per command: run each one on its own.
+            self.flush_pending().await;
+            self.skipping = std::mem::take(&mut self.skip_next);
+        }
+        if !self.authenticated && !spec.is_some_and(|s| s.has(flags::NO_AUTH)) {
+            if let Some(spec) = spec {
+                self.shared.engine.metrics().record_rejected(spec);
+            }
+            self.reject(Reply::err("NOAUTH Authentication required."))
+                .await;
+            return Err(Flow::Continue);
+        }
+        let Some(spec) = spec else {
+            self.reject(command::unknown_command(&request_args(request)))
+                .await;
+            return Err(Flow::Continue);
+        };
+        if !command::arity_ok(spec, request.len()) {
+            self.shared.engine.metrics().record_rejected(spec);
+            if self.multi.is_some() && spec.has(flags::RUNS_TRANSACTION) {
+                self.flush_pending().await;
+                let reply = self
+                    .abort_transaction(command::arity_error(spec.name))
+                    .await;
+                self.push(reply);
+                // Redis's `execCommandAbort` feeds the refused EXEC to the monitors.
+                if self.shared.engine.pubsub().monitors.active() {
+                    self.feed_monitors(spec, &request_args(request));
+                }
+                return Err(Flow::Continue);
+            }
+            self.reject(command::arity_error(spec.name)).await;
+            return Err(Flow::Continue);
+        }
+        // A container's subcommand is looked up and its arity checked before the call runs
+        // or is queued (so a bad one dooms a transaction), as Redis does.
+        if spec.has(flags::SUBCOMMANDS) {
+            let refused = with_request_args(request, |a| {
+                crate::acl::categories::subcommand_refusal(spec, a).inspect(|(_, sub)| {
+                    if *sub {
+                        self.shared.engine.metrics().record_rejected_call(spec, a);
+                    }
+                })
+            });
+            if let Some((reply, _)) = refused {
+                self.reject(reply).await;
+                return Err(Flow::Continue);
+            }
+        }
+        // ACL: one epoch compare, and nothing more for a user with every permission.
+        if self.acl_epoch != self.shared.engine.acl().epoch() && !self.refresh_user() {
+            self.flush_pending().await;
+            return Err(Flow::Close);
+        }
+        if !self.user.unrestricted() && !spec.has(flags::NO_AUTH) {
+            let checked = with_request_args(request, |a| self.acl_check(spec, a));
+            if let Err(e) = checked {
+                self.reject_call(spec, e).await;
+                return Err(Flow::Continue);
+            }
+        }
+        // Redis counts a monitor as a replica, which may not touch the keyspace.
+        if self.monitor && spec.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
+            self.reject_call(
+                spec,
+                Reply::err("ERR Replica can't interact with the keyspace"),
+            )
+            .await;
+            return Err(Flow::Continue);
+        }
+        // RESP2 subscribe mode: only the subscription commands, PING, QUIT and RESET.
+        if self.resp == 2 && self.subs.active() && self.multi.is_none() {
+            if !spec.has(flags::SUBSCRIBED) {
+                self.reject_call(spec, Reply::err(format!(
+                    "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                    spec.name
+                )))
+                .await;
+                return Err(Flow::Continue);
+            }
+            if spec.client.is_none() {
+                // PING, the one keyspace row allowed here, answers as a message would.
+                self.flush_pending().await;
+                let message = with_request_args(request, |a| {
+                    a.get(1)
+                        .map(|m| Bytes::copy_from_slice(m))
+                        .unwrap_or_default()
+                });
+                self.push(Reply::Array(vec![
+                    Reply::bulk("pong"),
+                    Reply::Bulk(message),
+                ]));
+                return Err(Flow::Continue);
+            }
+        }
+        Ok(spec)
     }
 
     /// Count a connection command's call that started at `started` and answered `answer`
@@ -1148,6 +1186,45 @@ async fn mailbox_ready(mailbox: &Option<Arc<crate::pubsub::Subscriber>>) {
     match mailbox {
         Some(m) => m.ready.notified().await,
         None => std::future::pending().await,
+    }
+}
+
+/// A request's arguments as a list (a copy of a frame's), for the refusals that need one.
+fn request_args(request: &Request) -> Vec<Bytes> {
+    match request {
+        Request::Frame(frame) => frame.clone().into_args(),
+        Request::Args(args) => args.clone(),
+    }
+}
+
+/// A call's arguments as [`Client::plain_call`] reads them: a frame (the fast path) or a
+/// request (either form).
+trait CallArgs {
+    /// Number of arguments, the name included.
+    fn argc(&self) -> usize;
+    /// `f` over the arguments as slices.
+    fn with_args<T>(&self, f: impl FnOnce(&[&[u8]]) -> T) -> T;
+}
+
+impl CallArgs for crate::protocol::parser::Frame {
+    #[inline]
+    fn argc(&self) -> usize {
+        self.len()
+    }
+
+    fn with_args<T>(&self, f: impl FnOnce(&[&[u8]]) -> T) -> T {
+        crate::protocol::parser::Frame::with_args(self, f)
+    }
+}
+
+impl CallArgs for Request {
+    #[inline]
+    fn argc(&self) -> usize {
+        self.len()
+    }
+
+    fn with_args<T>(&self, f: impl FnOnce(&[&[u8]]) -> T) -> T {
+        with_request_args(self, f)
     }
 }
 

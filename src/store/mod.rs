@@ -575,14 +575,41 @@ impl Db {
         self.due(now_ms, limit).map(Key::to_bytes).collect()
     }
 
-    /// Delete up to `limit` expired keys; returns how many were deleted.
+    /// Delete up to `limit` expired keys; returns how many were deleted. Each candidate
+    /// the deadline index offers costs one lookup, which checks its deadline and deletes
+    /// it ([`ExpiryIndex::purge`]).
     pub fn delete_expired(&mut self, now_ms: u64, limit: usize) -> usize {
-        let due: Vec<Key> = self.due(now_ms, limit).cloned().collect();
-        for k in &due {
-            self.remove_raw(k);
-            self.event(notify::EXPIRED, "expired", k);
-        }
-        due.len()
+        let Db {
+            shards,
+            expires,
+            len,
+            watched,
+            pubsub,
+            index,
+            ..
+        } = self;
+        let mut deleted = 0;
+        expires.purge(now_ms, limit, |key| {
+            let h = hash_key(key);
+            let shard = &mut shards[shard_index(h)];
+            let RawEntryMut::Occupied(o) = shard.raw_entry_mut().from_key_hashed_nocheck(h, key)
+            else {
+                // Not in the keyspace: nothing to delete, nothing for the index to keep.
+                return true;
+            };
+            if !o.get().is_expired(now_ms) {
+                return false;
+            }
+            let (k, entry) = o.remove_entry();
+            shrink_if_sparse(shard);
+            *len -= 1;
+            deleted += 1;
+            signal_watchers(watched, &k);
+            key_event(pubsub, *index, notify::EXPIRED, "expired", &k);
+            drop(entry);
+            true
+        });
+        deleted
     }
 
     /// Number of keys, including expired ones not yet deleted (as Redis's DBSIZE).
@@ -706,11 +733,7 @@ impl Db {
     /// `signalModifiedKey`). Callers that edit an entry in place ([`Db::get_or_create`])
     /// call it themselves.
     pub fn signal_modified(&self, key: &[u8]) {
-        if !self.watched.is_empty() {
-            if let Some(flags) = self.watched.get(key) {
-                flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
-            }
-        }
+        signal_watchers(&self.watched, key);
     }
 
     /// Delete `key` if its deadline has passed at `now_ms` (a replica applies the leader's
@@ -738,6 +761,16 @@ impl Db {
     fn forget(&mut self, key: &[u8], entry: &Entry) {
         self.signal_modified(key);
         uncount(&mut self.len, &mut self.expires, key, entry);
+    }
+}
+
+/// [`Db::signal_modified`] on the watch table alone (for callers that hold other fields).
+#[inline]
+fn signal_watchers(watched: &HashMap<Bytes, Vec<WatchFlag>, KeyHasher>, key: &[u8]) {
+    if !watched.is_empty() {
+        if let Some(flags) = watched.get(key) {
+            flags.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+        }
     }
 }
 
