@@ -33,7 +33,8 @@ use crate::types::{
     ClusterStatus, CommandResult, FollowerProgress, Leadership, Member, NodeId, Role, TypeConfig,
 };
 
-/// How long a write waits for its entry on a node that is its only voter (see `propose`).
+/// How long a write on a node that is its only voter waits for leadership and retries (see
+/// `propose_encoded`); once handed to this node's own log it waits for its entry with no timer.
 const SOLE_VOTER_WAIT: Duration = Duration::from_secs(3600);
 
 /// Pause between retries of a request that certainly had no effect (leader changing).
