@@ -20,7 +20,7 @@ use crate::types::{CommandResult, NodeId};
 
 enum Work {
     Propose {
-        commands: Vec<Vec<u8>>,
+        commands: Vec<bytes::Bytes>,
         reply: ProposeReply,
     },
     Read {
@@ -59,7 +59,7 @@ impl Forwarder {
         &self,
         leader: NodeId,
         addr: &str,
-        commands: Vec<Vec<u8>>,
+        commands: Vec<bytes::Bytes>,
         deadline: Instant,
     ) -> oneshot::Receiver<Result<Vec<CommandResult>, ClusterError>> {
         let (reply, rx) = oneshot::channel();
@@ -97,7 +97,7 @@ impl Forwarder {
 impl Work {
     fn bytes(&self) -> usize {
         match self {
-            Work::Propose { commands, .. } => commands.iter().map(Vec::len).sum(),
+            Work::Propose { commands, .. } => commands.iter().map(bytes::Bytes::len).sum(),
             Work::Read { .. } => 0,
         }
     }

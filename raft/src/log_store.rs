@@ -511,7 +511,14 @@ impl Shared {
 }
 
 fn encode(record: &LogRecordRef<'_>) -> io::Result<Vec<u8>> {
-    postcard::to_allocvec(record).map_err(io::Error::other)
+    let capacity = match record {
+        LogRecordRef::Entry(Entry {
+            payload: EntryPayload::Normal(batch),
+            ..
+        }) => 32 + batch.encoded_size_hint(),
+        _ => 0,
+    };
+    crate::types::encode_into(record, capacity).map_err(io::Error::other)
 }
 
 /// openraft's error for a failed log write.

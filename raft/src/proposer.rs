@@ -63,13 +63,13 @@ impl Drop for GateGuard {
 pub(crate) type ProposeReply = oneshot::Sender<Result<Vec<CommandResult>, ClusterError>>;
 
 struct Proposal {
-    commands: Vec<Vec<u8>>,
+    commands: Vec<bytes::Bytes>,
     reply: ProposeReply,
 }
 
 impl Proposal {
     fn bytes(&self) -> usize {
-        self.commands.iter().map(Vec::len).sum()
+        self.commands.iter().map(bytes::Bytes::len).sum()
     }
 }
 
@@ -106,7 +106,7 @@ impl Proposer {
     /// Queue `commands` as one unit; the order of `submit` calls is the order in the log.
     pub(crate) fn submit(
         &self,
-        commands: Vec<Vec<u8>>,
+        commands: Vec<bytes::Bytes>,
     ) -> oneshot::Receiver<Result<Vec<CommandResult>, ClusterError>> {
         let (reply, rx) = oneshot::channel();
         let proposal = Proposal { commands, reply };

@@ -364,7 +364,7 @@ impl<S: StateMachine> StateMachineStore<S> {
         &mut self,
         index: u64,
         leader_time: EntryTime,
-        commands: &[Vec<u8>],
+        commands: &[bytes::Bytes],
     ) -> BatchOutput {
         RaftStats::add(&self.raft_stats.commands_applied, commands.len() as u64);
         let results = commands
@@ -396,7 +396,7 @@ impl<S: StateMachine> StateMachineStore<S> {
             position,
         };
         let out = self.sm.apply(&cmd, at);
-        postcard::to_allocvec(&out).map_err(|e| format!("encode output: {e}"))
+        crate::types::encode(&out).map_err(|e| format!("encode output: {e}"))
     }
 }
 

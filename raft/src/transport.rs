@@ -102,7 +102,7 @@ pub(crate) enum Request {
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     /// Proposals a follower forwards to the leader: each is a unit of commands applied in one
     /// entry, proposed in this order.
-    Propose(Vec<Vec<Vec<u8>>>),
+    Propose(Vec<Vec<bytes::Bytes>>),
     /// Ask the leader for a confirmed read index.
     ReadIndex,
     /// A membership change or leadership transfer forwarded to the leader.

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::io::Cursor;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EntryTime;
@@ -22,8 +23,11 @@ pub struct Batch {
     /// The proposing leader's clock when it created the entry, in microseconds (see
     /// [`crate::LeaderClock`]; entries written before microseconds read as milliseconds × 1000).
     pub leader_time: EntryTime,
-    /// The commands, each encoded with postcard, applied in this order.
-    pub commands: Vec<Vec<u8>>,
+    /// The commands, each encoded with postcard, applied in this order. `Bytes`, not
+    /// `Vec<u8>`: postcard writes both as a length and the bytes (so logs written with either
+    /// read back with either), but a `Vec<u8>` goes out one byte at a time, and an entry is
+    /// cloned whole when openraft reads it back to apply it (and per proposal attempt).
+    pub commands: Vec<Bytes>,
 }
 
 impl fmt::Display for Batch {
@@ -34,6 +38,38 @@ impl fmt::Display for Batch {
             self.commands.len(),
             self.leader_time.micros()
         )
+    }
+}
+
+/// `value` encoded with postcard into a vector allocated at `capacity` bytes, or at 64 (a
+/// typical single command or reply) when `capacity` is 0. `postcard::to_allocvec` starts
+/// from an empty vector and reallocates it as it grows: several reallocations per command.
+pub(crate) fn encode<T: Serialize + ?Sized>(value: &T) -> postcard::Result<Vec<u8>> {
+    encode_into(value, 0)
+}
+
+/// `value` encoded with postcard into a vector of exactly its size, for bytes that are kept
+/// (a command stays in the log's memory until a snapshot covers it; a vector grown by
+/// doubling would keep up to twice its bytes allocated, and the log's bytes are what
+/// `maxmemory` leaves out).
+pub(crate) fn encode_exact<T: Serialize + ?Sized>(value: &T) -> postcard::Result<Vec<u8>> {
+    encode_into(value, postcard::experimental::serialized_size(value)?)
+}
+
+/// [`encode`] with a size hint.
+pub(crate) fn encode_into<T: Serialize + ?Sized>(
+    value: &T,
+    capacity: usize,
+) -> postcard::Result<Vec<u8>> {
+    let capacity = if capacity == 0 { 64 } else { capacity };
+    postcard::to_extend(value, Vec::with_capacity(capacity))
+}
+
+impl Batch {
+    /// About how many bytes the batch takes encoded (the commands' bytes and their lengths,
+    /// plus the time).
+    pub(crate) fn encoded_size_hint(&self) -> usize {
+        16 + self.commands.iter().map(|c| c.len() + 5).sum::<usize>()
     }
 }
 
@@ -175,4 +211,35 @@ pub struct ClusterStatus {
     /// a cut-off follower keeps its term and its last known leader, so this, not
     /// `leader_id`, says it lost it.
     pub leader_heard_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The batch's layout before its commands were `Bytes`.
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct BatchV1 {
+        leader_time: EntryTime,
+        commands: Vec<Vec<u8>>,
+    }
+
+    #[test]
+    fn batches_encode_as_before_commands_were_bytes() {
+        let old = BatchV1 {
+            leader_time: EntryTime(1_700_000_000_000_000),
+            commands: vec![b"first".to_vec(), Vec::new(), vec![7; 300]],
+        };
+        let new = Batch {
+            leader_time: old.leader_time,
+            commands: old.commands.iter().cloned().map(Bytes::from).collect(),
+        };
+        let old_bytes = postcard::to_allocvec(&old).unwrap();
+        let new_bytes = encode_into(&new, new.encoded_size_hint()).unwrap();
+        assert_eq!(encode_exact(&new).unwrap().capacity(), new_bytes.len());
+        assert_eq!(old_bytes, new_bytes);
+        assert_eq!(postcard::from_bytes::<Batch>(&old_bytes).unwrap(), new);
+        assert_eq!(postcard::from_bytes::<BatchV1>(&new_bytes).unwrap(), old);
+        assert!(new.encoded_size_hint() >= new_bytes.len());
+    }
 }
