@@ -70,9 +70,15 @@ fn erase_host(host: &mut dyn ScriptHost) -> *mut (dyn ScriptHost + 'static) {
 }
 
 unsafe fn push_string_array(l: *mut ffi::lua_State, items: &[Bytes]) {
-    // Sized up front: the table ends up the same (all in its array part, no holes) without
-    // growing through every power of two on the way.
-    ffi::lua_createtable(l, c_int::try_from(items.len()).unwrap_or(0), 0);
+    // Sized up front to the layout Redis's table ends with after growing one element at a
+    // time (`luaCreateArray`): an array part of the next power of two, no hash part. The
+    // layout shows: after `ARGV[2] = nil`, `#ARGV` of three arguments is 1 in an array
+    // part of 4 (Redis) but 3 in one of exactly 3 (what sizing to the count gave).
+    let slots = match items.len() {
+        0 => 0,
+        n => n.checked_next_power_of_two().unwrap_or(n),
+    };
+    ffi::lua_createtable(l, c_int::try_from(slots).unwrap_or(0), 0);
     for (j, item) in items.iter().enumerate() {
         super::lua::push_bytes(l, item);
         ffi::lua_rawseti_(l, -2, c_int::try_from(j + 1).unwrap_or(c_int::MAX));
