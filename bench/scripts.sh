@@ -7,14 +7,15 @@
 #   bench/scripts.sh [requests]      (default 100000 per row and round)
 #   ROUNDS=n (default 3): each row runs n times per server, alternating; medians are printed.
 #
-# Ports 16481 (redis) and 16482 (tollgate); the script refuses to run if either is taken.
+# Ports 16481 (redis) and 16482 (tollgate), or RPORT/TPORT; the script refuses to run if
+# either is taken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
 ROUNDS=${ROUNDS:-3}
 CLIENTS=${CLIENTS:-50}
-RPORT=16481
-TPORT=16482
+RPORT=${RPORT:-16481}
+TPORT=${TPORT:-16482}
 for tool in redis-server redis-cli redis-benchmark python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "missing $tool" >&2; exit 1; }
 done

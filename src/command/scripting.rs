@@ -37,6 +37,9 @@ pub struct Host<'a> {
     /// Failures of the script's call beyond its reply's own (errors nested in its reply,
     /// see `ScriptHost::record_failures`).
     failures: u64,
+    /// The entry `command_info` found last: the engine asks for a call's flags, then
+    /// runs it, so `call` usually finds its command here instead of in the table.
+    last_spec: std::cell::Cell<Option<&'static super::CommandSpec>>,
 }
 
 impl<'a> Host<'a> {
@@ -55,6 +58,17 @@ impl<'a> Host<'a> {
             monitored: false,
             error_counted: false,
             failures: 0,
+            last_spec: std::cell::Cell::new(None),
+        }
+    }
+
+    /// The table entry of `args[0]`: the one `command_info` found last when it is that
+    /// command (names match case-insensitively exactly when `lookup` would find it).
+    fn spec_of(&self, args: &[Bytes]) -> Option<&'static super::CommandSpec> {
+        let name = args.first()?;
+        match self.last_spec.get() {
+            Some(spec) if spec.name.as_bytes().eq_ignore_ascii_case(name) => Some(spec),
+            _ => super::lookup(name),
         }
     }
 
@@ -76,7 +90,9 @@ impl<'a> Host<'a> {
 
 impl ScriptHost for Host<'_> {
     fn command_info(&self, name: &str) -> Option<CommandInfo> {
-        let Some(spec) = super::lookup(name.as_bytes()) else {
+        let spec = super::lookup(name.as_bytes());
+        self.last_spec.set(spec);
+        let Some(spec) = spec else {
             // A command Tollgate lacks that Redis refuses in scripts anyway (blocking
             // commands, SUBSCRIBE, WAIT, ...) gets Redis's refusal, not "Unknown".
             return redis_refuses_in_scripts(name).then_some(CommandInfo {
@@ -137,8 +153,9 @@ impl ScriptHost for Host<'_> {
     }
 
     fn call(&mut self, args: &[Bytes], resp: u8) -> Reply {
+        let spec = self.spec_of(args);
         if let Some(user) = self.user {
-            if let Some(spec) = args.first().and_then(|n| super::lookup(n)) {
+            if let Some(spec) = spec {
                 if let Some(e) = super::with_slices(args, |a| user.check(spec, a)) {
                     if let Some(metrics) = self.metrics {
                         metrics.record_rejected(spec);
@@ -165,7 +182,7 @@ impl ScriptHost for Host<'_> {
             monitored: false,
             error_counted: false,
         };
-        let reply = match (self.metrics, args.first().and_then(|n| super::lookup(n))) {
+        let reply = match (self.metrics, spec) {
             (Some(metrics), Some(spec)) => {
                 let started = std::time::Instant::now();
                 let reply = super::execute_spec(&mut ctx, spec, args);
@@ -178,12 +195,12 @@ impl ScriptHost for Host<'_> {
                 }
                 reply
             }
-            _ => super::execute(&mut ctx, args),
+            (None, Some(spec)) => super::execute_spec(&mut ctx, spec, args),
+            (_, None) => super::execute(&mut ctx, args),
         };
         let next_db = ctx.db;
         if self.monitored {
             // Calls refused before they run (unknown, wrong arity) are not shown.
-            let spec = args.first().and_then(|n| super::lookup(n));
             if let Some(spec) = spec.filter(|s| super::arity_ok(s, args.len())) {
                 // As Redis: the database selected after the call (SELECT shows its own).
                 let db = next_db;
@@ -282,15 +299,15 @@ fn run_script(ctx: &mut Ctx, a: &[Bytes], call: ScriptCall) -> Reply {
         .monitored(ctx.monitored);
     let reply = scripts.engine.call(call, &mut host, a, &sctx);
     ctx.error_counted = host.error_counted;
-    if let (Some(metrics), Some(spec), true) = (
-        ctx.metrics,
-        a.first().and_then(|n| super::lookup(n)),
-        host.failures > 0,
-    ) {
-        let stats = super::with_slices(a, |s| metrics.subcommand(spec, s));
-        stats
-            .failed
-            .fetch_add(host.failures, std::sync::atomic::Ordering::Relaxed);
+    // The command is looked up only when there is something to count.
+    if host.failures > 0 {
+        if let (Some(metrics), Some(spec)) = (ctx.metrics, a.first().and_then(|n| super::lookup(n)))
+        {
+            let stats = super::with_slices(a, |s| metrics.subcommand(spec, s));
+            stats
+                .failed
+                .fetch_add(host.failures, std::sync::atomic::Ordering::Relaxed);
+        }
     }
     ctx.scripts = Some(scripts);
     reply

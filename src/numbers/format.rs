@@ -16,13 +16,11 @@ pub fn format_g(x: f64, precision: usize) -> String {
     if x.is_infinite() {
         return if x > 0.0 { "inf" } else { "-inf" }.to_string();
     }
-    // Integers of at most `precision` digits print as plain digits: the common case
-    // (counters, timestamps, redis.call arguments) needs no float formatting.
-    if precision <= 17 && x == x.trunc() && x.abs() < 10f64.powi(precision as i32) {
-        if x == 0.0 && x.is_sign_negative() {
-            return "-0".to_string();
-        }
-        return itoa::Buffer::new().format(x as i64).to_string();
+    if let Some(n) = plain_integer(x, precision) {
+        return itoa::Buffer::new().format(n).to_string();
+    }
+    if x == 0.0 && x.is_sign_negative() {
+        return "-0".to_string();
     }
     // `precision` significant digits, exactly rounded: `d.ddd…e±x`.
     let sci = format!("{:.*e}", precision - 1, x);
@@ -64,6 +62,27 @@ pub fn format_g(x: f64, precision: usize) -> String {
         out.push_str(&exp.unsigned_abs().to_string());
     }
     out
+}
+
+/// [`format_g`] appended to `out`: integers, the common case (counters, timestamps,
+/// `redis.call` arguments), are written without an intermediate `String`.
+pub fn write_g(x: f64, precision: usize, out: &mut Vec<u8>) {
+    match plain_integer(x, precision) {
+        Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+        None => out.extend_from_slice(format_g(x, precision).as_bytes()),
+    }
+}
+
+/// `x` as an integer when `%.<precision>g` prints it as plain digits: integral, of at
+/// most `precision` digits, and not -0 (which prints its sign). NaN and the infinities
+/// are not.
+fn plain_integer(x: f64, precision: usize) -> Option<i64> {
+    let precision = precision.clamp(1, 99);
+    let plain = precision <= 17
+        && x == x.trunc()
+        && x.abs() < 10f64.powi(precision as i32)
+        && !(x == 0.0 && x.is_sign_negative());
+    plain.then_some(x as i64)
 }
 
 /// A double as Redis 7.0 replies it (RESP2 bulk strings, RESP3 `,` frames, sorted-set

@@ -15,7 +15,7 @@ mod format;
 pub mod long_double;
 mod strtod;
 
-pub use format::{format_double, format_g};
+pub use format::{format_double, format_g, write_g};
 pub use strtod::{is_c_space, strtod, Strtod};
 
 /// glibc is the reference Redis runs on: compare against its `strtod` and `snprintf`.
@@ -114,7 +114,12 @@ mod glibc {
             precision in 0usize..=20,
         ) {
             for v in [f64::from_bits(bits), integer as f64, integer as f64 / 1000.0] {
-                prop_assert_eq!(format_g(v, precision), c_format(v, precision), "{}", v);
+                let want = c_format(v, precision);
+                prop_assert_eq!(format_g(v, precision), want.clone(), "{}", v);
+                // Appended after existing bytes, which it must keep.
+                let mut out = b"x".to_vec();
+                write_g(v, precision, &mut out);
+                prop_assert_eq!(out, [b"x".as_slice(), want.as_bytes()].concat(), "{}", v);
             }
         }
     }
@@ -150,6 +155,13 @@ mod glibc {
                     format_g(x, precision),
                     c_format(x, precision),
                     "{x:e} %.{precision}g"
+                );
+                let mut out = Vec::new();
+                write_g(x, precision, &mut out);
+                assert_eq!(
+                    out,
+                    c_format(x, precision).into_bytes(),
+                    "write_g {x:e} %.{precision}g"
                 );
             }
         }

@@ -11,7 +11,7 @@ use super::budget::{self, Output};
 use super::convert::push_reply;
 use super::functions::{verify_name, RegisteredFunction, NAME_ERROR};
 use super::lua::{
-    f64_to_i64_c, ffi, fmt_g, lua_State, protect, push_error_table, push_str, raw_set_str, set_fn,
+    f64_to_i64_c, ffi, lua_State, protect, push_error_table, push_str, raw_set_str, set_fn,
     set_num, set_string, string_at, string_or_number, CResult, Raise, RunState, VmShared,
 };
 use super::sandbox::{mark_readonly, nonexistent_global};
@@ -84,51 +84,102 @@ pub(crate) unsafe fn push_redis_table(l: *mut lua_State, kind: ApiKind) {
     }
 }
 
-/// The arguments of a `redis.call`-like function, or the error Redis reports.
-///
-/// Like a request off the network (`protocol::parser`), the arguments are slices of one
-/// copy of their bytes: one allocation per call rather than one per argument (the
-/// keyspace copies what it keeps for long).
-unsafe fn command_args(l: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
-    let argc = ffi::lua_gettop(l);
-    if argc == 0 {
-        return Err("Please specify at least one argument for this redis lib call");
-    }
-    let argc = usize::try_from(argc).unwrap_or(0);
-    // Where each argument ends in `copy`: on the stack for the usual few arguments.
-    let mut ends = smallvec::SmallVec::<[usize; 16]>::with_capacity(argc);
-    let mut copy = Vec::with_capacity(args_bytes(l).saturating_add(argc.saturating_mul(8)));
-    for j in 1..=argc {
-        // argc came from a c_int.
-        let idx = j as c_int;
-        match ffi::lua_type(l, idx) {
-            // Numbers go through %.17g: Lua's own conversion loses precision.
-            ffi::LUA_TNUMBER => {
-                copy.extend_from_slice(fmt_g(ffi::lua_tonumber(l, idx), 17).as_bytes())
-            }
-            ffi::LUA_TSTRING => copy.extend_from_slice(string_at(l, idx).unwrap_or_default()),
-            _ => return Err("Lua redis lib command arguments must be strings or integers"),
-        }
-        ends.push(copy.len());
-    }
-    let mut last = Bytes::from(copy);
-    let mut args = Vec::with_capacity(argc);
-    let mut start = 0;
-    for &end in &ends[..argc - 1] {
-        args.push(last.slice(start..end));
-        start = end;
-    }
-    // The last argument is the copy itself, advanced: one reference count less.
-    bytes::Buf::advance(&mut last, start);
-    args.push(last);
-    Ok(args)
+/// One argument of a `redis.call`-like function as it sits on Lua's stack.
+#[derive(Clone, Copy)]
+enum StackArg {
+    /// A string: its bytes, owned by Lua and alive while the value is on the stack.
+    Bytes(*const u8, usize),
+    /// A number, sent as `%.17g` (Lua's own conversion loses precision).
+    Number(f64),
 }
 
-/// Bytes the string arguments of a `redis.call`-like function take (numbers are short).
-unsafe fn args_bytes(l: *mut lua_State) -> usize {
-    (1..=ffi::lua_gettop(l))
-        .filter_map(|j| string_at(l, j))
-        .fold(0usize, |acc, s| acc.saturating_add(s.len()))
+/// The arguments of a `redis.call`-like function, read off Lua's stack in one pass
+/// (type, bytes and total size together: the size decides the memory check before
+/// anything is copied).
+#[derive(Default)]
+struct StackArgs {
+    /// Inline for the usual few arguments (filled in place: see [`StackArgs::read`]).
+    items: smallvec::SmallVec<[StackArg; 8]>,
+    /// Bytes of the string arguments (numbers are short).
+    string_bytes: usize,
+    /// An argument is neither a string nor a number.
+    invalid: bool,
+}
+
+impl StackArgs {
+    /// Read the arguments of the running C function into `self` (empty). An out
+    /// parameter, not a return value: moving the filled inline array out of a function
+    /// cost a `memcpy` of it per call.
+    ///
+    /// # Safety
+    /// `l` must be the state of a running C function.
+    unsafe fn read(&mut self, l: *mut lua_State) {
+        let argc = ffi::lua_gettop(l);
+        let args = self;
+        args.items.reserve(usize::try_from(argc).unwrap_or(0));
+        for idx in 1..=argc {
+            match ffi::lua_type(l, idx) {
+                ffi::LUA_TNUMBER => args.items.push(StackArg::Number(ffi::lua_tonumber(l, idx))),
+                ffi::LUA_TSTRING => {
+                    let mut len = 0usize;
+                    let p = ffi::lua_tolstring(l, idx, &mut len);
+                    args.string_bytes = args.string_bytes.saturating_add(len);
+                    args.items.push(StackArg::Bytes(p.cast(), len));
+                }
+                _ => args.invalid = true,
+            }
+        }
+    }
+
+    /// The arguments as the host takes them, or the error Redis reports.
+    ///
+    /// Like a request off the network (`protocol::parser`), they are slices of one copy
+    /// of their bytes: one allocation per call rather than one per argument (the
+    /// keyspace copies what it keeps for long).
+    ///
+    /// # Safety
+    /// The arguments must still be on the stack they were read from.
+    unsafe fn to_bytes(&self) -> Result<Vec<Bytes>, &'static str> {
+        // Invalid arguments are not kept: then the call had some.
+        if self.items.is_empty() && !self.invalid {
+            return Err("Please specify at least one argument for this redis lib call");
+        }
+        if self.invalid {
+            return Err("Lua redis lib command arguments must be strings or integers");
+        }
+        let argc = self.items.len();
+        // Where each argument ends in `copy`: on the stack for the usual few arguments.
+        let mut ends = smallvec::SmallVec::<[usize; 16]>::with_capacity(argc);
+        let mut copy = Vec::with_capacity(self.string_bytes.saturating_add(argc.saturating_mul(8)));
+        for item in &self.items {
+            match *item {
+                StackArg::Number(n) => crate::numbers::write_g(n, 17, &mut copy),
+                // SAFETY: Lua's string, alive while on the stack (the caller's contract).
+                StackArg::Bytes(p, len) => {
+                    copy.extend_from_slice(std::slice::from_raw_parts(p, len))
+                }
+            }
+            ends.push(copy.len());
+        }
+        let mut last = Bytes::from(copy);
+        let mut args = Vec::with_capacity(argc);
+        let mut start = 0;
+        for &end in &ends[..argc - 1] {
+            args.push(last.slice(start..end));
+            start = end;
+        }
+        // The last argument is the copy itself, advanced: one reference count less.
+        bytes::Buf::advance(&mut last, start);
+        args.push(last);
+        Ok(args)
+    }
+}
+
+/// The arguments of a `redis.call`-like function, or the error Redis reports.
+unsafe fn command_args(l: *mut lua_State) -> Result<Vec<Bytes>, &'static str> {
+    let mut args = StackArgs::default();
+    args.read(l);
+    args.to_bytes()
 }
 
 /// Redis's `lookupCommand` through the host: container commands resolve their
@@ -206,9 +257,11 @@ unsafe fn generic_command(l: *mut lua_State, raise: bool) -> c_int {
                 "redis.call/pcall can only be called inside a script invocation".into(),
             ));
         };
+        let mut stack_args = StackArgs::default();
+        stack_args.read(l);
         // The arguments are copied out of Lua: they count against the VM's cap.
-        budget::fits(l, args_bytes(l))?;
-        let args = command_args(l);
+        budget::fits(l, stack_args.string_bytes)?;
+        let args = stack_args.to_bytes();
         // The arguments are copied out: their stack slots go, so that a call with nearly
         // as many arguments as Lua's stack holds (about 8,000) still has room for its
         // reply (Redis's `Script check unpack with massive arguments`: LPUSH of 7,999).

@@ -70,9 +70,15 @@ fn erase_host(host: &mut dyn ScriptHost) -> *mut (dyn ScriptHost + 'static) {
 }
 
 unsafe fn push_string_array(l: *mut ffi::lua_State, items: &[Bytes]) {
-    // Sized up front: the table ends up the same (all in its array part, no holes) without
-    // growing through every power of two on the way.
-    ffi::lua_createtable(l, c_int::try_from(items.len()).unwrap_or(0), 0);
+    // Sized up front to the layout Redis's table ends with after growing one element at a
+    // time (`luaCreateArray`): an array part of the next power of two, no hash part. The
+    // layout shows: after `ARGV[2] = nil`, `#ARGV` of three arguments is 1 in an array
+    // part of 4 (Redis) but 3 in one of exactly 3 (what sizing to the count gave).
+    let slots = match items.len() {
+        0 => 0,
+        n => n.checked_next_power_of_two().unwrap_or(n),
+    };
+    ffi::lua_createtable(l, c_int::try_from(slots).unwrap_or(0), 0);
     for (j, item) in items.iter().enumerate() {
         super::lua::push_bytes(l, item);
         ffi::lua_rawseti_(l, -2, c_int::try_from(j + 1).unwrap_or(c_int::MAX));
@@ -106,15 +112,18 @@ pub(crate) fn run(
             push_string_array(l, inv.keys);
             push_string_array(l, inv.argv);
         } else {
-            super::lua::registry_get(l, STORAGE);
+            vm.push_ref(vm.refs.globals);
+            vm.push_ref(vm.refs.keys);
             push_string_array(l, inv.keys);
-            super::lua::raw_set_str(l, -2, "KEYS");
+            ffi::lua_rawset(l, -3);
+            vm.push_ref(vm.refs.argv);
             push_string_array(l, inv.argv);
-            super::lua::raw_set_str(l, -2, "ARGV");
+            ffi::lua_rawset(l, -3);
             ffi::lua_pop(l, 1);
         }
     });
-    ctx.control.start(inv.name, inv.command, inv.is_function);
+    ctx.control
+        .start(inv.name, inv.command, inv.is_function, state.started);
     let l = vm.l;
     // SAFETY: the handler and function were pushed above; the hook reads `state`
     // through the shared block only while `with_run` has it installed.
@@ -134,7 +143,7 @@ pub(crate) fn run(
     }
     // SAFETY: the result (or error) and the handler are on the stack.
     let reply = vm.relaxed(|l| unsafe {
-        if counted_error(l) {
+        if counted_error(vm, l) {
             host.error_counted();
         }
         let reply = if status == 0 {
@@ -174,11 +183,13 @@ pub(crate) fn run(
 /// Whether the value on top (the script's result or the error it raised) is the error
 /// table of a `redis.call` (`ignore_error_stats_update` set, Redis's
 /// `ERR_REPLY_FLAG_NO_STATS_UPDATE`): that error was counted in errorstats where it arose.
-unsafe fn counted_error(l: *mut ffi::lua_State) -> bool {
+unsafe fn counted_error(vm: &Vm, l: *mut ffi::lua_State) -> bool {
     if ffi::lua_type(l, -1) != ffi::LUA_TTABLE {
         return false;
     }
-    let is_error = raw_get_str(l, -1, "err") == ffi::LUA_TSTRING;
+    vm.push_ref(vm.refs.err);
+    ffi::lua_rawget_(l, -2);
+    let is_error = ffi::lua_type(l, -1) == ffi::LUA_TSTRING;
     ffi::lua_pop(l, 1);
     // Most results are no error tables: then the flag is not looked up at all.
     if !is_error {
@@ -222,7 +233,7 @@ unsafe fn error_reply(l: *mut ffi::lua_State, name: &str) -> Reply {
 
 /// Create a VM of the given kind with its sandboxed globals and `redis` table.
 pub(crate) fn new_vm(kind: super::lua::VmKind, limits: ScriptLimits) -> Vm {
-    let vm = Vm::new(limits.memory_bytes);
+    let mut vm = Vm::new(limits.memory_bytes);
     let api = match kind {
         super::lua::VmKind::Eval => super::api::ApiKind::Eval,
         super::lua::VmKind::Functions => super::api::ApiKind::FunctionRuntime,
@@ -231,6 +242,11 @@ pub(crate) fn new_vm(kind: super::lua::VmKind, limits: ScriptLimits) -> Vm {
     vm.relaxed(|l| unsafe {
         super::api::push_redis_table(l, api);
         super::sandbox::build(l);
+    });
+    // SAFETY: as above; the globals table is in the registry once the sandbox is built.
+    vm.refs.globals = vm.relaxed(|l| unsafe {
+        super::lua::registry_get(l, STORAGE);
+        ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX)
     });
     vm
 }

@@ -296,7 +296,8 @@ impl ScriptControl {
         ])
     }
 
-    fn start(&self, name: &str, command: &[Bytes], is_function: bool) {
+    /// A script started at `started` (the run's own start: one clock read serves both).
+    fn start(&self, name: &str, command: &[Bytes], is_function: bool, started: Instant) {
         self.kill_requested.store(false, Ordering::SeqCst);
         self.has_written.store(false, Ordering::SeqCst);
         // Only FUNCTION STATS shows the name and command, and only of a function: an
@@ -310,7 +311,7 @@ impl ScriptControl {
             name,
             command,
             is_function,
-            started: Instant::now(),
+            started,
         });
     }
 
