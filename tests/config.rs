@@ -8,7 +8,7 @@ mod redis_support;
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use common::{err, q, TestServer};
+use common::{err, free_port, q, TestServer};
 use redis::Value;
 use redis_support::RedisServer;
 
@@ -312,15 +312,6 @@ fn min_replicas_to_write_refuses_writes_without_replicas() {
     assert_eq!(q::<String>(&mut c, &["GET", "x"]), "4");
     let lag: Vec<String> = q(&mut c, &["CONFIG", "GET", "min-slaves-max-lag"]);
     assert_eq!(lag, ["min-slaves-max-lag", "10"]);
-}
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// CONFIG SET port `port`: "OK" or the error text.

@@ -8,22 +8,13 @@ mod common;
 mod redis_support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use cluster_support::{serial, Cluster};
-use common::TestServer;
+use common::{free_port, TestServer};
 use redis_support::RedisServer;
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// `GET path` on `port`: the status code and the body.
 fn http_get(port: u16, path: &str) -> (u16, String) {

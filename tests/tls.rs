@@ -4,6 +4,7 @@
 //! refused; certificates rotate (CONFIG SET, SIGHUP) without dropping connected clients;
 //! `port 0` turns plaintext off; bad settings are refused with a reason.
 
+mod common;
 mod tls_support;
 
 use std::io::{Read, Write};
@@ -12,16 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use common::free_port;
 use redis::{ClientTlsConfig, TlsCertificates};
 use tls_support::{arg, Ca, Issued};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A `tollgate` process; killed when dropped.
 struct Proc {
@@ -133,27 +127,31 @@ struct Setup {
     server: Proc,
 }
 
+/// A server's flags: the plaintext `port`, the TLS port if any, its certificate and key,
+/// and the CA that client certificates are checked against.
+fn server_args(port: u16, tls_port: Option<u16>, cert: &Issued, ca: &Ca) -> Vec<String> {
+    let mut args = vec!["--port".to_string(), port.to_string()];
+    if let Some(tls_port) = tls_port {
+        args.extend(["--tls-port".to_string(), tls_port.to_string()]);
+    }
+    args.extend([
+        "--tls-cert-file".to_string(),
+        arg(&cert.cert),
+        "--tls-key-file".to_string(),
+        arg(&cert.key),
+        "--tls-ca-cert-file".to_string(),
+        arg(&ca.pem),
+    ]);
+    args
+}
+
 fn setup(extra: &[&str]) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "ca");
     let server_cert = ca.issue(dir.path(), "server");
     let client = ca.issue(dir.path(), "client");
     let (port, tls_port) = (free_port(), free_port());
-    let mut args: Vec<String> = [
-        "--port",
-        &port.to_string(),
-        "--tls-port",
-        &tls_port.to_string(),
-        "--tls-cert-file",
-        &arg(&server_cert.cert),
-        "--tls-key-file",
-        &arg(&server_cert.key),
-        "--tls-ca-cert-file",
-        &arg(&ca.pem),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = server_args(port, Some(tls_port), &server_cert, &ca);
     args.extend(extra.iter().map(|s| s.to_string()));
     let server = Proc::start(dir.path(), &args, tls_port);
     Setup {
@@ -899,19 +897,7 @@ fn config_set_tls_port_opens_moves_and_closes_the_tls_port() {
     drop(bare);
 
     let port = free_port();
-    let args: Vec<String> = [
-        "--port",
-        &port.to_string(),
-        "--tls-cert-file",
-        &arg(&server_cert.cert),
-        "--tls-key-file",
-        &arg(&server_cert.key),
-        "--tls-ca-cert-file",
-        &arg(&ca.pem),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = server_args(port, None, &server_cert, &ca);
     let _server = Proc::start(dir.path(), &args, port);
     let mut c = connect(port);
     let first = free_port();
