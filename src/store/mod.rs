@@ -340,7 +340,7 @@ impl Db {
 
     /// Bytes of this database's tables that hold no data: the hash tables' control bytes,
     /// empty slots and, in each occupied slot, what is not the key or the value (the
-    /// deadline and the access information), plus the expiry index's sets and the WATCH
+    /// deadline; the access information sits in the key's spare bytes), plus the expiry index's sets and the WATCH
     /// table. A slot's key and value (inline when short, else a pointer to heap bytes)
     /// are data. What Redis counts as a database's overhead (its two dicts, whose
     /// entries point to the keys and values) in INFO `used_memory_overhead`.
