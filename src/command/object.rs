@@ -53,7 +53,7 @@ pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let settings = *ctx.ks.object.read();
     let clock = ctx.ks.clock().clone();
     let db = ctx.db();
-    let Some(entry) = db.read_untouched(&a[2], now) else {
+    let Some((key, entry)) = db.read_untouched_slot(&a[2], now) else {
         return Reply::Nil;
     };
     match *sub {
@@ -62,11 +62,11 @@ pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         "idletime" if clock.lfu() => Reply::err(
             "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ),
-        "idletime" => Reply::Integer(clock.idle_secs(entry) as i64),
+        "idletime" => Reply::Integer(clock.idle_secs(key) as i64),
         _ if !clock.lfu() => Reply::err(
             "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ),
-        _ => Reply::Integer(i64::from(clock.frequency(entry))),
+        _ => Reply::Integer(i64::from(clock.frequency(key))),
     }
 }
 

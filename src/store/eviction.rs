@@ -5,8 +5,9 @@
 //! the second it was last used (LRU), or the minute of its last use and a logarithmic use
 //! counter (LFU, Redis's algorithm: a use raises the counter with probability
 //! `1/((c-5)·lfu-log-factor+1)`, and it falls by one per `lfu-decay-time` minutes unused).
-//! The field sits in padding the entry already had, so it costs no memory per key; reads and
-//! writes update it with one relaxed store into the entry they just loaded.
+//! The field sits in bytes the stored key leaves free (`store::small::Key`), so it costs no
+//! memory per key; reads and writes update it with one relaxed store into the slot they
+//! just loaded.
 //!
 //! The choice is approximate, as in Redis: each round samples `maxmemory-samples` keys of
 //! every database (consecutive keys from a random point of a random shard, or for the
@@ -215,15 +216,16 @@ impl AccessClock {
         }
     }
 
-    /// Record a use of `entry`.
+    /// Record a use of the key `key` (its access information is in the stored key).
     #[inline]
-    pub fn touch(&self, entry: &Entry) {
+    pub fn touch(&self, key: &Key) {
+        let access = key.access();
         let new = if self.lfu.load(Ordering::Relaxed) {
-            self.lfu_used(entry.access.load(Ordering::Relaxed))
+            self.lfu_used(access.load(Ordering::Relaxed))
         } else {
             self.secs.load(Ordering::Relaxed)
         };
-        entry.access.store(new, Ordering::Relaxed);
+        access.store(new, Ordering::Relaxed);
     }
 
     /// Count one read lookup (Redis's `lookupKeyRead`): a hit when it found a live key.
@@ -296,8 +298,8 @@ impl AccessClock {
     }
 
     /// How strongly `entry` should be evicted under `policy`: larger goes first.
-    fn score(&self, policy: Policy, entry: &Entry) -> u64 {
-        let access = entry.access.load(Ordering::Relaxed);
+    fn score(&self, policy: Policy, key: &Key, entry: &Entry) -> u64 {
+        let access = key.access().load(Ordering::Relaxed);
         match policy {
             Policy::AllKeysLfu | Policy::VolatileLfu => 255 - u64::from(self.lfu_decayed(access)),
             Policy::VolatileTtl => u64::MAX - entry.expires_at().unwrap_or(u64::MAX),
@@ -323,17 +325,17 @@ impl AccessClock {
     }
 
     /// Seconds since the last use (OBJECT IDLETIME; LRU mode only).
-    pub fn idle_secs(&self, entry: &Entry) -> u64 {
+    pub fn idle_secs(&self, key: &Key) -> u64 {
         u64::from(
             self.secs
                 .load(Ordering::Relaxed)
-                .saturating_sub(entry.access.load(Ordering::Relaxed)),
+                .saturating_sub(key.access().load(Ordering::Relaxed)),
         )
     }
 
     /// The decayed use counter (OBJECT FREQ; LFU mode only).
-    pub fn frequency(&self, entry: &Entry) -> u32 {
-        self.lfu_decayed(entry.access.load(Ordering::Relaxed))
+    pub fn frequency(&self, key: &Key) -> u32 {
+        self.lfu_decayed(key.access().load(Ordering::Relaxed))
     }
 }
 
@@ -428,7 +430,7 @@ impl Evictor {
             let earliest = policy == Policy::VolatileTtl;
             let mut sampled = Vec::with_capacity(samples);
             sample_db(db, r, samples, policy.volatile(), earliest, |k, e| {
-                sampled.push((clock.score(policy, e), k.clone()));
+                sampled.push((clock.score(policy, k, e), k.clone()));
             });
             for (score, key) in sampled {
                 if !taken.contains(&(i, key.clone())) {
@@ -640,22 +642,22 @@ mod tests {
         let clock = AccessClock::default();
         clock.configure(true, 10, 1);
         clock.set_now(60_000 * 100);
-        let entry = Entry::new(Value::string("v"));
-        entry.access.store(clock.initial(), Ordering::Relaxed);
-        assert_eq!(clock.frequency(&entry), LFU_INIT_VAL);
+        let key = Key::new(b"k");
+        key.access().store(clock.initial(), Ordering::Relaxed);
+        assert_eq!(clock.frequency(&key), LFU_INIT_VAL);
         for _ in 0..10_000 {
-            clock.touch(&entry);
+            clock.touch(&key);
         }
-        let hot = clock.frequency(&entry);
+        let hot = clock.frequency(&key);
         // Redis's table: factor 10 reaches about 18 after 1k uses and 37 after 10k... the
         // counter grows logarithmically.
         assert!((20..60).contains(&hot), "counter {hot}");
         // Ten idle minutes take ten off.
         clock.set_now(60_000 * 110);
-        assert_eq!(clock.frequency(&entry), hot - 10);
+        assert_eq!(clock.frequency(&key), hot - 10);
         // A counter never passes 255 and never goes below 0.
         clock.set_now(60_000 * 100_000);
-        assert_eq!(clock.frequency(&entry), 0);
+        assert_eq!(clock.frequency(&key), 0);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use hashbrown::hash_map::RawEntryMut;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -126,7 +126,7 @@ fn reuse_expired(
     entry.value = value;
     let old = entry.set_deadline(deadline);
     expires.moved(k, old, deadline);
-    *entry.access.get_mut() = clock.initial();
+    k.access().store(clock.initial(), Ordering::Relaxed);
 }
 
 /// Insert a new key `key` (hash `h`) holding `value` until `deadline` into the vacant
@@ -147,39 +147,28 @@ fn insert_new<'a>(
 ) -> &'a mut Entry {
     let mut entry = Entry::new(value);
     entry.set_deadline(deadline);
-    *entry.access.get_mut() = clock.initial();
-    let (k, entry) = v.insert_hashed_nocheck(h, Key::new(key), entry);
+    let k = Key::new(key);
+    k.access().store(clock.initial(), Ordering::Relaxed);
+    let (k, entry) = v.insert_hashed_nocheck(h, k, entry);
     *len += 1;
     expires.moved(k, None, deadline);
     entry
 }
 
-/// A key's value, deadline and access information.
+/// A key's value and deadline (its LRU/LFU access information is in its [`Key`]).
 ///
-/// 56 bytes: the deadline is a plain `u64` (`NO_DEADLINE` for none) rather than an
-/// `Option<u64>` (16 bytes), which leaves room for the 32 bits of LRU/LFU access
-/// information (`eviction`) in what was padding.
+/// 48 bytes: the deadline is a plain `u64` (`NO_DEADLINE` for none) rather than an
+/// `Option<u64>` (16 bytes).
+#[derive(Clone)]
 pub struct Entry {
     /// The value.
     pub value: Value,
     deadline: u64,
-    /// Written by reads through `&self` (one relaxed store, under the keyspace lock).
-    access: AtomicU32,
 }
 
 /// `Entry::deadline` of a key without one. No deadline can be this late: commands
 /// refuse times past `i64::MAX` milliseconds.
 const NO_DEADLINE: u64 = u64::MAX;
-
-impl Clone for Entry {
-    fn clone(&self) -> Self {
-        Entry {
-            value: self.value.clone(),
-            deadline: self.deadline,
-            access: AtomicU32::new(self.access.load(Ordering::Relaxed)),
-        }
-    }
-}
 
 impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -196,7 +185,6 @@ impl Entry {
         Entry {
             value,
             deadline: NO_DEADLINE,
-            access: AtomicU32::new(0),
         }
     }
 
@@ -284,8 +272,8 @@ impl Db {
     /// The live entry for `key`, or None if absent or expired. Counts as a use of the key
     /// for LRU/LFU.
     pub fn get(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
-        let entry = self.get_raw(key).filter(|e| !e.is_expired(now_ms))?;
-        self.clock.touch(entry);
+        let (k, entry) = self.get_slot(key).filter(|(_, e)| !e.is_expired(now_ms))?;
+        self.clock.touch(k);
         Some(entry)
     }
 
@@ -303,9 +291,15 @@ impl Db {
     /// TYPE, the TTL family and OBJECT look at a key this way, and still count a keyspace
     /// hit or miss.
     pub fn read_untouched(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
-        let entry = self.get_raw(key).filter(|e| !e.is_expired(now_ms));
-        self.clock.count_read(entry.is_some());
-        entry
+        self.read_untouched_slot(key, now_ms).map(|(_, e)| e)
+    }
+
+    /// [`Db::read_untouched`] with the stored key, which holds the access information
+    /// (OBJECT IDLETIME and FREQ).
+    pub fn read_untouched_slot(&self, key: &[u8], now_ms: u64) -> Option<(&Key, &Entry)> {
+        let slot = self.get_slot(key).filter(|(_, e)| !e.is_expired(now_ms));
+        self.clock.count_read(slot.is_some());
+        slot
     }
 
     /// The entry for `key`, expired or not, without counting a use (eviction and
@@ -316,11 +310,16 @@ impl Db {
 
     /// The entry for `key`, expired or not, without counting a use.
     fn get_raw(&self, key: &[u8]) -> Option<&Entry> {
+        self.get_slot(key).map(|(_, e)| e)
+    }
+
+    /// The stored key and entry for `key`, expired or not, without counting a use.
+    #[inline]
+    fn get_slot(&self, key: &[u8]) -> Option<(&Key, &Entry)> {
         let h = hash_key(key);
         self.shards[shard_index(h)]
             .raw_entry()
             .from_key_hashed_nocheck(h, key)
-            .map(|(_, e)| e)
     }
 
     /// Load `key`'s slot, its stored key bytes and the start of a string value into the
@@ -341,7 +340,7 @@ impl Db {
 
     /// Bytes of this database's tables that hold no data: the hash tables' control bytes,
     /// empty slots and, in each occupied slot, what is not the key or the value (the
-    /// deadline and the access information), plus the expiry index's sets and the WATCH
+    /// deadline; the access information sits in the key's spare bytes), plus the expiry index's sets and the WATCH
     /// table. A slot's key and value (inline when short, else a pointer to heap bytes)
     /// are data. What Redis counts as a database's overhead (its two dicts, whose
     /// entries point to the keys and values) in INFO `used_memory_overhead`.
@@ -375,8 +374,8 @@ impl Db {
                 None
             }
             RawEntryMut::Occupied(o) => {
-                let entry = o.into_mut();
-                self.clock.touch(entry);
+                let (k, entry) = o.into_key_value();
+                self.clock.touch(k);
                 Some(entry)
             }
             RawEntryMut::Vacant(_) => None,
@@ -390,8 +389,8 @@ impl Db {
     pub fn live_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         match slot(&mut self.shards, key).1 {
             RawEntryMut::Occupied(o) if !o.get().is_expired(now_ms) => {
-                let entry = o.into_mut();
-                self.clock.touch(entry);
+                let (k, entry) = o.into_key_value();
+                self.clock.touch(k);
                 Some(entry)
             }
             _ => None,
@@ -413,7 +412,7 @@ impl Db {
             RawEntryMut::Occupied(o) => {
                 let (k, entry) = o.into_key_value();
                 if !entry.is_expired(now_ms) {
-                    self.clock.touch(entry);
+                    self.clock.touch(k);
                     return (entry, false);
                 }
                 reuse_expired(&mut self.expires, &self.clock, k, entry, create(), None);
@@ -462,7 +461,7 @@ impl Db {
                         entry.value = value;
                         let old = entry.set_deadline(deadline);
                         self.expires.moved(k, old, deadline);
-                        self.clock.touch(entry);
+                        self.clock.touch(k);
                     } else {
                         // An expired key's slot reused: a new key.
                         reuse_expired(&mut self.expires, &self.clock, k, entry, value, deadline);
@@ -470,7 +469,7 @@ impl Db {
                         created = true;
                     }
                 } else if live {
-                    self.clock.touch(o.get());
+                    self.clock.touch(o.key());
                 }
                 (wrote, out)
             }
@@ -556,9 +555,10 @@ impl Db {
     /// [`AccessClock::hinted`]); nothing happens to an absent key or without a hint for the
     /// current mode.
     pub fn hint_access(&self, key: &[u8], idle_secs: Option<u64>, freq: Option<u8>) {
-        if let (Some(entry), Some(access)) = (self.get_raw(key), self.clock.hinted(idle_secs, freq))
+        if let (Some((k, _)), Some(access)) =
+            (self.get_slot(key), self.clock.hinted(idle_secs, freq))
         {
-            entry.access.store(access, Ordering::Relaxed);
+            k.access().store(access, Ordering::Relaxed);
         }
     }
 
@@ -990,20 +990,31 @@ mod tests {
     }
 
     #[test]
-    fn access_information_fits_in_the_entry_padding() {
-        // The value (40 bytes) and the deadline (8) leave 8 bytes of alignment padding;
-        // the 32-bit access field goes there, so a slot is as large as it was without it.
-        assert_eq!(std::mem::size_of::<Entry>(), 56);
-        // With a 24-byte key (22 bytes inline), a keyspace slot is 80 bytes.
+    fn access_information_fits_in_the_key() {
+        // The value (40 bytes) and the deadline (8); the 32-bit access field sits in the
+        // key's free bytes (18 inline), so a keyspace slot is 72 bytes.
+        assert_eq!(std::mem::size_of::<Entry>(), 48);
         assert_eq!(std::mem::size_of::<Key>(), 24);
-        assert_eq!(SLOT_BYTES, 80);
+        assert_eq!(SLOT_BYTES, 72);
+        // A shard table of 128 buckets (a slot and a control byte each, and a group of
+        // trailing control bytes) stays within mimalloc's 10,240-byte size class.
+        let mut shard = Shard::default();
+        for i in 0..100u32 {
+            shard.insert(Key::new(&i.to_le_bytes()), Entry::new(Value::string("v")));
+        }
+        assert_eq!(shard.capacity(), 112);
+        assert!(
+            shard.allocation_size() <= 10_240,
+            "{}",
+            shard.allocation_size()
+        );
     }
 
     #[test]
     fn a_key_costs_its_slot_its_heap_bytes_and_its_value() {
         let entry = Entry::new(Value::string("12"));
         let int = entry.value.memory_estimate();
-        // A key of up to 22 bytes sits in the slot; a longer one adds its own allocation.
+        // A key of up to 18 bytes sits in the slot; a longer one adds its own allocation.
         let short = [b'k'; small::KEY_INLINE];
         let long = [b'k'; small::KEY_INLINE + 1];
         assert_eq!(key_memory(&short, &entry), SLOT_BYTES + int);
@@ -1023,7 +1034,7 @@ mod tests {
         db.set(b"b", Value::string("1"));
         db.clock.set_now(70_000);
         assert!(db.get(b"a", 0).is_some());
-        let idle = |db: &Db, k: &[u8]| db.clock.idle_secs(db.get_raw(k).unwrap());
+        let idle = |db: &Db, k: &[u8]| db.clock.idle_secs(db.get_slot(k).unwrap().0);
         assert_eq!((idle(&db, b"a"), idle(&db, b"b")), (0, 60));
         db.clock.set_now(80_000);
         db.modify(b"b", 0, |_| (None, ()));
@@ -1038,7 +1049,7 @@ mod tests {
         let mut db = Db::default();
         db.clock.set_now(1_000_000);
         db.set(b"a", Value::string("1"));
-        let idle = |db: &Db, k: &[u8]| db.clock.idle_secs(db.get_raw(k).unwrap());
+        let idle = |db: &Db, k: &[u8]| db.clock.idle_secs(db.get_slot(k).unwrap().0);
         db.hint_access(b"a", Some(300), None);
         assert_eq!(idle(&db, b"a"), 300);
         // FREQ means nothing in LRU mode, IDLETIME nothing in LFU mode (as in Redis).
@@ -1047,7 +1058,7 @@ mod tests {
         db.clock.configure(true, 10, 1);
         db.hint_access(b"a", Some(5), None);
         db.hint_access(b"a", None, Some(200));
-        assert_eq!(db.clock.frequency(db.get_raw(b"a").unwrap()), 200);
+        assert_eq!(db.clock.frequency(db.get_slot(b"a").unwrap().0), 200);
         db.hint_access(b"missing", Some(1), Some(1));
     }
 
