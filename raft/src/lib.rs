@@ -24,6 +24,7 @@
 //! | `tls.rs` | rustls configurations from PEM files, [`tls::ClusterTls`] (reloadable mutual TLS) |
 //! | `network.rs` | openraft's `RaftNetwork` over the transport |
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
+//! | `local.rs` | the typed commands and outputs of the leader's own proposals, handed to its state machine beside their bytes |
 //! | `forwarder.rs` | follower-side batching of forwarded writes and read-index requests |
 //! | `service.rs` | what a node answers on its cluster port; membership changes |
 //! | `prevote.rs` | the election timer: a campaign only after a quorum grants a pre-vote, so a node back from a partition cannot depose a healthy leader |
@@ -56,6 +57,7 @@ mod clock;
 mod config;
 mod error;
 mod forwarder;
+mod local;
 mod log_store;
 mod network;
 mod node;
