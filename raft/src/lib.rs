@@ -7,7 +7,10 @@
 //! leader's write batcher groups every command that arrived while the previous entry was in
 //! flight into one [`Batch`] entry stamped with [`LeaderClock`] time → openraft appends it (one
 //! fsync for the group) and replicates it → once committed every node applies it with that time
-//! → outputs return to each proposer. Reads call [`RaftNode::read_barrier`] (batched read index;
+//! → outputs return to each proposer. The leader's own proposals also keep their typed commands
+//! beside the bytes in memory, so its apply runs them without decoding and hands the typed
+//! outputs back without encoding (`local.rs`; the log's bytes are what every other node, and
+//! this one after a restart, applies). Reads call [`RaftNode::read_barrier`] (batched read index;
 //! a follower's waiting reads share one request to the leader) and then read the state machine
 //! directly.
 //!

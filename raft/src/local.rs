@@ -55,11 +55,16 @@ impl<C: Send + 'static, O: Send + 'static> Local<C, O> {
         let Some(slot) = slots.get_mut(i) else {
             return false;
         };
-        let Slot::Waiting(cmd) = std::mem::replace(slot, Slot::Taken) else {
-            return false;
-        };
-        *slot = Slot::Done(apply(&cmd));
-        true
+        match std::mem::replace(slot, Slot::Taken) {
+            Slot::Waiting(cmd) => {
+                *slot = Slot::Done(apply(&cmd));
+                true
+            }
+            other => {
+                *slot = other;
+                false
+            }
+        }
     }
 
     /// The output of command `i`, if it was applied from this unit.
@@ -165,7 +170,10 @@ mod tests {
     fn unapplied_commands_come_back_for_a_retry_and_are_then_gone() {
         let unit = Local::<String, usize>::new(vec!["a".into(), "b".into()]);
         assert_eq!(unit.reclaim(), Some(vec!["a".to_string(), "b".to_string()]));
-        assert!(!unit.apply_with(0, |_| 0), "a reclaimed command was applied");
+        assert!(
+            !unit.apply_with(0, |_| 0),
+            "a reclaimed command was applied"
+        );
     }
 
     #[test]

@@ -39,8 +39,7 @@ use crate::types::{
 const SOLE_VOTER_WAIT: Duration = Duration::from_secs(3600);
 
 /// The typed commands of one proposal attempt of a node applying `S` (see `local`).
-type LocalUnit<S> =
-    Arc<Local<<S as StateMachine>::Command, <S as StateMachine>::Output>>;
+type LocalUnit<S> = Arc<Local<<S as StateMachine>::Command, <S as StateMachine>::Output>>;
 
 /// Pause between retries of a request that certainly had no effect (leader changing).
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
