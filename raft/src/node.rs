@@ -440,7 +440,7 @@ impl<S: StateMachine> RaftNode<S> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ClusterError::Codec(format!("encode command: {e}")))?;
         let (results, local) = self.propose_encoded(encoded, cmds).await?;
-        results
+        let outputs = results
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
@@ -452,7 +452,11 @@ impl<S: StateMachine> RaftNode<S> {
                 postcard::from_bytes(&bytes)
                     .map_err(|e| ClusterError::Codec(format!("decode output: {e}")))
             })
-            .collect()
+            .collect();
+        if let Some(local) = local {
+            local.release();
+        }
+        outputs
     }
 
     /// Propose the encoded `commands`; `typed` are the same commands, handed to this node's
