@@ -7,7 +7,10 @@
 //! leader's write batcher groups every command that arrived while the previous entry was in
 //! flight into one [`Batch`] entry stamped with [`LeaderClock`] time → openraft appends it (one
 //! fsync for the group) and replicates it → once committed every node applies it with that time
-//! → outputs return to each proposer. Reads call [`RaftNode::read_barrier`] (batched read index;
+//! → outputs return to each proposer. The leader's own proposals also keep their typed commands
+//! beside the bytes in memory, so its apply runs them without decoding and hands the typed
+//! outputs back without encoding (`local.rs`; the log's bytes are what every other node, and
+//! this one after a restart, applies). Reads call [`RaftNode::read_barrier`] (batched read index;
 //! a follower's waiting reads share one request to the leader) and then read the state machine
 //! directly.
 //!
@@ -24,6 +27,7 @@
 //! | `tls.rs` | rustls configurations from PEM files, [`tls::ClusterTls`] (reloadable mutual TLS) |
 //! | `network.rs` | openraft's `RaftNetwork` over the transport |
 //! | `proposer.rs` | leader-side write batcher and read-index batcher |
+//! | `local.rs` | the typed commands and outputs of the leader's own proposals, handed to its state machine beside their bytes |
 //! | `forwarder.rs` | follower-side batching of forwarded writes and read-index requests |
 //! | `service.rs` | what a node answers on its cluster port; membership changes |
 //! | `prevote.rs` | the election timer: a campaign only after a quorum grants a pre-vote, so a node back from a partition cannot depose a healthy leader |
@@ -56,6 +60,7 @@ mod clock;
 mod config;
 mod error;
 mod forwarder;
+mod local;
 mod log_store;
 mod network;
 mod node;

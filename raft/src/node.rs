@@ -21,6 +21,7 @@ use crate::clock::LeaderClock;
 use crate::config::Config;
 use crate::error::ClusterError;
 use crate::forwarder::{link_error, remote_error, unexpected, Forwarder};
+use crate::local::Local;
 use crate::log_store::{LogHandle, LogStore};
 use crate::network::{NetworkFactory, PeerHealth};
 use crate::proposer::{Gate, Proposer, ReadIndexer};
@@ -36,6 +37,9 @@ use crate::types::{
 /// How long a write on a node that is its only voter waits for leadership and retries (see
 /// `propose_encoded`); once handed to this node's own log it waits for its entry with no timer.
 const SOLE_VOTER_WAIT: Duration = Duration::from_secs(3600);
+
+/// The typed commands of one proposal attempt of a node applying `S` (see `local`).
+type LocalUnit<S> = Arc<Local<<S as StateMachine>::Command, <S as StateMachine>::Output>>;
 
 /// Pause between retries of a request that certainly had no effect (leader changing).
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
@@ -435,26 +439,40 @@ impl<S: StateMachine> RaftNode<S> {
             .map(|cmd| crate::types::encode_exact(cmd).map(bytes::Bytes::from))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ClusterError::Codec(format!("encode command: {e}")))?;
-        let results = self.propose_encoded(encoded).await?;
-        results
+        let (results, local) = self.propose_encoded(encoded, cmds).await?;
+        let outputs = results
             .into_iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(i, r)| {
+                // Applied here from the typed command: its output was left in the unit.
+                if let Some(out) = local.as_ref().and_then(|l| l.take_output(i)) {
+                    return Ok(out);
+                }
                 let bytes = r.map_err(ClusterError::Codec)?;
                 postcard::from_bytes(&bytes)
                     .map_err(|e| ClusterError::Codec(format!("decode output: {e}")))
             })
-            .collect()
+            .collect();
+        if let Some(local) = local {
+            local.release();
+        }
+        outputs
     }
 
+    /// Propose the encoded `commands`; `typed` are the same commands, handed to this node's
+    /// state machine beside the bytes when this node leads (see `local`). Returns the results
+    /// and the unit of typed commands of the attempt that answered, if it had one.
     async fn propose_encoded(
         &self,
         commands: Vec<bytes::Bytes>,
-    ) -> Result<Vec<CommandResult>, ClusterError> {
+        typed: Vec<S::Command>,
+    ) -> Result<(Vec<CommandResult>, Option<LocalUnit<S>>), ClusterError> {
         let bytes: usize = commands.iter().map(bytes::Bytes::len).sum();
         let max = self.inner.config.max_entry_bytes();
         if bytes > max {
             return Err(ClusterError::TooLarge { bytes, max });
         }
+        let mut typed = Some(typed);
         let started = Instant::now();
         // Alone, nothing but this node's own disk and state machine can hold a write up (a
         // long script, say): wait as a standalone server would, not a quorum's timeout. Such
@@ -470,8 +488,14 @@ impl<S: StateMachine> RaftNode<S> {
         loop {
             let (leader, addr) = self.wait_for_leader(started, deadline).await?;
             // A clone shares the bytes: the commands are kept for a retry elsewhere.
+            let mut local = None;
             let rx = if leader == self.inner.id {
-                self.inner.proposer.submit(commands.clone())
+                // A fresh unit per attempt: an earlier attempt's entry may still be applied
+                // (from its bytes, once its typed commands were taken back) and must not
+                // leave its outputs where this attempt's are read.
+                local = typed.take().map(Local::new);
+                let erased = local.as_ref().map(Local::erased);
+                self.inner.proposer.submit(commands.clone(), erased)
             } else {
                 self.inner
                     .forwarder
@@ -482,8 +506,16 @@ impl<S: StateMachine> RaftNode<S> {
                 false => await_reply(rx, deadline.saturating_duration_since(Instant::now())).await,
             };
             match attempt {
-                Err(e) if e.is_retryable() => self.pause_before_retry(started, deadline).await?,
-                other => return other,
+                Err(e) if e.is_retryable() => {
+                    // Take the typed commands back unless some were applied (then the next
+                    // attempt goes by its bytes alone).
+                    if typed.is_none() {
+                        typed = local.and_then(|l| l.reclaim());
+                    }
+                    self.pause_before_retry(started, deadline).await?
+                }
+                Ok(results) => return Ok((results, local)),
+                Err(e) => return Err(e),
             }
         }
     }

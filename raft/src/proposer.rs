@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::{EntryTime, LeaderClock};
 use crate::error::ClusterError;
+use crate::local::{ErasedLocal, LocalCommands};
 use crate::types::{Batch, CommandResult, NodeId, TypeConfig};
 
 /// Holds new batches (writes and read confirmations) while a leadership transfer runs, so the
@@ -64,6 +65,8 @@ pub(crate) type ProposeReply = oneshot::Sender<Result<Vec<CommandResult>, Cluste
 
 struct Proposal {
     commands: Vec<bytes::Bytes>,
+    /// The typed commands, when proposed on this node (see `local`).
+    local: Option<ErasedLocal>,
     reply: ProposeReply,
 }
 
@@ -104,12 +107,18 @@ impl Proposer {
     }
 
     /// Queue `commands` as one unit; the order of `submit` calls is the order in the log.
+    /// `local` carries the same commands typed, when they were proposed on this node.
     pub(crate) fn submit(
         &self,
         commands: Vec<bytes::Bytes>,
+        local: Option<ErasedLocal>,
     ) -> oneshot::Receiver<Result<Vec<CommandResult>, ClusterError>> {
         let (reply, rx) = oneshot::channel();
-        let proposal = Proposal { commands, reply };
+        let proposal = Proposal {
+            commands,
+            local,
+            reply,
+        };
         let bytes = proposal.bytes();
         if bytes > self.max_bytes {
             // An entry must fit in one frame, or it could never be replicated.
@@ -172,7 +181,14 @@ async fn run_write_batcher(
         }
         let mut commands = Vec::with_capacity(count);
         let mut replies = Vec::with_capacity(proposals.len());
+        let mut local = LocalCommands::default();
+        if proposals.iter().any(|p| p.local.is_some()) {
+            local.runs.reserve_exact(proposals.len());
+        }
         for p in proposals {
+            if local.runs.capacity() > 0 {
+                local.runs.push((p.commands.len(), p.local));
+            }
             replies.push((p.commands.len(), p.reply));
             commands.extend(p.commands);
         }
@@ -180,6 +196,7 @@ async fn run_write_batcher(
         let batch = Batch {
             leader_time: EntryTime(clock.stamp()),
             commands,
+            local,
         };
         let Ok(responder) = raft.client_write_ff(batch).await else {
             fail_all(

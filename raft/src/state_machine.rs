@@ -29,7 +29,7 @@ use crate::clock::{EntryTime, LeaderClock};
 use crate::record::{encode_record, scan_records, sync_dir, write_atomic};
 use crate::stats::RaftStats;
 use crate::types::{
-    BatchOutput, CommandResult, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
+    Batch, BatchOutput, CommandResult, Entry, LogId, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
 };
 
@@ -360,18 +360,34 @@ impl<S: StateMachine> StateMachineStore<S> {
         Ok(())
     }
 
-    fn apply_batch(
-        &mut self,
-        index: u64,
-        leader_time: EntryTime,
-        commands: &[bytes::Bytes],
-    ) -> BatchOutput {
+    fn apply_batch(&mut self, index: u64, batch: &Batch) -> BatchOutput {
+        let commands = &batch.commands;
         RaftStats::add(&self.raft_stats.commands_applied, commands.len() as u64);
-        let results = commands
-            .iter()
-            .enumerate()
-            .map(|(position, bytes)| self.apply_one(bytes, leader_time, index, position))
-            .collect();
+        let mut results = Vec::with_capacity(commands.len());
+        match batch.local.per_command::<S::Command, S::Output>() {
+            // Proposed here: the typed commands (see `local`).
+            Some(local) => {
+                // (A command past the runs, which the batcher never makes, goes by its bytes.)
+                let local = local.chain(std::iter::repeat(None));
+                for (position, (bytes, local)) in commands.iter().zip(local).enumerate() {
+                    let applied = local.is_some_and(|(unit, i)| {
+                        unit.apply_with(i, |cmd| {
+                            self.apply_typed(cmd, batch.leader_time, index, position)
+                        })
+                    });
+                    results.push(match applied {
+                        // The output waits in the unit; an empty result stands for it.
+                        true => Ok(Vec::new()),
+                        false => self.apply_one(bytes, batch.leader_time, index, position),
+                    });
+                }
+            }
+            None => {
+                for (position, bytes) in commands.iter().enumerate() {
+                    results.push(self.apply_one(bytes, batch.leader_time, index, position));
+                }
+            }
+        }
         self.stats
             .applied_commands
             .fetch_add(commands.len() as u64, Ordering::AcqRel);
@@ -379,6 +395,7 @@ impl<S: StateMachine> StateMachineStore<S> {
         BatchOutput { results }
     }
 
+    /// Decode and apply one command, and encode its output.
     fn apply_one(
         &mut self,
         bytes: &[u8],
@@ -388,15 +405,27 @@ impl<S: StateMachine> StateMachineStore<S> {
     ) -> CommandResult {
         let cmd: S::Command =
             postcard::from_bytes(bytes).map_err(|e| format!("decode command: {e}"))?;
+        let out = self.apply_typed(&cmd, leader_time, index, position);
+        crate::types::encode(&out).map_err(|e| format!("encode output: {e}"))
+    }
+
+    /// Apply one command at its time: the entry's, or later when the commands before it
+    /// reach past that.
+    fn apply_typed(
+        &mut self,
+        cmd: &S::Command,
+        leader_time: EntryTime,
+        index: u64,
+        position: usize,
+    ) -> S::Output {
         let time_us = leader_time.micros().max(self.last_time_us);
-        self.last_time_us = time_us.saturating_add(self.sm.span_us(&cmd).max(1));
+        self.last_time_us = time_us.saturating_add(self.sm.span_us(cmd).max(1));
         let at = Stamp {
             time_us,
             index,
             position,
         };
-        let out = self.sm.apply(&cmd, at);
-        crate::types::encode(&out).map_err(|e| format!("encode output: {e}"))
+        self.sm.apply(cmd, at)
     }
 }
 
@@ -490,9 +519,7 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             RaftStats::add(&self.raft_stats.entries_applied, 1);
             let output = match &entry.payload {
                 EntryPayload::Blank => BatchOutput::default(),
-                EntryPayload::Normal(batch) => {
-                    self.apply_batch(entry.log_id.index, batch.leader_time, &batch.commands)
-                }
+                EntryPayload::Normal(batch) => self.apply_batch(entry.log_id.index, batch),
                 EntryPayload::Membership(m) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), m.clone());
                     BatchOutput::default()

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::EntryTime;
+use crate::local::LocalCommands;
 pub use crate::repair::RepairStatus;
 
 /// Identifies a node in the cluster.
@@ -28,6 +29,10 @@ pub struct Batch {
     /// read back with either), but a `Vec<u8>` goes out one byte at a time, and an entry is
     /// cloned whole when openraft reads it back to apply it (and per proposal attempt).
     pub commands: Vec<Bytes>,
+    /// The typed commands of the proposals made on this node, beside their bytes (see
+    /// `local`): in memory only, never serialized.
+    #[serde(skip)]
+    pub(crate) local: LocalCommands,
 }
 
 impl fmt::Display for Batch {
@@ -233,6 +238,7 @@ mod tests {
         let new = Batch {
             leader_time: old.leader_time,
             commands: old.commands.iter().cloned().map(Bytes::from).collect(),
+            local: LocalCommands::default(),
         };
         let old_bytes = postcard::to_allocvec(&old).unwrap();
         let new_bytes = encode_into(&new, new.encoded_size_hint()).unwrap();

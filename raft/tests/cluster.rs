@@ -526,6 +526,68 @@ async fn learner_is_added_promoted_and_removed() {
     cluster.shutdown().await;
 }
 
+/// A leader applies its own proposals from the typed commands kept beside their bytes, and
+/// every other node (and the leader itself replaying its log after a restart) from the bytes:
+/// `Cmd::Flagged`'s flag is not encoded, so the output says which copy was applied, while
+/// what the encoding carries (the increments) comes out the same everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_applies_its_own_proposals_typed_and_every_other_copy_from_the_log_bytes() {
+    let flagged = || Cmd::Flagged { flag: true };
+    let mut cluster = TestCluster::start(3, |_| {}).await;
+    let leader = cluster.wait_leader(5 * SEC).await;
+    let follower = cluster.other_than(&[leader]);
+    let out = cluster.node(leader).propose(flagged()).await.unwrap();
+    assert_eq!((out.value, out.flag_seen), (1, true));
+    let out = cluster.node(follower).propose(flagged()).await.unwrap();
+    assert_eq!(
+        (out.value, out.flag_seen),
+        (2, false),
+        "forwarded, so decoded"
+    );
+    let outs = cluster
+        .node(leader)
+        .propose_many(vec![Cmd::Incr, flagged(), Cmd::Incr])
+        .await
+        .unwrap();
+    let seen: Vec<(u64, bool)> = outs.iter().map(|o| (o.value, o.flag_seen)).collect();
+    assert_eq!(seen, [(3, false), (4, true), (5, false)]);
+    cluster.wait_value(5, 5 * SEC).await;
+    for (id, node) in &cluster.nodes {
+        let want = if *id == leader { 2 } else { 0 };
+        assert_eq!(node.state_machine().flags_seen(), want, "node {id}");
+    }
+    cluster.stop_node(leader).await;
+    cluster.start_node(leader).await;
+    cluster.wait_value(5, 10 * SEC).await;
+    assert_eq!(cluster.node(leader).state_machine().flags_seen(), 0);
+    cluster.shutdown().await;
+}
+
+/// A group of one (a durable single node) answers from the typed copies too, and its log
+/// replays to the same state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sole_voter_answers_from_typed_commands_and_replays_its_log_to_the_same_state() {
+    let mut cluster = TestCluster::start(1, |_| {}).await;
+    cluster.wait_leader(5 * SEC).await;
+    for i in 1..=50 {
+        let out = cluster
+            .node(1)
+            .propose(Cmd::Flagged { flag: true })
+            .await
+            .unwrap();
+        assert_eq!((out.value, out.flag_seen), (i, true));
+    }
+    let node = cluster.node(1);
+    assert_eq!(node.state_machine().flags_seen(), 50);
+    let before = node.state_machine().value();
+    cluster.stop_node(1).await;
+    cluster.start_node(1).await;
+    cluster.wait_leader(5 * SEC).await;
+    cluster.wait_value(before, 5 * SEC).await;
+    assert_eq!(cluster.node(1).state_machine().flags_seen(), 0);
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_proposals_are_refused_and_big_entries_still_replicate() {
     let cluster = TestCluster::start(3, |c| c.max_frame_bytes = 64 * 1024).await;

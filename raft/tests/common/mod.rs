@@ -25,6 +25,9 @@ pub struct CounterState {
     pub value: u64,
     pub last_now_us: u64,
     pub time_went_back: u64,
+    /// `Cmd::Flagged` applied with its flag set: only from the typed copy a leader keeps of
+    /// its own proposals (the encoding drops the flag).
+    pub flags_seen: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -32,12 +35,20 @@ pub enum Cmd {
     Incr,
     /// Counts as an increment; the payload only makes the entry big.
     Blob(Vec<u8>),
+    /// Counts as an increment; the flag is not encoded, so it is set at apply only when the
+    /// command applied is the proposer's own typed copy, not one decoded from the log.
+    Flagged {
+        #[serde(skip)]
+        flag: bool,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Out {
     pub value: u64,
     pub now_us: u64,
+    /// The command was a `Cmd::Flagged` with its flag set.
+    pub flag_seen: bool,
 }
 
 impl StateMachine for Counter {
@@ -48,8 +59,10 @@ impl StateMachine for Counter {
         let now_us = at.time_us;
         let mut s = self.state.lock().unwrap();
         match cmd {
-            Cmd::Incr | Cmd::Blob(_) => s.value += 1,
+            Cmd::Incr | Cmd::Blob(_) | Cmd::Flagged { .. } => s.value += 1,
         }
+        let flag_seen = matches!(cmd, Cmd::Flagged { flag: true });
+        s.flags_seen += u64::from(flag_seen);
         if now_us < s.last_now_us {
             s.time_went_back += 1;
         }
@@ -57,6 +70,7 @@ impl StateMachine for Counter {
         Out {
             value: s.value,
             now_us,
+            flag_seen,
         }
     }
 
@@ -77,6 +91,10 @@ impl StateMachine for Counter {
 impl Counter {
     pub fn value(&self) -> u64 {
         self.state.lock().unwrap().value
+    }
+
+    pub fn flags_seen(&self) -> u64 {
+        self.state.lock().unwrap().flags_seen
     }
 
     pub fn time_went_back(&self) -> u64 {
