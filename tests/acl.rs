@@ -75,6 +75,84 @@ fn a_ratelimit_tenant_user_runs_its_limiters_and_nothing_else() {
     assert!(limiters.contains(&"increx".to_string()));
 }
 
+/// A connection keeps each command's ACL verdict (`acl/verdict.rs`): a change of its
+/// user, by ACL SETUSER from another connection or by AUTH on this one, applies to the next
+/// call, pipelined or not, and each refusal is logged.
+#[test]
+fn a_connections_kept_verdicts_follow_its_user() {
+    let s = TestServer::start();
+    let mut admin = s.conn();
+    for (name, rules) in [
+        ("all", &["on", ">pw", "~*", "+@all"][..]),
+        ("tenant", &["on", ">pw", "~rl:*", "+incr", "+get"][..]),
+    ] {
+        let mut args = vec!["ACL", "SETUSER", name];
+        args.extend_from_slice(rules);
+        let _: () = q(&mut admin, &args);
+    }
+    let mut c = login(&s, "all", "pw");
+    let _: i64 = q(&mut c, &["INCR", "x"]);
+    let _: i64 = q(&mut c, &["INCR", "rl:x"]);
+    // The same connection as another user: INCR's verdict is that user's.
+    let _: () = q(&mut c, &["AUTH", "tenant", "pw"]);
+    assert_eq!(err(&mut c, &["INCR", "x"]), NOPERM_KEY);
+    let n: i64 = q(&mut c, &["INCR", "rl:x"]);
+    assert_eq!(n, 2);
+    let got: (i64, String, i64) = redis::pipe()
+        .cmd("INCR")
+        .arg("rl:x")
+        .cmd("GET")
+        .arg("rl:x")
+        .cmd("INCR")
+        .arg("rl:x")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, (3, "3".into(), 4));
+    // Pipelined frames (the connection's fast path) with a refusal among them.
+    let incr = |k: &str| format!("*2\r\n$4\r\nINCR\r\n${}\r\n{k}\r\n", k.len());
+    let piped = format!(
+        "*3\r\n$4\r\nAUTH\r\n$6\r\ntenant\r\n$2\r\npw\r\n{}{}{}",
+        incr("rl:y"),
+        incr("y"),
+        incr("rl:y")
+    );
+    assert_eq!(
+        s.raw(piped.as_bytes()),
+        format!("+OK\r\n:1\r\n-{NOPERM_KEY}\r\n:2\r\n")
+    );
+    // Another connection changes the user's keys, then its commands.
+    let _: () = q(
+        &mut admin,
+        &["ACL", "SETUSER", "tenant", "resetkeys", "~other:*"],
+    );
+    assert_eq!(err(&mut c, &["INCR", "rl:x"]), NOPERM_KEY);
+    let _: i64 = q(&mut c, &["INCR", "other:x"]);
+    let _: () = q(&mut admin, &["ACL", "SETUSER", "tenant", "-incr"]);
+    assert_eq!(
+        err(&mut c, &["INCR", "other:x"]),
+        "NOPERM this user has no permissions to run the 'incr' command"
+    );
+    let _: Option<String> = q(&mut c, &["GET", "other:x"]);
+    // Back to a user with every key: allowed again.
+    let _: () = q(&mut c, &["AUTH", "all", "pw"]);
+    let _: i64 = q(&mut c, &["INCR", "y"]);
+    // Each refusal above is in ACL LOG, the latest first.
+    let rows: Vec<(String, String)> = log_rows(&mut admin, "10")
+        .into_iter()
+        .map(|(_, reason, context, object, user)| {
+            assert_eq!((context.as_str(), user.as_str()), ("toplevel", "tenant"));
+            (reason, object)
+        })
+        .collect();
+    let want = [
+        ("command", "incr"),
+        ("key", "rl:x"),
+        ("key", "y"),
+        ("key", "x"),
+    ];
+    assert_eq!(rows, want.map(|(r, o)| (r.to_string(), o.to_string())));
+}
+
 #[test]
 fn users_rules_and_descriptions() {
     let s = TestServer::start();

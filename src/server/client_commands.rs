@@ -253,7 +253,7 @@ impl Client {
         match acl.get(&name) {
             Some(u) if u.password_ok(pass) => {
                 self.authenticated = true;
-                self.user = u;
+                self.user.set(u);
                 self.acl_epoch = epoch;
                 self.handle.info.lock().user = name;
                 Reply::ok()
@@ -282,7 +282,7 @@ impl Client {
     pub(super) fn set_default_user(&mut self) {
         let acl = self.shared.engine.acl();
         self.acl_epoch = acl.epoch();
-        self.user = acl.default_user();
+        self.user.set(acl.default_user());
         self.authenticated = self.user.enabled && self.user.nopass;
         self.handle.info.lock().user = crate::acl::DEFAULT_USER.into();
     }

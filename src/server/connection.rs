@@ -68,7 +68,7 @@ pub struct Client {
     pub(super) resp: u8,
     pub(super) authenticated: bool,
     /// The ACL user (the default user until AUTH names another).
-    pub(super) user: Arc<crate::acl::User>,
+    pub(super) user: crate::acl::ClientUser,
     /// The ACL store's epoch when `user` was read: when it moves, `user` is read again.
     pub(super) acl_epoch: u64,
     /// The commands queued since MULTI; `None` outside a transaction.
@@ -202,7 +202,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         db: 0,
         resp: 2,
         authenticated,
-        user,
+        user: crate::acl::ClientUser::new(user),
         acl_epoch,
         multi: None,
         multi_dirty: false,
@@ -627,7 +627,7 @@ impl Client {
     /// checks for a plain call. A check added there runs only when this is false, so a
     /// new client state must be added here, or its check never runs at all.
     #[inline]
-    fn plain_call(&self, spec: &CommandSpec, call: &impl CallArgs) -> bool {
+    fn plain_call(&mut self, spec: &'static CommandSpec, call: &impl CallArgs) -> bool {
         self.authenticated
             && self.multi.is_none()
             && !(self.reply_off || self.skip_next || self.skipping)
@@ -640,14 +640,19 @@ impl Client {
     }
 
     /// [`Client::plain_call`]'s test for a restricted user: the call passes its ACL check
-    /// (a refused call takes `handle_request`'s path, which refuses and logs it).
+    /// (a refused call takes `handle_request`'s path, which refuses and logs it). The
+    /// command's verdict is kept by the connection; only the keys are read per call.
     #[inline(never)]
-    fn user_may(&self, spec: &CommandSpec, call: &impl CallArgs) -> bool {
-        !spec.has(flags::SCRIPT)
-            && self
-                .user
-                .allows_command(spec)
-                .unwrap_or_else(|| call.with_args(|a| self.user.check(spec, a).is_ok()))
+    fn user_may(&mut self, spec: &'static CommandSpec, call: &impl CallArgs) -> bool {
+        match self.user.verdict(spec) {
+            crate::acl::Verdict::Allowed => true,
+            crate::acl::Verdict::Keys { read, write } => {
+                self.user
+                    .range_keys_allowed(spec, call.argc(), |i| call.arg(i), read, write)
+            }
+            crate::acl::Verdict::Check => call.with_args(|a| self.user.check(spec, a).is_ok()),
+            crate::acl::Verdict::Screen => false,
+        }
     }
 
     /// [`Client::handle_request`] for a call [`Client::plain_call`] accepted: count it
@@ -932,7 +937,7 @@ impl Client {
         self.acl_epoch = acl.epoch();
         match acl.get(&self.user.name) {
             Some(u) => {
-                self.user = u;
+                self.user.set(u);
                 true
             }
             None => false,
@@ -1202,6 +1207,8 @@ fn request_args(request: &Request) -> Vec<Bytes> {
 trait CallArgs {
     /// Number of arguments, the name included.
     fn argc(&self) -> usize;
+    /// Argument `i` (empty past the last).
+    fn arg(&self, i: usize) -> &[u8];
     /// `f` over the arguments as slices.
     fn with_args<T>(&self, f: impl FnOnce(&[&[u8]]) -> T) -> T;
 }
@@ -1210,6 +1217,11 @@ impl CallArgs for crate::protocol::parser::Frame {
     #[inline]
     fn argc(&self) -> usize {
         self.len()
+    }
+
+    #[inline]
+    fn arg(&self, i: usize) -> &[u8] {
+        self.get(i).unwrap_or_default()
     }
 
     fn with_args<T>(&self, f: impl FnOnce(&[&[u8]]) -> T) -> T {
@@ -1221,6 +1233,13 @@ impl CallArgs for Request {
     #[inline]
     fn argc(&self) -> usize {
         self.len()
+    }
+
+    fn arg(&self, i: usize) -> &[u8] {
+        match self {
+            Request::Frame(frame) => frame.get(i).unwrap_or_default(),
+            Request::Args(args) => args.get(i).map_or(&[][..], |a| &a[..]),
+        }
     }
 
     fn with_args<T>(&self, f: impl FnOnce(&[&[u8]]) -> T) -> T {
