@@ -576,8 +576,8 @@ impl Db {
     }
 
     /// Delete up to `limit` expired keys; returns how many were deleted. Each candidate
-    /// the deadline index offers costs one lookup, which checks its deadline and deletes
-    /// it ([`ExpiryIndex::purge`]).
+    /// the deadline index offers costs one lookup (with the hash the index computed),
+    /// which checks its deadline and deletes it ([`ExpiryIndex::purge`]).
     pub fn delete_expired(&mut self, now_ms: u64, limit: usize) -> usize {
         let Db {
             shards,
@@ -589,8 +589,7 @@ impl Db {
             ..
         } = self;
         let mut deleted = 0;
-        expires.purge(now_ms, limit, |key| {
-            let h = hash_key(key);
+        expires.purge(now_ms, limit, |h, key| {
             let shard = &mut shards[shard_index(h)];
             let RawEntryMut::Occupied(o) = shard.raw_entry_mut().from_key_hashed_nocheck(h, key)
             else {
