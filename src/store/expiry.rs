@@ -57,10 +57,21 @@ impl ExpiryIndex {
 
     /// Record that `key`'s deadline changed from `old` to `new`.
     pub fn moved(&mut self, key: &Key, old: Option<u64>, new: Option<u64>) {
-        if Self::same_bucket(old, new) {
-            return;
+        if !Self::same_bucket(old, new) {
+            self.rebucket(hash_key(key), key, old, new);
         }
-        let h = hash_key(key);
+    }
+
+    /// [`ExpiryIndex::moved`] with the key's hash, which the keyspace's lookup computed
+    /// already (the index hashes keys as the keyspace does: [`hash_key`]).
+    #[inline]
+    pub fn moved_hashed(&mut self, h: u64, key: &Key, old: Option<u64>, new: Option<u64>) {
+        if !Self::same_bucket(old, new) {
+            self.rebucket(h, key, old, new);
+        }
+    }
+
+    fn rebucket(&mut self, h: u64, key: &Key, old: Option<u64>, new: Option<u64>) {
         if let Some(t) = old {
             self.remove_hashed(t, h, key);
         }

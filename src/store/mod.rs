@@ -118,6 +118,7 @@ fn slot<'a>(shards: &'a mut [Shard], key: &[u8]) -> (u64, RawEntryMut<'a, Key, E
 fn reuse_expired(
     expires: &mut ExpiryIndex,
     clock: &AccessClock,
+    h: u64,
     k: &Key,
     entry: &mut Entry,
     value: Value,
@@ -125,7 +126,7 @@ fn reuse_expired(
 ) {
     entry.value = value;
     let old = entry.set_deadline(deadline);
-    expires.moved(k, old, deadline);
+    expires.moved_hashed(h, k, old, deadline);
     *entry.access.get_mut() = clock.initial();
 }
 
@@ -150,7 +151,7 @@ fn insert_new<'a>(
     *entry.access.get_mut() = clock.initial();
     let (k, entry) = v.insert_hashed_nocheck(h, Key::new(key), entry);
     *len += 1;
-    expires.moved(k, None, deadline);
+    expires.moved_hashed(h, k, None, deadline);
     entry
 }
 
@@ -416,7 +417,7 @@ impl Db {
                     self.clock.touch(entry);
                     return (entry, false);
                 }
-                reuse_expired(&mut self.expires, &self.clock, k, entry, create(), None);
+                reuse_expired(&mut self.expires, &self.clock, h, k, entry, create(), None);
                 key_event(&self.pubsub, self.index, notify::EXPIRED, "expired", key);
                 key_event(&self.pubsub, self.index, notify::NEW, "new", key);
                 (entry, true)
@@ -461,11 +462,11 @@ impl Db {
                     if live {
                         entry.value = value;
                         let old = entry.set_deadline(deadline);
-                        self.expires.moved(k, old, deadline);
+                        self.expires.moved_hashed(h, k, old, deadline);
                         self.clock.touch(entry);
                     } else {
                         // An expired key's slot reused: a new key.
-                        reuse_expired(&mut self.expires, &self.clock, k, entry, value, deadline);
+                        reuse_expired(&mut self.expires, &self.clock, h, k, entry, value, deadline);
                         expired = true;
                         created = true;
                     }
