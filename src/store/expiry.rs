@@ -6,25 +6,36 @@
 //! comparisons.) The expiry cycle visits buckets in time order and checks each
 //! candidate's real deadline, which the keyspace holds.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
-use super::{Key, KeyHasher};
+use hashbrown::HashTable;
+
+use super::{hash_key, Key};
 
 const BUCKET_MS: u64 = 1000;
-/// How many keys of the current second one expiry pass checks (see [`ExpiryIndex::candidates`]).
+/// How many keys of the current second one expiry pass checks (see [`ExpiryIndex::purge`]).
 const CURRENT_SCAN: usize = 1000;
+/// How many slots of the current second's table one pass walks at most, keys or empty:
+/// a table emptied by deletions (it keeps its size until its second has passed) costs a
+/// bounded walk, as Redis's cycle bounds the empty buckets it visits.
+const CURRENT_SLOTS: usize = 8 * CURRENT_SCAN;
+
+/// One deadline second's keys, hashed as the keyspace hashes them ([`hash_key`]): the
+/// expiry cycle hands each key's hash on to the keyspace lookup instead of hashing again,
+/// and walks the current second's table by slot position ([`ExpiryIndex::purge`]).
+type Keys = HashTable<Key>;
 
 /// Keys with a deadline, by deadline second.
 #[derive(Debug, Default)]
 pub struct ExpiryIndex {
-    buckets: BTreeMap<u64, HashSet<Key, KeyHasher>>,
+    buckets: BTreeMap<u64, Keys>,
     len: usize,
     /// The sum of the keys' deadline seconds (their buckets), for INFO's `avg_ttl`.
     seconds: u128,
-    /// Of the current second (the first number), how many keys at the front of its set
-    /// the last [`ExpiryIndex::purge`] found not due before it stopped at its limit: the
-    /// next pass, which comes at once, starts after them instead of checking them again.
-    checked: (u64, usize),
+    /// Where the last [`ExpiryIndex::purge`] stopped in the current second's table (the
+    /// second and a slot position): the next pass goes on from there, as Redis's expiry
+    /// cycle keeps a cursor, so each key of a large second is checked about once per sweep.
+    cursor: (u64, usize),
 }
 
 impl ExpiryIndex {
@@ -32,7 +43,7 @@ impl ExpiryIndex {
     /// key's fixed part inline) and its place in the tree (INFO `used_memory_overhead`).
     pub fn table_bytes(&self) -> usize {
         let slot = std::mem::size_of::<Key>() + 1;
-        let node = std::mem::size_of::<(u64, HashSet<Key, KeyHasher>)>();
+        let node = std::mem::size_of::<(u64, Keys)>();
         self.buckets
             .values()
             .map(|set| node + set.capacity() * slot)
@@ -46,19 +57,30 @@ impl ExpiryIndex {
 
     /// Record that `key`'s deadline changed from `old` to `new`.
     pub fn moved(&mut self, key: &Key, old: Option<u64>, new: Option<u64>) {
-        if Self::same_bucket(old, new) {
-            return;
+        if !Self::same_bucket(old, new) {
+            self.rebucket(hash_key(key), key, old, new);
         }
+    }
+
+    /// [`ExpiryIndex::moved`] with the key's hash, which the keyspace's lookup computed
+    /// already (the index hashes keys as the keyspace does: [`hash_key`]).
+    #[inline]
+    pub fn moved_hashed(&mut self, h: u64, key: &Key, old: Option<u64>, new: Option<u64>) {
+        if !Self::same_bucket(old, new) {
+            self.rebucket(h, key, old, new);
+        }
+    }
+
+    fn rebucket(&mut self, h: u64, key: &Key, old: Option<u64>, new: Option<u64>) {
         if let Some(t) = old {
-            self.remove(t, key);
+            self.remove_hashed(t, h, key);
         }
         if let Some(t) = new {
-            if self
-                .buckets
-                .entry(t / BUCKET_MS)
-                .or_default()
-                .insert(key.clone())
+            let set = self.buckets.entry(t / BUCKET_MS).or_default();
+            if let hashbrown::hash_table::Entry::Vacant(v) =
+                set.entry(h, |k| k[..] == key[..], |k| hash_key(k))
             {
+                v.insert(key.clone());
                 self.len += 1;
                 self.seconds += u128::from(t / BUCKET_MS);
             }
@@ -67,9 +89,14 @@ impl ExpiryIndex {
 
     /// Forget `key`, whose deadline was `deadline`.
     pub fn remove(&mut self, deadline: u64, key: &[u8]) {
+        self.remove_hashed(deadline, hash_key(key), key);
+    }
+
+    fn remove_hashed(&mut self, deadline: u64, h: u64, key: &[u8]) {
         let bucket = deadline / BUCKET_MS;
         if let Some(set) = self.buckets.get_mut(&bucket) {
-            if set.remove(key) {
+            if let Ok(entry) = set.find_entry(h, |k| k[..] == *key) {
+                entry.remove();
                 self.len -= 1;
                 self.seconds -= u128::from(bucket);
                 if set.is_empty() {
@@ -99,70 +126,65 @@ impl ExpiryIndex {
     }
 
     /// Delete the keys that are due at `now_ms` through `expire`, earliest second first,
-    /// until `limit` are gone: `expire` deletes a key from the keyspace if its deadline
-    /// has passed and says whether the index should forget it (it was deleted, or the
-    /// keyspace no longer holds it). The seconds that have fully passed are all due: their
-    /// sets are drained in one pass, with no copy of the keys and no second lookup in the
-    /// index per key. Of the current second, at most [`CURRENT_SCAN`] keys are offered, as
-    /// [`ExpiryIndex::candidates`] bounds them, and a key found not due is not offered
-    /// again by the passes that follow at once (the expiry cycle repeats while a pass
-    /// reaches its limit): each key is checked about once per cycle, as Redis's cycle
-    /// samples a key once. Under `bench/instructions.sh`'s LIMIT.TOKEN load, whose buckets
-    /// expire 1 ms after each call, the cycle checked 2.7 keys per key it deleted before.
-    pub fn purge(&mut self, now_ms: u64, limit: usize, mut expire: impl FnMut(&Key) -> bool) {
+    /// until `limit` are gone: `expire` gets a key and its hash, deletes the key from the
+    /// keyspace if its deadline has passed and says whether the index should forget it (it
+    /// was deleted, or the keyspace no longer holds it). The seconds that have fully passed
+    /// are all due: their sets are drained in one pass. Of the current second, a pass
+    /// checks at most [`CURRENT_SCAN`] keys (and walks at most [`CURRENT_SLOTS`] slots),
+    /// going on from where the previous pass stopped and starting again from the front
+    /// once it reached the end of the table: each key is checked once per sweep, as
+    /// Redis's cycle samples a key once, and a key leaves the index where it is found,
+    /// with no copy of it and no second lookup.
+    pub fn purge(&mut self, now_ms: u64, limit: usize, mut expire: impl FnMut(u64, &Key) -> bool) {
         let current = now_ms / BUCKET_MS;
         let mut taken = 0;
         let mut emptied = Vec::new();
-        for (&second, keys) in self.buckets.range_mut(..=current) {
+        let Self {
+            buckets,
+            len,
+            seconds,
+            cursor,
+        } = self;
+        for (&second, keys) in buckets.range_mut(..=current) {
             let room = limit - taken;
             if room == 0 {
                 break;
             }
             let before = keys.len();
             if second < current {
-                keys.extract_if(|k| expire(k)).take(room).for_each(drop);
+                keys.extract_if(|k| expire(hash_key(k), k))
+                    .take(room)
+                    .for_each(drop);
             } else {
-                // Keys found not due by the previous pass of this second are skipped (they
-                // are still in front: only the keys after them were removed; an insert that
-                // grew the set reorders it, and then some keys wait for the next cycle or
-                // the second's end). Once a pass ends below its limit, the next one checks
-                // from the start again.
-                let skip = match self.checked {
-                    (at, n) if at == second => n,
+                let slots = keys.num_buckets();
+                let mut at = match *cursor {
+                    (s, at) if s == second && at < slots => at,
                     _ => 0,
                 };
-                let mut not_due = 0;
-                let gone: Vec<Key> = keys
-                    .iter()
-                    .skip(skip)
-                    .take(CURRENT_SCAN)
-                    .filter(|k| {
-                        let due = expire(k);
-                        not_due += usize::from(!due);
-                        due
-                    })
-                    .take(room)
-                    .cloned()
-                    .collect();
-                for k in &gone {
-                    keys.remove(k);
+                let (mut checked, mut gone, end) = (0, 0, slots.min(at + CURRENT_SLOTS));
+                while at < end && checked < CURRENT_SCAN && gone < room {
+                    if let Ok(entry) = keys.get_bucket_entry(at) {
+                        checked += 1;
+                        let k = entry.get();
+                        if expire(hash_key(k), k) {
+                            entry.remove();
+                            gone += 1;
+                        }
+                    }
+                    at += 1;
                 }
-                self.checked = if gone.len() == room {
-                    (second, skip + not_due)
-                } else {
-                    (0, 0)
-                };
+                *cursor = (second, if at < slots { at } else { 0 });
             }
             let removed = before - keys.len();
             taken += removed;
-            self.len -= removed;
-            self.seconds -= u128::from(second) * removed as u128;
+            *len -= removed;
+            *seconds -= u128::from(second) * removed as u128;
             if keys.is_empty() {
                 emptied.push(second);
             }
         }
         for second in emptied {
-            self.buckets.remove(&second);
+            buckets.remove(&second);
         }
     }
 
@@ -204,7 +226,7 @@ impl ExpiryIndex {
         self.buckets.clear();
         self.len = 0;
         self.seconds = 0;
-        self.checked = (0, 0);
+        self.cursor = (0, 0);
     }
 
     /// The average time left to the keys' deadlines at `now_ms`, in milliseconds (INFO
@@ -287,7 +309,7 @@ mod tests {
         let mut deleted = 0;
         loop {
             let before = ix.len();
-            ix.purge(7_600, 10, |k| {
+            ix.purge(7_600, 10, |_, k| {
                 *offered.entry(k.clone()).or_insert(0) += 1;
                 !not_due(k)
             });
@@ -301,13 +323,13 @@ mod tests {
         assert!(offered.values().all(|&n| n == 1), "{offered:?}");
         // The next cycle starts from the front again.
         let mut again = 0;
-        ix.purge(7_600, 10, |_| {
+        ix.purge(7_600, 10, |_, _| {
             again += 1;
             false
         });
         assert_eq!(again, 34);
         // A second that has passed is drained whole, up to the limit.
-        ix.purge(8_000, 20, |_| true);
+        ix.purge(8_000, 20, |_, _| true);
         assert_eq!(ix.len(), 14);
         assert_eq!(ix.average_ttl_ms(0), 7_500);
     }

@@ -118,6 +118,7 @@ fn slot<'a>(shards: &'a mut [Shard], key: &[u8]) -> (u64, RawEntryMut<'a, Key, E
 fn reuse_expired(
     expires: &mut ExpiryIndex,
     clock: &AccessClock,
+    h: u64,
     k: &Key,
     entry: &mut Entry,
     value: Value,
@@ -125,7 +126,7 @@ fn reuse_expired(
 ) {
     entry.value = value;
     let old = entry.set_deadline(deadline);
-    expires.moved(k, old, deadline);
+    expires.moved_hashed(h, k, old, deadline);
     k.access().store(clock.initial(), Ordering::Relaxed);
 }
 
@@ -151,7 +152,7 @@ fn insert_new<'a>(
     k.access().store(clock.initial(), Ordering::Relaxed);
     let (k, entry) = v.insert_hashed_nocheck(h, k, entry);
     *len += 1;
-    expires.moved(k, None, deadline);
+    expires.moved_hashed(h, k, None, deadline);
     entry
 }
 
@@ -415,7 +416,7 @@ impl Db {
                     self.clock.touch(k);
                     return (entry, false);
                 }
-                reuse_expired(&mut self.expires, &self.clock, k, entry, create(), None);
+                reuse_expired(&mut self.expires, &self.clock, h, k, entry, create(), None);
                 key_event(&self.pubsub, self.index, notify::EXPIRED, "expired", key);
                 key_event(&self.pubsub, self.index, notify::NEW, "new", key);
                 (entry, true)
@@ -460,11 +461,11 @@ impl Db {
                     if live {
                         entry.value = value;
                         let old = entry.set_deadline(deadline);
-                        self.expires.moved(k, old, deadline);
+                        self.expires.moved_hashed(h, k, old, deadline);
                         self.clock.touch(k);
                     } else {
                         // An expired key's slot reused: a new key.
-                        reuse_expired(&mut self.expires, &self.clock, k, entry, value, deadline);
+                        reuse_expired(&mut self.expires, &self.clock, h, k, entry, value, deadline);
                         expired = true;
                         created = true;
                     }
@@ -576,8 +577,8 @@ impl Db {
     }
 
     /// Delete up to `limit` expired keys; returns how many were deleted. Each candidate
-    /// the deadline index offers costs one lookup, which checks its deadline and deletes
-    /// it ([`ExpiryIndex::purge`]).
+    /// the deadline index offers costs one lookup (with the hash the index computed),
+    /// which checks its deadline and deletes it ([`ExpiryIndex::purge`]).
     pub fn delete_expired(&mut self, now_ms: u64, limit: usize) -> usize {
         let Db {
             shards,
@@ -589,8 +590,7 @@ impl Db {
             ..
         } = self;
         let mut deleted = 0;
-        expires.purge(now_ms, limit, |key| {
-            let h = hash_key(key);
+        expires.purge(now_ms, limit, |h, key| {
             let shard = &mut shards[shard_index(h)];
             let RawEntryMut::Occupied(o) = shard.raw_entry_mut().from_key_hashed_nocheck(h, key)
             else {
