@@ -959,3 +959,93 @@ fn refused_start(args: &[&str], dir: Option<&std::path::Path>) -> String {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut text).unwrap();
     text
 }
+
+/// `total_writes_processed` of the server behind the plaintext `port`.
+fn writes_processed(port: u16) -> u64 {
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_writes_processed:"))
+        .expect("total_writes_processed in INFO stats")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn commands_that_arrive_as_several_tls_records_are_answered_in_one_write() {
+    use std::sync::Arc;
+    let s = setup(&[]);
+    let roots = tollgate_raft::tls::load_roots(&s.ca.pem).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(
+        tollgate_raft::tls::load_certs(&s.client.cert).unwrap(),
+        tollgate_raft::tls::load_key(&s.client.key, None).unwrap(),
+    )
+    .unwrap();
+    let config = Arc::new(config);
+    // 30 INCRs, each in its own TLS record (as a multiplexing client sends commands, one
+    // write each), put on the socket with one write so that they arrive together.
+    let expected: String = (1..=30).map(|i| format!(":{i}\r\n")).collect();
+    // A tokio-rustls read (0.26.6) takes every record already here; one that gave a single
+    // record's plaintext would mean 30 writes. The kernel may still hand the records over
+    // in more than one read, so one write in any of five attempts is the pass.
+    let mut writes = Vec::new();
+    for attempt in 0..5 {
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut conn = rustls::ClientConnection::new(config.clone(), name).unwrap();
+        let mut tcp = TcpStream::connect(("127.0.0.1", s.tls_port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp).unwrap();
+        }
+        // A PING first: the session tickets sent after the handshake are read, and no
+        // write of the handshake is left to count.
+        let mut stream = rustls::Stream::new(&mut conn, &mut tcp);
+        stream.write_all(b"PING\r\n").unwrap();
+        let mut pong = [0u8; 7];
+        stream.read_exact(&mut pong).unwrap();
+        assert_eq!(&pong, b"+PONG\r\n");
+        std::thread::sleep(Duration::from_millis(50));
+        // What counting costs (the INFO connection's replies are writes too).
+        let first = writes_processed(s.port);
+        let before = writes_processed(s.port);
+        let counting = before - first;
+        let key = format!("n{attempt}");
+        let incr = format!("*2\r\n$4\r\nINCR\r\n${}\r\n{key}\r\n", key.len());
+        let mut wire = Vec::new();
+        for _ in 0..30 {
+            conn.writer().write_all(incr.as_bytes()).unwrap();
+            while conn.wants_write() {
+                conn.write_tls(&mut wire).unwrap();
+            }
+        }
+        // Count the records: a 5-byte header each, its length in the last two bytes.
+        let (mut records, mut at) = (0, 0);
+        while at + 5 <= wire.len() {
+            at += 5 + u16::from_be_bytes([wire[at + 3], wire[at + 4]]) as usize;
+            records += 1;
+        }
+        assert_eq!(records, 30);
+        tcp.write_all(&wire).unwrap();
+        let mut replies = vec![0u8; expected.len()];
+        rustls::Stream::new(&mut conn, &mut tcp)
+            .read_exact(&mut replies)
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&replies), expected);
+        std::thread::sleep(Duration::from_millis(50));
+        writes.push(writes_processed(s.port) - before - counting);
+        if writes.last() == Some(&1) {
+            return;
+        }
+    }
+    panic!("30 commands in 30 TLS records took these writes in each attempt: {writes:?}");
+}
