@@ -16,9 +16,10 @@
 //! at a time while a record is incomplete, so a request of more than 4 KiB (a pipeline, a
 //! large value) took a `recvfrom` per 4 KiB: 10 per `-P 32` pipeline of 1,000-byte SETs,
 //! where Redis makes 7 (OpenSSL reads a record's header, then its body). [`ReadAhead`] reads
-//! the socket [`READ_AHEAD`] bytes (a whole record) at a time and hands rustls the pieces
-//! it asks for: 2.3 reads per such pipeline, for 2-4% more instructions a request (the
-//! copy; small requests make as many system calls as before).
+//! the socket [`READ_AHEAD`] bytes (a whole record) at a time once a read has filled what
+//! rustls asked for (more is waiting), and hands rustls the pieces it asks for; reads that
+//! find less go straight into rustls's buffer, so small requests are read as without this
+//! layer (no copy).
 //! It sits under tokio-rustls, which keeps all the TLS work. Records that arrive together
 //! (a multiplexing client's commands, one record each) are already answered with one
 //! write: a tokio-rustls read takes every record that is decrypted or can be read without
@@ -254,6 +255,10 @@ pub const READ_AHEAD: usize = 16 * 1024 + 1024;
 pub struct ReadAhead {
     io: TcpStream,
     buf: BytesMut,
+    /// Whether the last read from the socket filled what was asked: more is likely waiting,
+    /// so the next read takes [`READ_AHEAD`] bytes. Otherwise rustls's buffer is read into
+    /// directly (a small request: no copy, as without this layer).
+    ahead: bool,
 }
 
 impl ReadAhead {
@@ -261,6 +266,7 @@ impl ReadAhead {
         ReadAhead {
             io,
             buf: BytesMut::new(),
+            ahead: false,
         }
     }
 }
@@ -273,13 +279,20 @@ impl AsyncRead for ReadAhead {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.buf.is_empty() {
-            if out.remaining() >= READ_AHEAD {
-                return Pin::new(&mut this.io).poll_read(cx, out);
+            if !this.ahead || out.remaining() >= READ_AHEAD {
+                let asked = out.remaining();
+                let before = out.filled().len();
+                ready!(Pin::new(&mut this.io).poll_read(cx, out))?;
+                this.ahead = asked > 0 && out.filled().len() - before == asked;
+                return Poll::Ready(Ok(()));
             }
             // Empty: this takes the buffer back from its start (no allocation after the
             // first read).
             this.buf.reserve(READ_AHEAD);
-            ready!(std::pin::pin!(this.io.read_buf(&mut this.buf)).poll(cx))?;
+            let n = ready!(std::pin::pin!(this.io.read_buf(&mut this.buf)).poll(cx))?;
+            // A read that found less than a few KiB waiting ends the read-ahead: small
+            // requests go straight into rustls's buffer again.
+            this.ahead = n >= 4096;
         }
         let n = out.remaining().min(this.buf.len());
         out.put_slice(&this.buf[..n]);
