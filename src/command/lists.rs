@@ -436,7 +436,7 @@ fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> 
         let moved = update::<List, _>(ctx, src, false, |l| {
             let v = pop(l, from);
             if let Some(v) = &v {
-                push(l, to, &v);
+                push(l, to, v);
             }
             Ok(v)
         })?;
