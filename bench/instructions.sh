@@ -17,7 +17,10 @@
 # the same command on both servers, printed as Redis's count divided by Tollgate's:
 # collection writes (redis-benchmark's ZADD: random members into one large sorted set),
 # PFADD of random elements into one HyperLogLog (sparse for its first ~1,800 calls, then
-# dense: bench/run.sh's row) and SETBIT of bit 7 of random keys (bench/run.sh's row).
+# dense: bench/run.sh's row), SETBIT of bit 7 of random keys (bench/run.sh's row), and
+# redis-benchmark's own LPUSH, SADD, HSET, LPOP and SPOP tests with bench/run.sh's -r 100000
+# (one list, set or hash that grows large; the pops' list and set are filled by N pushes
+# or adds first, zeroing callgrind's counters after: callgrind_control -z).
 #
 #   bench/instructions.sh [requests]    (default 200000 per row)
 #   PORT/CARGO_TARGET_DIR/TOLLGATE_BIN override the defaults; ONLY="INCR LIMIT.TOKEN" runs
@@ -83,8 +86,14 @@ count() {
     sha=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat tests/seeds/seed_003_token_bucket.lua)")
     set -- EVALSHA "$sha" "${@:2}"
   fi
+  if [ -n "${PREP:-}" ]; then
+    # The prepared data's requests are not counted: callgrind's counters are zeroed after.
+    # shellcheck disable=SC2086
+    redis-benchmark -p "$PORT" -n "$N" -c 10 -P "$PIPELINE" -r "${RAND:-10000}" $PREP >/dev/null 2>&1
+    callgrind_control -z "$pid" >/dev/null 2>&1
+  fi
   local ok
-  ok=$(redis-benchmark -p "$PORT" "${auth[@]}" -n "$N" -c 10 -P "$PIPELINE" -r 10000 --csv "$@" 2>/dev/null | tail -n 1 | cut -d, -f1)
+  ok=$(redis-benchmark -p "$PORT" "${auth[@]}" -n "$N" -c 10 -P "$PIPELINE" -r "${RAND:-10000}" --csv "$@" 2>/dev/null | tail -n 1 | cut -d, -f1)
   redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
   wait "$pid" || true
   # A command that failed (an error reply stops redis-benchmark) has no result line.
@@ -144,15 +153,25 @@ for row in "${ROWS[@]}"; do
     "$(ratio "$REDIS_INCR" "$t")" "$(ratio "$REDIS_LUA" "$t")"
 done
 
-# Collection writes, the same command on both servers.
+# Collection commands, the same on both servers: NAME|-r|prepared data|command. The
+# prepared data's command runs N times (not counted) before the counted one.
 declare -a SAME=(
-  "ZADD|ZADD myzset __rand_int__ element:__rand_int__"
-  "PFADD|PFADD hll __rand_int__"
-  "SETBIT|SETBIT bits:__rand_int__ 7 1"
+  "ZADD|10000||ZADD myzset __rand_int__ element:__rand_int__"
+  "PFADD|10000||PFADD hll __rand_int__"
+  "SETBIT|10000||SETBIT bits:__rand_int__ 7 1"
+  # redis-benchmark's own LPUSH, SADD, HSET, LPOP and SPOP tests as bench/run.sh runs them
+  # (-t, -r 100000): pushes onto one list that grows to N items, members added to one set
+  # (86% of 100,000 distinct members after 200,000 adds), fields to one hash; the pops
+  # take from a list of N items and from a set of about N members.
+  "LPUSH|100000||LPUSH mylist xxx"
+  "SADD|100000||SADD myset element:__rand_int__"
+  "HSET|100000||HSET myhash element:__rand_int__ xxx"
+  "LPOP|100000|LPUSH mylist xxx|LPOP mylist"
+  "SPOP|1000000000|SADD myset element:__rand_int__|SPOP myset"
 )
 printed=
 for row in "${SAME[@]}"; do
-  name=${row%%|*}
+  IFS='|' read -r name rand prep cmd <<<"$row"
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
     continue
   fi
@@ -162,9 +181,9 @@ for row in "${SAME[@]}"; do
     printed=1
   fi
   # shellcheck disable=SC2086
-  t=$(count tollgate ${row#*|})
+  t=$(RAND=$rand PREP=$prep count tollgate $cmd)
   # shellcheck disable=SC2086
-  r=$(count redis ${row#*|})
+  r=$(RAND=$rand PREP=$prep count redis $cmd)
   if [ "$t" = failed ] || [ "$r" = failed ]; then
     printf '%-14s %14s %14s\n' "$name" "$t" "$r"
     continue

@@ -3,22 +3,29 @@
 # load, Tollgate's requests/s printed as a ratio of Redis's.
 #
 #   bench/run.sh [requests]      (default 200000 per row; RPORT/TPORT override the ports)
+#   ROUNDS=n (default 3): each row runs n times on each server, Redis first in odd rounds and
+#   Tollgate first in even ones; printed are the median rps of each side and the median of
+#   the rounds' ratios (one -P 32 row moved by 2x between single runs a minute apart).
 #
-# Besides redis-benchmark's own tests, HINCRBY on random small hashes (the token bucket's
-# and sliding window's write) runs at each pipeline depth. After them come command rows on
-# prepared data (`zunionstore`: ZUNIONSTORE of two 100-member sorted sets with 50 members in
-# common). Then rows for commands redis-benchmark has no test for
-# (EXTRA, ';'-separated, __rand_int__ replaced by redis-benchmark): SETBIT of bit 7 in
-# random keys (redis-benchmark pads __rand_int__ with zeros, which a bit offset may not
-# have, so the offset is fixed and the key random), BITCOUNT of one 12.5 KB bitmap written
-# before the rows (the same bytes on both servers), PFADD of random elements to one
-# HyperLogLog (dense after the first few thousand). EXTRA="" leaves them out. Last, the seed
+# Besides redis-benchmark's own tests (TESTS), HINCRBY on random small hashes (the token
+# bucket's and sliding window's write) runs at each pipeline depth, then rows for commands
+# redis-benchmark has no test for (EXTRA, ';'-separated, __rand_int__ replaced by
+# redis-benchmark): SETBIT of bit 7 in random keys (redis-benchmark pads __rand_int__ with
+# zeros, which a bit offset may not have, so the offset is fixed and the key random),
+# BITCOUNT of one 12.5 KB bitmap written before the rows (the same bytes on both servers),
+# PFADD of random elements to one HyperLogLog (dense after the first few thousand).
+# EXTRA="" leaves them out. After them come command rows on prepared data (`zunionstore`:
+# ZUNIONSTORE of two 100-member sorted sets with 50 members in common). Last, the seed
 # sliding log's step as a 4-command pipeline (see below).
+#
+# Rounds share the servers: LPUSH's one list and SADD's one set keep growing from round to
+# round (by the same pushes on both servers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
 TESTS=${TESTS:-set,get,incr,hset,zadd,lpush,sadd}
 CLIENTS=${CLIENTS:-50}
+ROUNDS=${ROUNDS:-3}
 if ! command -v redis-benchmark >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
@@ -41,54 +48,67 @@ for port in $RPORT $TPORT; do
     | redis-cli -p "$port" -x set bits >/dev/null
 done
 
-# rps <port> <pipeline> -> "test,rps" lines
-rps() {
-  redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 -t "$TESTS" --csv 2>/dev/null \
-    | tail -n +2 | tr -d '"' | cut -d, -f1,2
-  redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 --csv \
-    hincrby 'rl:h:__rand_int__' tokens 1 2>/dev/null \
-    | tail -n +2 | tr -d '"' | cut -d, -f2 | sed 's/^/HINCRBY,/'
-}
+# median <numbers...> -> their median (the lower middle one for an even count), as
+# bench/limiters.sh and bench/durable.sh take it
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-# extra <port> <pipeline> -> "command,rps" lines, one per EXTRA command
-extra() {
-  local cmd
-  IFS=';' read -ra cmds <<<"$EXTRA"
-  for cmd in "${cmds[@]}"; do
-    # A row whose command failed (redis-benchmark then prints no figures) says so instead
-    # of vanishing from the table. (No globbing of the command's words: set -f.)
+# once <port> <pipeline> <row> -> requests/s of one redis-benchmark run (empty if it failed).
+# A row is `test:<name>` (one of redis-benchmark's own tests, `-t`) or a command line.
+once() {
+  local port=$1 p=$2 row=$3
+  if [[ $row == test:* ]]; then
+    redis-benchmark -p "$port" -n "$N" -c "$CLIENTS" -P "$p" -r 100000 -t "${row#test:}" --csv \
+      2>/dev/null | tail -n +2 | tr -d '"' | cut -d, -f2
+  else
+    # No globbing of the command's words: set -f.
     set -f
     # shellcheck disable=SC2086
-    out=$(redis-benchmark -p "$1" -n "$N" -c "$CLIENTS" -P "$2" -r 100000 --csv $cmd 2>/dev/null \
-      | tail -n +2 | tr -d '"' | cut -d, -f1,2 | sed 's/ .*,/,/')
+    redis-benchmark -p "$port" -n "$N" -c "$CLIENTS" -P "$p" -r 100000 --csv $row 2>/dev/null \
+      | tail -n +2 | tr -d '"' | cut -d, -f2
     set +f
-    if [ -n "$out" ]; then echo "$out"; else echo "${cmd%% *},failed"; fi
-  done
+  fi
 }
 
+# row <name> <pipeline> <measure> <args...>: ROUNDS rounds of `<measure> <port> <args...>`
+# on both servers, Redis first in odd rounds and Tollgate first in even ones, so that
+# machine noise (and whatever the previous run left running) hits both alike; prints the
+# median rps of each side and the median of the rounds' ratios. A row whose command failed
+# in any round (redis-benchmark then prints no figures) says so instead of vanishing.
+row() {
+  local name=$1 p=$2 measure=$3 round r t
+  shift 3
+  local rs=() ts=() ratios=()
+  for round in $(seq 1 "$ROUNDS"); do
+    if [ $((round % 2)) -eq 1 ]; then
+      r=$("$measure" "$RPORT" "$@" || true) t=$("$measure" "$TPORT" "$@" || true)
+    else
+      t=$("$measure" "$TPORT" "$@" || true) r=$("$measure" "$RPORT" "$@" || true)
+    fi
+    if [ -z "$r" ] || [ -z "$t" ]; then
+      printf '%-10s %-8s %14s %14s %8s\n' "$name" "$p" "${r:-failed}" "${t:-failed}" -
+      return
+    fi
+    rs+=("$r") ts+=("$t") ratios+=("$(python3 -c "print($t / $r)")")
+  done
+  printf '%-10s %-8s %14s %14s %8s\n' "$name" "$p" "$(median "${rs[@]}")" "$(median "${ts[@]}")" \
+    "$(python3 -c "print(f'{$(median "${ratios[@]}"):.2f}x')")"
+}
+
+# The rows at each pipeline depth: redis-benchmark's tests, HINCRBY, then EXTRA.
+IFS=, read -ra tests <<<"$TESTS"
+IFS=';' read -ra extras <<<"$EXTRA"
 printf '%-10s %-8s %14s %14s %8s\n' test pipeline redis_rps tollgate_rps ratio
 for P in 1 32; do
-  # Alternate the servers so that machine noise hits both alike.
-  R=$(rps $RPORT $P; extra $RPORT $P); T=$(rps $TPORT $P; extra $TPORT $P)
-  while IFS=, read -r name r; do
-    t=$(echo "$T" | grep "^$name," | cut -d, -f2 || true)
-    if [ "$r" = failed ] || [ "$t" = failed ] || [ -z "$t" ]; then
-      t=${t:-failed}; ratio="-"
-    else
-      ratio=$(python3 -c "print(f'{$t/$r:.2f}x')")
-    fi
-    printf '%-10s %-8s %14s %14s %8s\n' "$name" "$P" "$r" "$t" "$ratio"
-  done <<<"$R"
+  for test in "${tests[@]}"; do
+    row "$(echo "$test" | tr '[:lower:]' '[:upper:]')" "$P" once "$P" "test:$test"
+  done
+  row HINCRBY "$P" once "$P" "hincrby rl:h:__rand_int__ tokens 1"
+  for cmd in "${extras[@]}"; do
+    row "${cmd%% *}" "$P" once "$P" "$cmd"
+  done
 done
 
 # Command rows on prepared data: the same keys on both servers, then one command line.
-# cmd_rps <port> <pipeline> <command...> -> rps
-cmd_rps() {
-  local port=$1 p=$2
-  shift 2
-  redis-benchmark -p "$port" -n "$N" -c "$CLIENTS" -P "$p" --csv "$@" 2>/dev/null \
-    | tail -n +2 | tr -d '"' | cut -d, -f2
-}
 for port in $RPORT $TPORT; do
   za=(ZADD za) zb=(ZADD zb)
   for i in $(seq 0 99); do
@@ -99,10 +119,7 @@ for port in $RPORT $TPORT; do
   redis-cli -p "$port" "${zb[@]}" >/dev/null
 done
 for P in 1 32; do
-  r=$(cmd_rps $RPORT $P ZUNIONSTORE zdst 2 za zb)
-  t=$(cmd_rps $TPORT $P ZUNIONSTORE zdst 2 za zb)
-  ratio=$(python3 -c "print(f'{$t/$r:.2f}x')")
-  printf '%-10s %-8s %14s %14s %8s\n' zunionstore "$P" "$r" "$t" "$ratio"
+  row zunionstore "$P" once "$P" "ZUNIONSTORE zdst 2 za zb"
 done
 
 # The seed sliding log's step as a pipeline (ZREMRANGEBYSCORE + ZADD + ZCARD + PEXPIRE on a
@@ -144,8 +161,7 @@ slidelog() {
   done
   python3 -c "print(int($STEPS / ($end - $start)))"
 }
-r=$(slidelog $RPORT)
-t=$(slidelog $TPORT)
+row slidelog pipe slidelog
 rm -rf "$SLTMP"
-ratio=$(python3 -c "print(f'{$t/$r:.2f}x')")
-printf '%-10s %-8s %14s %14s %8s\n' slidelog pipe "$r" "$t" "$ratio"
+echo "(medians of $ROUNDS rounds, Redis first in odd rounds and Tollgate first in even ones;"
+echo " ratio = median of the rounds' tollgate/redis)"

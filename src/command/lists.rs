@@ -1,7 +1,7 @@
 //! List commands: pushes and pops at both ends, index and range access, LSET, LTRIM,
 //! LREM, LINSERT, LPOS, and the non-blocking moves LMOVE/RPOPLPUSH. A list is one packed
-//! buffer while small and a `VecDeque` once large (`store::list`), so on a big list both
-//! ends and indexing are O(1).
+//! buffer while small and a deque of packed chunks once large (`store::list`), so on a big
+//! list both ends are O(1) and indexing scans at most one chunk.
 //!
 //! Indexes follow Redis: negative counts from the tail, and ranges are clamped to the
 //! list before anything is allocated, so no argument can make a reply larger than the
@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use super::args::{self, int, is, syntax_error, CmdResult};
-use super::collection::{exists_where, symmetric_int, update, update_notify};
+use super::collection::{exists_where, symmetric_int, update, update_live, update_notify};
 use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
@@ -49,7 +49,7 @@ fn lookup_list<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a List>> 
     args::lookup::<List>(ctx.db(), key, now)
 }
 
-fn push(list: &mut List, end: End, v: Bytes) {
+fn push(list: &mut List, end: End, v: &[u8]) {
     match end {
         End::Head => list.push_front(v),
         End::Tail => list.push_back(v),
@@ -100,12 +100,18 @@ fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 
 fn push_generic(ctx: &mut Ctx, a: &[Bytes], end: End, create: bool) -> Reply {
     let event = |_: &i64| Some(push_event(end));
-    let len = update_notify::<List, _>(ctx, &a[1], create, LIST, event, |l| {
+    let add = |l: &mut List| {
         for v in &a[2..] {
-            push(l, end, v.clone());
+            push(l, end, v);
         }
         Ok(l.len() as i64)
-    });
+    };
+    // An existing list: one keyspace lookup. An absent (or expired) key takes
+    // `update_notify`'s path, which creates it unless LPUSHX/RPUSHX.
+    let len = match update_live::<List, _>(ctx, &a[1], LIST, event, add) {
+        Some(len) => len.map(Some),
+        None => update_notify::<List, _>(ctx, &a[1], create, LIST, event, add),
+    };
     len.map_or_else(|e| e, |n| Reply::Integer(n.unwrap_or(0)))
 }
 
@@ -228,11 +234,9 @@ pub fn lset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             LIST,
             |_| Some("lset"),
             |l| {
-                l.edit(|l| {
-                    if let Some(slot) = l.get_mut(i) {
-                        *slot = a[3].clone();
-                    }
-                });
+                if i < l.len() {
+                    l.set(i, &a[3]);
+                }
                 Ok(())
             },
         )?;
@@ -252,13 +256,7 @@ pub fn ltrim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             LIST,
             |_| Some("ltrim"),
             |l| {
-                l.edit(|l| match clamp_range(start, end, l.len()) {
-                    None => l.clear(),
-                    Some((s, e)) => {
-                        l.truncate(e + 1);
-                        l.drain(..s);
-                    }
-                });
+                l.trim(clamp_range(start, end, l.len()));
                 Ok(())
             },
         )?;
@@ -438,7 +436,7 @@ fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> 
         let moved = update::<List, _>(ctx, src, false, |l| {
             let v = pop(l, from);
             if let Some(v) = &v {
-                push(l, to, v.clone());
+                push(l, to, v);
             }
             Ok(v)
         })?;
@@ -462,7 +460,7 @@ fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> 
         LIST,
         |_| Some(push_event(to)),
         |l| {
-            push(l, to, v.clone());
+            push(l, to, &v);
             Ok(())
         },
     )?;

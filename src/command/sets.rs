@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::args::{self, is, syntax_error, CmdResult};
 use super::collection::{exists_where, pop_count, random_picks, scan_step, symmetric_int};
-use super::collection::{update_notify, Rng};
+use super::collection::{update_live, update_notify, Rng};
 use super::keys::{parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
@@ -30,16 +30,18 @@ fn set_reply(members: impl IntoIterator<Item = Bytes>) -> Reply {
 /// SADD key member [member ...]
 pub fn sadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let members = &a[2..];
+    let limit = ctx.ks.encodings.set();
+    let add = |s: &mut SetValue| Ok(members.iter().filter(|m| s.insert(m, limit)).count() as i64);
+    // Adding only existing members changes nothing and fires no WATCH, as in Redis: the
+    // event (and the signal) come only when a member was added.
+    let event = |n: &i64| (*n > 0).then_some("sadd");
     run((|| {
-        // Adding only existing members changes nothing and fires no WATCH, as in Redis.
-        if exists_where::<SetValue>(ctx, &a[1], |s| members.iter().all(|m| s.contains(m)))? {
-            return Ok(Reply::Integer(0));
+        // An existing set: one keyspace lookup and one hash of each member. An absent (or
+        // expired) key takes `update_notify`'s path, which creates it.
+        if let Some(added) = update_live::<SetValue, _>(ctx, &a[1], SET, event, add) {
+            return added.map(Reply::Integer);
         }
-        let limit = ctx.ks.encodings.set();
-        let event = |n: &i64| (*n > 0).then_some("sadd");
-        let added = update_notify::<SetValue, _>(ctx, &a[1], true, SET, event, |s| {
-            Ok(members.iter().filter(|m| s.insert(m, limit)).count() as i64)
-        })?;
+        let added = update_notify::<SetValue, _>(ctx, &a[1], true, SET, event, add)?;
         Ok(Reply::Integer(added.unwrap_or(0)))
     })())
 }

@@ -311,7 +311,14 @@ impl SetValue {
             }
         }
         match self {
-            SetValue::Table(t) => t.insert(member.clone()),
+            // A copy of the member, not `member.clone()`: a request's argument is a slice of
+            // the request's bytes, which a kept member would pin (with the shared header
+            // slicing made) for the set's life. redis-benchmark's SADD (-r 100000) grew
+            // `used_memory` by 140 bytes a member that way, 86 with the copy (redis-server
+            // 7.0.15: 76).
+            SetValue::Table(t) => {
+                !t.contains(&member[..]) && t.insert(Bytes::copy_from_slice(member))
+            }
             SetValue::Ints(_) => unreachable!("converted above"),
         }
     }
