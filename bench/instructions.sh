@@ -46,14 +46,10 @@ for tool in valgrind callgrind_annotate redis-benchmark redis-server; do
     break
   fi
 done
-if [ -z "${TOLLGATE_BIN:-}" ]; then
-  cargo build --release -q
-  TOLLGATE_BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
-fi
-if redis-cli -p "$PORT" ping >/dev/null 2>&1; then
-  echo "port $PORT is already in use; set PORT to a free port" >&2
-  exit 1
-fi
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+tollgate_binary
+port_free "$PORT"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 NOW_MS=$(($(date +%s) * 1000))

@@ -37,17 +37,11 @@ PIPELINES=${PIPELINES:-1 32}
 ROWS=${ROWS:-SET GET INCR LIMIT.TOKEN}
 PORT=${PORT:-6396}
 SKIP=${SKIP:-}
-for tool in valgrind callgrind_annotate perf strace redis-benchmark redis-server openssl; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "$tool is required" >&2; exit 1; }
-done
-if [ -z "${TOLLGATE_BIN:-}" ]; then
-  cargo build --release -q
-  TOLLGATE_BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
-fi
-if redis-cli -p "$PORT" ping >/dev/null 2>&1; then
-  echo "port $PORT is already in use; set PORT to a free port" >&2
-  exit 1
-fi
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+require_tools valgrind callgrind_annotate perf strace redis-benchmark redis-server openssl
+tollgate_binary
+port_free "$PORT"
 WORK=$(mktemp -d /tmp/bench-tls-counts.XXXXXX)
 SPID=""
 stop() {
