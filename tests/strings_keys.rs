@@ -188,6 +188,44 @@ fn active_expiry_reclaims_keys_without_traffic() {
 }
 
 #[test]
+fn expired_keys_counts_the_keys_a_command_finds_expired_too() {
+    // Redis counts a key in INFO's `expired_keys` whoever deletes it: its active cycle or
+    // a command that meets the key past its deadline (expireIfNeeded). Each key once.
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..500 {
+        pipe.cmd("SET")
+            .arg(format!("e{i}"))
+            .arg("5")
+            .arg("PX")
+            .arg(60_000)
+            .ignore();
+    }
+    pipe.query::<()>(&mut c).unwrap();
+    s.advance(120_000);
+    // At once (the cycle runs every 100 ms): most of these meet their key expired, delete
+    // it and start a new one from 0.
+    let mut pipe = redis::pipe();
+    for i in 0..500 {
+        pipe.cmd("INCR").arg(format!("e{i}"));
+    }
+    let counts: Vec<i64> = pipe.query(&mut c).unwrap();
+    assert!(counts.iter().all(|&n| n == 1), "{counts:?}");
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 500);
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    assert!(info.contains("expired_keys:500\r\n"), "{info}");
+    // The new keys have no deadline: nothing more expires.
+    s.advance(120_000);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    assert!(info.contains("expired_keys:500\r\n"), "{info}");
+    q::<()>(&mut c, &["CONFIG", "RESETSTAT"]);
+    let info: String = q(&mut c, &["INFO", "stats"]);
+    assert!(info.contains("expired_keys:0\r\n"), "{info}");
+}
+
+#[test]
 fn sixteen_databases_and_move_copy() {
     let s = TestServer::start();
     let mut c = s.conn();

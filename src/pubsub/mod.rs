@@ -252,6 +252,12 @@ pub struct Hub {
     replicated: AtomicBool,
     /// Subscribers disconnected for their output buffer (INFO `client_output_buffer_limit_disconnections`).
     dropped: AtomicU64,
+    /// Keys this node deleted because their time to live had passed, whoever found them:
+    /// the active expiry cycle, a command that met the key, or a replica applying the
+    /// leader's expiry entry (INFO `expired_keys`; Redis counts the lazy deletions too).
+    /// Kept here because every such deletion fires the `expired` keyspace event through
+    /// this hub, which outlives a keyspace replaced by a snapshot.
+    pub expired: AtomicU64,
     /// The clients blocked in BLPOP & co., woken by the same keyspace events.
     pub blocking: blocking::Registry,
     /// The clients in MONITOR mode (`monitor.rs`).

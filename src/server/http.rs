@@ -284,7 +284,7 @@ async fn server_families(shared: &Shared) -> Vec<Family> {
         Family::single(
             "tollgate_expired_keys",
             "Keys deleted because their time to live passed",
-            counter(&s.expired_keys),
+            counter(&shared.engine.pubsub().expired),
         ),
         Family::single(
             "tollgate_evicted_keys",

@@ -313,7 +313,7 @@ fn stats_section(shared: &Shared, out: &mut String) {
         rates.1 / 1024.0,
         rates.2 / 1024.0,
         s.rejected_connections.load(Ordering::Relaxed),
-        s.expired_keys.load(Ordering::Relaxed),
+        shared.engine.pubsub().expired.load(Ordering::Relaxed),
         shared.engine.memory().evicted(),
         s.reads.load(Ordering::Relaxed),
         s.writes.load(Ordering::Relaxed),
@@ -495,7 +495,7 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
                 &s.total_connections,
                 &s.total_commands,
                 &s.rejected_connections,
-                &s.expired_keys,
+                &shared.engine.pubsub().expired,
             ] {
                 c.store(0, Ordering::Relaxed);
             }

@@ -796,6 +796,12 @@ fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &[u8], entry: &Entry
 
 /// [`Db::event`] on the fields alone (for callers that still hold a shard borrow).
 fn key_event(hub: &crate::pubsub::Hub, db: usize, class: u32, event: &str, key: &[u8]) {
+    // Every deletion of an expired key fires `expired` here (`class` is a constant at each
+    // call, so this test folds away): INFO `expired_keys` counts them all.
+    if class == notify::EXPIRED {
+        hub.expired
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     notify::notify(hub, class, event, key, db);
 }
 
