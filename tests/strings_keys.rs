@@ -159,22 +159,27 @@ fn expiry_follows_the_server_clock() {
     assert_eq!(q::<i64>(&mut c, &["TTL", "keep"]), -1);
 }
 
-#[test]
-fn active_expiry_reclaims_keys_without_traffic() {
-    let s = TestServer::start();
-    let mut c = s.conn();
+/// Set keys `{prefix}0` .. `{prefix}{n-1}` to "5" with a one-minute time to live, in one
+/// pipeline. (A minute, not less: the cycle also deletes keys of the current second whose
+/// own deadline has passed, so a short TTL could go during a slow pipeline.)
+fn set_for_a_minute(c: &mut redis::Connection, prefix: &str, n: usize) {
     let mut pipe = redis::pipe();
-    for i in 0..2000 {
+    for i in 0..n {
         pipe.cmd("SET")
-            .arg(format!("k{i}"))
-            .arg("v")
+            .arg(format!("{prefix}{i}"))
+            .arg("5")
             .arg("PX")
             .arg(60_000)
             .ignore();
     }
-    pipe.query::<()>(&mut c).unwrap();
-    // (A minute, not less: the cycle also deletes keys of the current second whose own
-    // deadline has passed, so a short TTL could go during a slow pipeline.)
+    pipe.query::<()>(c).unwrap();
+}
+
+#[test]
+fn active_expiry_reclaims_keys_without_traffic() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    set_for_a_minute(&mut c, "k", 2000);
     assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 2000);
     s.advance(120_000);
     // The sampler runs every 100 ms; DBSIZE counts keys not yet deleted, like Redis.
@@ -193,16 +198,7 @@ fn expired_keys_counts_the_keys_a_command_finds_expired_too() {
     // a command that meets the key past its deadline (expireIfNeeded). Each key once.
     let s = TestServer::start();
     let mut c = s.conn();
-    let mut pipe = redis::pipe();
-    for i in 0..500 {
-        pipe.cmd("SET")
-            .arg(format!("e{i}"))
-            .arg("5")
-            .arg("PX")
-            .arg(60_000)
-            .ignore();
-    }
-    pipe.query::<()>(&mut c).unwrap();
+    set_for_a_minute(&mut c, "e", 500);
     s.advance(120_000);
     // At once (the cycle runs every 100 ms): most of these meet their key expired, delete
     // it and start a new one from 0.
