@@ -990,7 +990,7 @@ fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> SmallVec<[usize; 8]> {
                 .unwrap_or(0);
             (at + 1..(at + 1 + count).min(args.len())).collect()
         }
-        Keys::Parsed(find) => {
+        Keys::Parsed { find, .. } => {
             // LIMIT.ALL's rules: the keys by value; find their positions.
             let keys = find(args);
             let mut at = SmallVec::new();

@@ -854,7 +854,7 @@ macro_rules! limiter_commands {
                 "limit.all",
                 -5,
                 WRITE | DENYOOM,
-                keys: super::Keys::Parsed(limit_all_keys),
+                keys: super::Keys::Parsed { find: limit_all_keys, first: 0 },
                 fast: limit_all
             ),
             crate::cmd!("limit.acquire", 5, WRITE | DENYOOM | FAST, 1, 1, 1, fast: limit_acquire),

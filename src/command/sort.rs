@@ -333,7 +333,7 @@ use super::Keys;
 
 /// SORT and SORT_RO.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("sort", -2, WRITE | DENYOOM, keys: Keys::Parsed(sort_keys), sort),
+    crate::cmd!("sort", -2, WRITE | DENYOOM, keys: Keys::Parsed { find: sort_keys, first: 1 }, sort),
     crate::cmd!("sort_ro", -2, READONLY, 1, 1, 1, sort_ro),
 ];
 

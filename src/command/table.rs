@@ -78,8 +78,16 @@ pub enum Keys {
         /// Whether zero keys is a valid call.
         optional: bool,
     },
-    /// Found by parsing the arguments (LIMIT.ALL's rules); empty when they do not parse.
-    Parsed(fn(&[&[u8]]) -> Vec<Bytes>),
+    /// Found by parsing the arguments (SORT's STORE, GEORADIUS's STORE, LIMIT.ALL's
+    /// rules); empty when they do not parse.
+    Parsed {
+        /// The parser.
+        find: fn(&[&[u8]]) -> Vec<Bytes>,
+        /// The one key position COMMAND INFO reports as first = last (step 1), as Redis
+        /// does for a movable-keys command whose first key is at a fixed place (SORT,
+        /// ZUNIONSTORE, GEORADIUS: 1); 0 when none is (LIMIT.ALL).
+        first: i32,
+    },
 }
 
 impl Keys {
@@ -118,7 +126,7 @@ impl CommandSpec {
 
     /// Whether the key positions depend on the arguments (Redis's `movablekeys`).
     pub fn movable_keys(&self) -> bool {
-        matches!(self.keys, Keys::Counted { .. } | Keys::Parsed(_))
+        matches!(self.keys, Keys::Counted { .. } | Keys::Parsed { .. })
     }
 
     /// Whether a call may name no key at all (Redis's `no_mandatory_keys`: scripts).
@@ -132,10 +140,11 @@ impl CommandSpec {
     }
 
     /// The first, last and step of COMMAND INFO: the range of a command with keys at fixed
-    /// positions, zeros otherwise.
+    /// positions, a parsed command's fixed first key, zeros otherwise.
     pub fn key_range(&self) -> (i32, i32, i32) {
         match self.keys {
             Keys::Range { first, last, step } => (first, last, step),
+            Keys::Parsed { first, .. } if first > 0 => (first, first, 1),
             _ => (0, 0, 0),
         }
     }
@@ -165,7 +174,7 @@ impl CommandSpec {
         let (first, last, step) = match self.keys {
             Keys::None => return Some(Vec::new()),
             Keys::Counted { at, .. } => return counted_keys(args, at),
-            Keys::Parsed(find) => {
+            Keys::Parsed { find, .. } => {
                 return Some(super::with_slices(args, find)).filter(|k| !k.is_empty())
             }
             Keys::Range { first, last, step } => (first, last, step),

@@ -446,10 +446,10 @@ const COUNTED: Keys = Keys::Counted {
 /// Sorted-set algebra commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("zunion", -3, READONLY, keys: COUNTED, zunion),
-    crate::cmd!("zunionstore", -4, WRITE | DENYOOM, keys: Keys::Parsed(store_keys), zunionstore),
+    crate::cmd!("zunionstore", -4, WRITE | DENYOOM, keys: Keys::Parsed { find: store_keys, first: 1 }, zunionstore),
     crate::cmd!("zinter", -3, READONLY, keys: COUNTED, zinter),
-    crate::cmd!("zinterstore", -4, WRITE | DENYOOM, keys: Keys::Parsed(store_keys), zinterstore),
+    crate::cmd!("zinterstore", -4, WRITE | DENYOOM, keys: Keys::Parsed { find: store_keys, first: 1 }, zinterstore),
     crate::cmd!("zintercard", -3, READONLY, keys: COUNTED, zintercard),
     crate::cmd!("zdiff", -3, READONLY, keys: COUNTED, zdiff),
-    crate::cmd!("zdiffstore", -4, WRITE | DENYOOM, keys: Keys::Parsed(store_keys), zdiffstore),
+    crate::cmd!("zdiffstore", -4, WRITE | DENYOOM, keys: Keys::Parsed { find: store_keys, first: 1 }, zdiffstore),
 ];
