@@ -100,7 +100,7 @@ pub struct Command {
     /// The ids of its subcommands.
     pub subs: Vec<usize>,
     /// Whether Tollgate has it (a row of the table, or a subcommand of one). Redis's other
-    /// commands have ids too, so that rules written for Redis (`+geoadd`, `+@geo`) load
+    /// commands have ids too, so that rules written for Redis (`+xadd`, `+@stream`) load
     /// unchanged and users are described as redis-server describes them.
     pub exists: bool,
     /// Whether redis-server has it (its categories come from `categories.txt`).

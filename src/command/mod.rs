@@ -20,6 +20,7 @@
 //! | `lcs.rs` | LCS (longest common subsequence of two strings) |
 //! | `strings.rs`, `keys.rs`, `hashes.rs`, `lists.rs`, `sets.rs`, `zsets.rs` | the data-type families |
 //! | `zset_algebra.rs` | ZUNION, ZINTER, ZDIFF, their STORE forms, ZINTERCARD |
+//! | `geo.rs` | GEOADD, GEOPOS, GEODIST, GEOHASH, GEORADIUS*, GEOSEARCH* over sorted sets |
 //! | `object.rs` | OBJECT (the encoding rules are `store::encoding`) |
 //! | `sort.rs` | SORT and SORT_RO |
 //! | `collection.rs` | what the collection families share (SCAN cursors, random picks) |
@@ -35,6 +36,7 @@ pub mod blocking;
 pub mod collection;
 pub mod docs;
 pub mod dump;
+pub mod geo;
 pub mod hashes;
 pub mod hll_format;
 pub mod hyperloglog;

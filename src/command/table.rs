@@ -271,6 +271,7 @@ static FAMILIES: &[&[CommandSpec]] = &[
     super::sets::COMMANDS,
     super::zsets::COMMANDS,
     super::zset_algebra::COMMANDS,
+    super::geo::COMMANDS,
     super::sort::COMMANDS,
     super::object::COMMANDS,
     super::limiter::COMMANDS,

@@ -28,7 +28,7 @@ use crate::store::zset::{
 use crate::store::Value;
 
 /// The sorted set at `key`, a read lookup (counts a keyspace hit or miss).
-fn read_zset<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SortedSet>> {
+pub(super) fn read_zset<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a SortedSet>> {
     let now = ctx.now_ms;
     args::read::<SortedSet>(ctx.db(), key, now)
 }
@@ -513,7 +513,7 @@ fn range_generic(ctx: &mut Ctx, a: &[Bytes], cmd: RangeCommand) -> Reply {
 
 /// Replace `key` with a sorted set of `items` (deleting it when empty, keyspace event
 /// `del`); returns its size. The caller fires its own event when the size is not 0.
-fn store_zset(ctx: &mut Ctx, key: &Bytes, items: Vec<(Bytes, f64)>) -> i64 {
+pub(super) fn store_zset(ctx: &mut Ctx, key: &Bytes, items: Vec<(Bytes, f64)>) -> i64 {
     let now = ctx.now_ms;
     let limits = ctx.ks.encodings.zset();
     let db = ctx.db();

@@ -98,6 +98,25 @@ pub fn format_double(x: f64) -> String {
     format_g(x, 17)
 }
 
+/// A double as Redis 7.0 prints it with `ld2string(..., LD_STR_HUMAN)` (GEOPOS, GEORADIUS
+/// WITHCOORD): `%.17Lf` of the value, trailing zeros and a trailing `.` dropped, `-0` as
+/// `0`. A double converts to a long double exactly, so the decimal expansion of the double
+/// itself, rounded to 17 places, is what glibc prints.
+pub fn format_human(x: f64) -> String {
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.to_string();
+    }
+    let mut s = format!("{x:.17}");
+    if s.contains('.') {
+        let kept = s.trim_end_matches('0').trim_end_matches('.').len();
+        s.truncate(kept);
+    }
+    if s == "-0" {
+        s = "0".to_string();
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ mod format;
 pub mod long_double;
 mod strtod;
 
-pub use format::{format_double, format_g, write_g};
+pub use format::{format_double, format_g, format_human, write_g};
 pub use strtod::{is_c_space, strtod, Strtod};
 
 /// glibc is the reference Redis runs on: compare against its `strtod` and `snprintf`.

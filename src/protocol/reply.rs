@@ -40,8 +40,12 @@ pub enum Reply {
     /// what `Array` of five `Integer` would give them.
     Ints5([i64; 5]),
     /// RESP3 push (`>n`: pub/sub messages and subscription confirmations); an array in
-    /// RESP2. Last, so that replies serialized before it was added still decode.
+    /// RESP2.
     Push(Vec<Reply>),
+    /// A double printed as Redis's `addReplyHumanLongDouble` prints it (`%.17Lf` without
+    /// trailing zeros: GEOPOS, WITHCOORD): a bulk string in RESP2, a `,` double with that
+    /// text in RESP3. Last, so that replies serialized before it was added still decode.
+    HumanDouble(f64),
 }
 
 /// The 3-letter format of a verbatim string. An alias on purpose: serde's derive would
@@ -123,6 +127,14 @@ impl Reply {
             }
             Reply::Double(d) => {
                 let text = format_double(*d);
+                if resp >= 3 {
+                    line(out, b',', text.as_bytes())
+                } else {
+                    bulk(out, text.as_bytes())
+                }
+            }
+            Reply::HumanDouble(d) => {
+                let text = crate::numbers::format_human(*d);
                 if resp >= 3 {
                     line(out, b',', text.as_bytes())
                 } else {

@@ -183,6 +183,7 @@ pub(crate) fn reply_lua_bytes(reply: &crate::protocol::Reply) -> usize {
         Reply::Verbatim(_, b) => 2 * TABLE + 2 * STRING + b.len(),
         Reply::Integer(_) | Reply::Nil | Reply::NilArray | Reply::Bool(_) => SLOT,
         Reply::Double(_) => TABLE + SLOT,
+        Reply::HumanDouble(_) => TABLE + STRING + SLOT,
         Reply::Ints5(_) => TABLE + 5 * SLOT,
         Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => {
             items.iter().fold(2 * TABLE, |acc, r| {

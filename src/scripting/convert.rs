@@ -92,6 +92,17 @@ unsafe fn push_reply_value(l: *mut lua_State, reply: &Reply, resp: u8) {
                 push_str(l, &format_double(*d));
             }
         }
+        Reply::HumanDouble(d) => {
+            let text = crate::numbers::format_human(*d);
+            if resp3 {
+                // Redis's Lua gets the double its RESP3 text parses to.
+                ffi::lua_newtable(l);
+                ffi::lua_pushnumber(l, text.parse().unwrap_or(*d));
+                raw_set_str(l, -2, "double");
+            } else {
+                push_str(l, &text);
+            }
+        }
         Reply::Bool(b) => {
             if resp3 {
                 ffi::lua_pushboolean(l, c_int::from(*b));

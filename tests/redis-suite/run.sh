@@ -30,7 +30,7 @@ UNITS=(
   unit/type/list-3 unit/type/set unit/type/zset unit/expire unit/keyspace unit/multi
   unit/protocol unit/scripting unit/functions unit/pubsub unit/pubsubshard unit/sort
   unit/dump unit/bitops unit/bitfield unit/hyperloglog unit/info unit/info-command
-  unit/latency-monitor unit/acl
+  unit/latency-monitor unit/acl unit/geo
 )
 [ $# -gt 0 ] && UNITS=("$@")
 
