@@ -242,7 +242,7 @@ pub fn mpop_zset(ctx: &mut Ctx, a: &[Bytes], at: usize) -> Reply {
     })())
 }
 
-use super::flags::{BLOCKING, DENYOOM, NOSCRIPT, WRITE};
+use super::flags::{BLOCKING, DENYOOM, FAST, NOSCRIPT, WRITE};
 use super::Keys;
 
 /// Blocking commands. Redis lets scripts call BLMPOP and BZMPOP (which then do not
@@ -253,7 +253,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, 1, 2, 1, client: conn::list_source, brpoplpush),
     crate::cmd!("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, 1, 2, 1, client: conn::list_source, blmove),
     crate::cmd!("blmpop", -5, WRITE | BLOCKING, keys: Keys::Counted { at: 2, optional: false }, client: conn::list_numkeys, blmpop),
-    crate::cmd!("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING, 1, -2, 1, client: conn::zset_keys_then_timeout, bzpopmin),
-    crate::cmd!("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING, 1, -2, 1, client: conn::zset_keys_then_timeout, bzpopmax),
+    crate::cmd!("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING | FAST, 1, -2, 1, client: conn::zset_keys_then_timeout, bzpopmin),
+    crate::cmd!("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, 1, -2, 1, client: conn::zset_keys_then_timeout, bzpopmax),
     crate::cmd!("bzmpop", -5, WRITE | BLOCKING, keys: Keys::Counted { at: 2, optional: false }, client: conn::zset_numkeys, bzmpop),
 ];

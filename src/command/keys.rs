@@ -526,7 +526,7 @@ pub fn copy(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     Reply::Integer(1)
 }
 
-use super::flags::{FAST, RANDOM, READONLY, WRITE};
+use super::flags::{DENYOOM, FAST, RANDOM, READONLY, WRITE};
 
 /// Generic key commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
@@ -554,5 +554,5 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("flushall", -1, WRITE, 0, 0, 0, flushall),
     crate::cmd!("swapdb", 3, WRITE | FAST, 0, 0, 0, swapdb),
     crate::cmd!("move", 3, WRITE | FAST, 1, 1, 1, move_),
-    crate::cmd!("copy", -3, WRITE, 1, 2, 1, copy),
+    crate::cmd!("copy", -3, WRITE | DENYOOM, 1, 2, 1, copy),
 ];

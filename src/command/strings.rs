@@ -540,7 +540,7 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         1,
         incrbyfloat
     ),
-    crate::cmd!("append", 3, WRITE | DENYOOM, 1, 1, 1, append),
+    crate::cmd!("append", 3, WRITE | DENYOOM | FAST, 1, 1, 1, append),
     crate::cmd!("strlen", 2, READONLY | FAST, 1, 1, 1, strlen),
     crate::cmd!("getrange", 4, READONLY, 1, 1, 1, getrange),
     crate::cmd!("substr", 4, READONLY, 1, 1, 1, getrange),
