@@ -81,9 +81,17 @@ pub fn parse_f64(b: &[u8]) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
-/// Parse a float argument, or Redis's float error.
+/// Parse a float argument as Redis's `getDoubleFromObject` does (C's `strtod` of the whole
+/// argument; no leading space, no NaN, no overflow to infinity or underflow to zero, while
+/// `inf` itself is accepted), or Redis's float error.
 pub fn float(arg: &[u8]) -> CmdResult<f64> {
-    parse_f64(arg).ok_or_else(|| Reply::err(NOT_FLOAT))
+    let read = crate::numbers::strtod(arg);
+    let whole = !arg.is_empty() && !crate::numbers::is_c_space(arg[0]) && read.len == arg.len();
+    if whole && !read.range_error && !read.value.is_nan() {
+        Ok(read.value)
+    } else {
+        Err(Reply::err(NOT_FLOAT))
+    }
 }
 
 /// Format a float the way Redis prints INCRBYFLOAT/HINCRBYFLOAT results: shortest
@@ -205,6 +213,13 @@ mod tests {
         assert_eq!(parse_f64(b"nan"), None);
         assert_eq!(parse_f64(b" 1"), None);
         assert_eq!(parse_f64(b"abc"), None);
+        // getDoubleFromObject: overflow and underflow are refused, `inf` is not.
+        assert!(float(b"1e400").is_err());
+        assert!(float(b"1e-400").is_err());
+        assert!(float(b" 1").is_err());
+        assert!(float(b"").is_err());
+        assert_eq!(float(b"inf"), Ok(f64::INFINITY));
+        assert_eq!(float(b"0x10"), Ok(16.0));
         assert_eq!(human_float(10.5 + 0.1), "10.6");
         assert_eq!(human_float(3.0), "3");
         assert_eq!(human_float(1e20), "100000000000000000000");
