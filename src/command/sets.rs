@@ -382,7 +382,8 @@ pub fn sscan(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         let (next, items): (u64, Vec<Bytes>) = match s {
             SetValue::Table(t) => {
                 let (next, items) = scan_step(t.iter().map(|m| (m, ())), t.len(), &opts);
-                (next, items.into_iter().map(|(m, _)| m.clone()).collect())
+                let items = items.into_iter().map(|(m, _)| Bytes::copy_from_slice(m));
+                (next, items.collect())
             }
             SetValue::Ints(_) => {
                 let members: Vec<Bytes> = s.iter().collect();

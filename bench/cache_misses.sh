@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Simulated cache misses per request, Tollgate against redis-server, counted by callgrind's
+# cache simulator (`--cache-sim=yes`).
+#
+# `perf` in this VM has no cycle or cache-miss counters, and instruction counts
+# (bench/instructions.sh) miss what a large collection costs: a lookup in a set of 100,000
+# members touches memory that no cache holds. Callgrind simulates a first-level data cache
+# (D1) and a last-level cache (LL) and counts the misses of every load and store. The LL
+# size defaults to 1 MB (`LL`, valgrind's `--LL=size,assoc,line`): the L2 of one core here
+# (AMD EPYC, 2 MB over 2 instances), the level whose misses a 10 MB set pays on every
+# lookup; the 32 MB L3 would hold both servers' sets whole and count nearly nothing.
+#
+# Each server runs alone under valgrind. The load first runs once uncounted (PREP: the
+# same command, as bench/run.sh's first round grows the set), callgrind's counters are
+# zeroed (callgrind_control -z), then the same load runs again, counted: the steady state
+# of bench/run.sh's later rounds. PREP=no counts the first run instead (the set's growth).
+#
+#   bench/cache_misses.sh [requests] [redis-benchmark test]   (defaults 200000, sadd)
+#   PORT/TOLLGATE_BIN/CLIENTS/PIPELINE/RAND/LL/PREP override the defaults; KEEP=<dir> keeps
+#   callgrind's files there (redis.out, tollgate.out) for a per-function look:
+#   callgrind_annotate --sort=DLmr,DLmw <dir>/tollgate.out
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-200000}
+TEST=${2:-sadd}
+PORT=${PORT:-6398}
+CLIENTS=${CLIENTS:-50}
+PIPELINE=${PIPELINE:-32}
+RAND=${RAND:-100000}
+LL=${LL:-1048576,16,64}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+require_tools valgrind callgrind_annotate callgrind_control redis-benchmark redis-server
+tollgate_binary
+port_free "$PORT"
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+# count <tollgate|redis> -> one line: instructions, D1 misses, LL data misses per request
+count() {
+  local file="$OUT/cg.out" server=$1
+  rm -f "$file"
+  local vg=(valgrind --tool=callgrind --cache-sim=yes "--LL=$LL" --callgrind-out-file="$file")
+  if [ "$server" = tollgate ]; then
+    "${vg[@]}" "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
+  else
+    "${vg[@]}" redis-server --port "$PORT" --save "" --appendonly no >/dev/null 2>&1 &
+  fi
+  local pid=$!
+  for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  local load=(redis-benchmark -p "$PORT" -n "$N" -c "$CLIENTS" -P "$PIPELINE" -r "$RAND" -t "$TEST")
+  if [ "${PREP:-yes}" != no ]; then
+    "${load[@]}" >/dev/null 2>&1
+    callgrind_control -z "$pid" >/dev/null 2>&1
+  fi
+  "${load[@]}" >/dev/null 2>&1
+  redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+  wait "$pid" || true
+  if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP" && cp "$file" "$KEEP/$server.out"
+  fi
+  # The totals line follows the events line: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw.
+  callgrind_annotate "$file" 2>/dev/null | awk -v n="$N" '
+    /^Events shown:/ { for (i = 3; i <= NF; i++) col[$i] = i - 2 }
+    /PROGRAM TOTALS/ {
+      # Each count is followed by its share, "(100.0%)", which is skipped.
+      k = 0
+      for (i = 1; i <= NF; i++) if ($i !~ /^\(/) { v = $i; gsub(",", "", v); t[++k] = v }
+      ir = t[col["Ir"]]; d1 = t[col["D1mr"]] + t[col["D1mw"]]; ll = t[col["DLmr"]] + t[col["DLmw"]]
+      printf "%d %.2f %.2f\n", ir / n, d1 / n, ll / n
+    }'
+}
+
+read -r RI RD1 RLL <<<"$(count redis)"
+read -r TI TD1 TLL <<<"$(count tollgate)"
+printf '%s -P %s, %s clients, -r %s, %s requests (LL %s), per request:\n' \
+  "$TEST" "$PIPELINE" "$CLIENTS" "$RAND" "$N" "$LL"
+printf '%-10s %12s %12s %14s\n' server instructions "D1 misses" "LL data misses"
+printf '%-10s %12s %12s %14s\n' redis "$RI" "$RD1" "$RLL" tollgate "$TI" "$TD1" "$TLL"
