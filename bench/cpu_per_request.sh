@@ -13,7 +13,8 @@
 #   sys      system calls per request of every server thread (`perf stat`,
 #            raw_syscalls:sys_enter), and of them
 #   rd, wr   socket reads (read/recvfrom/readv/recvmsg) and writes (write/sendto/writev/
-#            sendmsg), epoll (epoll_wait/epoll_pwait), epctl (epoll_ctl) and futex
+#            sendmsg), epoll (epoll_wait/epoll_pwait), ep0 (epoll_wait calls that returned
+#            no event: wasted looks), epctl (epoll_ctl) and futex
 #   ctxsw    context switches per request, and mig(rations) between CPUs
 #   cli_us   CPU time per request of redis-benchmark itself (perf stat on it), and cli_ep its
 #            epoll_wait calls per request: with one client process on a 2-core machine the
@@ -92,13 +93,15 @@ EVENTS=raw_syscalls:sys_enter,context-switches,cpu-migrations
 for s in read recvfrom readv recvmsg write sendto writev sendmsg epoll_wait epoll_pwait epoll_ctl futex; do
   EVENTS=$EVENTS,syscalls:sys_enter_$s
 done
+# epoll_wait calls that returned no event (a filter applies to the event before it).
+EMPTY_POLLS=(-e syscalls:sys_exit_epoll_wait --filter 'ret == 0')
 TICK=$(getconf CLK_TCK)
 
 # cpu_ticks <pid>: "utime stime" of the whole process, in clock ticks.
 cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 
 # measure <pid> <port> <tls:0|1> <command...>: one line of per-request counts
-# "cpu_us usr_us sys_us sys rd wr epoll epctl futex ctxsw mig cli_us cli_ep".
+# "cpu_us usr_us sys_us sys rd wr epoll ep0 epctl futex ctxsw mig cli_us cli_ep".
 measure() {
   local pid=$1 port=$2 tls=$3 u0 s0 u1 s1 perf
   shift 3
@@ -106,7 +109,7 @@ measure() {
   [ "$tls" = 1 ] && client=("${CLIENT_TLS[@]}" "${client[@]}")
   redis-benchmark "${client[@]}" -n $((N / 10)) "$@" >/dev/null 2>&1
   read -r u0 s0 <<<"$(cpu_ticks "$pid")"
-  perf stat -x, -e "$EVENTS" -p "$pid" -o "$WORK/server.perf" &
+  perf stat -x, -e "$EVENTS" "${EMPTY_POLLS[@]}" -p "$pid" -o "$WORK/server.perf" &
   perf=$!
   sleep 0.3
   perf stat -x, -e task-clock,syscalls:sys_enter_epoll_wait -o "$WORK/client.perf" -- \
@@ -119,6 +122,7 @@ measure() {
     FILENAME ~ /server/ && $3 ~ /enter_(read|recvfrom|readv|recvmsg)$/ {rd += $1}
     FILENAME ~ /server/ && $3 ~ /enter_(write|sendto|writev|sendmsg)$/ {wr += $1}
     FILENAME ~ /server/ && $3 ~ /enter_epoll_(wait|pwait)$/ {ep += $1}
+    FILENAME ~ /server/ && $3 ~ /exit_epoll_wait/ {e0 = $1}
     FILENAME ~ /server/ && $3 ~ /epoll_ctl/ {ec = $1}
     FILENAME ~ /server/ && $3 ~ /futex/ {fx = $1}
     FILENAME ~ /server/ && $3 ~ /context-switches/ {cs = $1}
@@ -127,9 +131,9 @@ measure() {
     FILENAME ~ /client/ && $3 ~ /epoll_wait/ {ce = $1}
     END {
       us = 1e6 / tick / n
-      printf "%.2f %.2f %.2f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %.4f %.2f %.3f\n",
-        (du + ds) * us, du * us, ds * us, s / n, rd / n, wr / n, ep / n, ec / n, fx / n, cs / n,
-        mg / n, cc * 1000 / n, ce / n
+      printf "%.2f %.2f %.2f %.3f %.3f %.3f %.3f %.4f %.3f %.3f %.3f %.4f %.2f %.3f\n",
+        (du + ds) * us, du * us, ds * us, s / n, rd / n, wr / n, ep / n, e0 / n, ec / n, fx / n,
+        cs / n, mg / n, cc * 1000 / n, ce / n
     }' "$WORK/server.perf" "$WORK/client.perf"
 }
 
@@ -141,7 +145,7 @@ rows = [[float(x) for x in l.split()] for l in sys.stdin if l.strip()]
 print(" ".join(f"{statistics.median(c):g}" for c in zip(*rows)))'
 }
 
-COLUMNS="cpu_us usr_us sys_us sys rd wr epoll epctl futex ctxsw mig cli_us cli_ep"
+COLUMNS="cpu_us usr_us sys_us sys rd wr epoll ep0 epctl futex ctxsw mig cli_us cli_ep"
 printf '%-16s %-8s' row server
 for c in $COLUMNS; do printf ' %7s' "$c"; done
 printf '\n'
@@ -184,7 +188,7 @@ for row in $ROWS; do
 import sys
 r = [float(x) for x in sys.argv[2].split()]; t = [float(x) for x in sys.argv[3].split()]
 ratio = lambda i: f"{t[i] / r[i]:.2f}x" if r[i] > 0 else "-"
-print(f"{sys.argv[1]:<16} tollgate/redis: cpu_us {ratio(0)}, syscalls {ratio(3)}, client cpu_us {ratio(11)}")
+print(f"{sys.argv[1]:<16} tollgate/redis: cpu_us {ratio(0)}, syscalls {ratio(3)}, client cpu_us {ratio(12)}")
 ' "$row" "$r" "$t"
 done
 echo "(per request, medians of $ROUNDS rounds of $N requests, $CLIENTS clients, -P $PIPELINE;"
