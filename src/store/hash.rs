@@ -25,7 +25,7 @@
 use bytes::Bytes;
 use indexmap::IndexMap;
 
-use super::small::{Packed, PACKED_INLINE};
+use super::small::Packed;
 use super::varint::{len_size, take, write_len};
 use super::KeyHasher;
 
@@ -71,7 +71,8 @@ impl Default for HashValue {
 }
 
 /// Fields and values back to back, each a LEB128 length and its bytes, with the number
-/// of fields (inline in the value up to [`PACKED_INLINE`] bytes).
+/// of fields (inline in the value up to
+/// [`PACKED_INLINE`](super::small::PACKED_INLINE) bytes).
 #[derive(Clone, Debug, Default)]
 pub struct Compact(Packed);
 
@@ -364,6 +365,7 @@ impl HashValue {
 
 #[cfg(test)]
 mod tests {
+    use super::super::small::PACKED_INLINE;
     use super::*;
 
     fn limits(entries: usize, value: usize) -> HashLimits {
