@@ -122,16 +122,16 @@ impl Compact {
     fn splice(&mut self, count: usize, cut: std::ops::Range<usize>, insert: &[&[u8]]) {
         let old = self.buf();
         let add: usize = insert.iter().map(|b| len_size(b.len()) + b.len()).sum();
-        let mut out = Packed::zeroed(count as u32, old.len() - cut.len() + add);
-        let dst = out.as_mut_slice();
-        dst[..cut.start].copy_from_slice(&old[..cut.start]);
-        let mut at = cut.start;
-        for b in insert {
-            at += write_len(&mut dst[at..], b.len());
-            dst[at..at + b.len()].copy_from_slice(b);
-            at += b.len();
-        }
-        dst[at..].copy_from_slice(&old[cut.end..]);
+        let out = Packed::build(count as u32, old.len() - cut.len() + add, |w| {
+            w.put(&old[..cut.start]);
+            for b in insert {
+                let mut len = [0; 10];
+                let n = write_len(&mut len, b.len());
+                w.put(&len[..n]);
+                w.put(b);
+            }
+            w.put(&old[cut.end..]);
+        });
         self.0 = out;
     }
 

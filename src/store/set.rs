@@ -58,7 +58,7 @@ pub struct IntSet(Packed);
 
 impl Default for IntSet {
     fn default() -> Self {
-        IntSet(Packed::zeroed(2, 0))
+        IntSet(Packed::new(2, &[]))
     }
 }
 
@@ -71,10 +71,6 @@ fn width_of(v: i64) -> u8 {
     } else {
         8
     }
-}
-
-fn put(out: &mut [u8], width: u8, v: i64) {
-    out.copy_from_slice(&v.to_le_bytes()[..usize::from(width)]);
 }
 
 impl IntSet {
@@ -137,19 +133,25 @@ impl IntSet {
         let width = width_of(v).max(self.width() as u8);
         let w = usize::from(width);
         let len = self.len();
-        let mut packed = Packed::zeroed(u32::from(width), (len + 1) * w);
-        let data = packed.as_mut_slice();
-        if w == self.width() {
-            let old = self.0.as_slice();
-            data[..at * w].copy_from_slice(&old[..at * w]);
-            data[(at + 1) * w..].copy_from_slice(&old[at * w..]);
-        } else {
-            for i in 0..len {
-                let j = if i < at { i } else { i + 1 };
-                put(&mut data[j * w..(j + 1) * w], width, self.get(i));
+        let bytes = |v: i64| v.to_le_bytes();
+        let packed = Packed::build(u32::from(width), (len + 1) * w, |out| {
+            if w == self.width() {
+                let old = self.0.as_slice();
+                out.put(&old[..at * w]);
+                out.put(&bytes(v)[..w]);
+                out.put(&old[at * w..]);
+            } else {
+                for i in 0..len {
+                    if i == at {
+                        out.put(&bytes(v)[..w]);
+                    }
+                    out.put(&bytes(self.get(i))[..w]);
+                }
+                if at == len {
+                    out.put(&bytes(v)[..w]);
+                }
             }
-        }
-        put(&mut data[at * w..(at + 1) * w], width, v);
+        });
         self.0 = packed;
         true
     }
@@ -161,10 +163,10 @@ impl IntSet {
         };
         let w = self.width();
         let old = self.0.as_slice();
-        let mut packed = Packed::zeroed(self.0.meta(), old.len() - w);
-        let data = packed.as_mut_slice();
-        data[..at * w].copy_from_slice(&old[..at * w]);
-        data[at * w..].copy_from_slice(&old[(at + 1) * w..]);
+        let packed = Packed::build(self.0.meta(), old.len() - w, |out| {
+            out.put(&old[..at * w]);
+            out.put(&old[(at + 1) * w..]);
+        });
         self.0 = packed;
         true
     }

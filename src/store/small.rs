@@ -309,33 +309,71 @@ pub enum Packed {
 
 impl Default for Packed {
     fn default() -> Self {
-        Packed::zeroed(0, 0)
+        Packed::new(0, &[])
+    }
+}
+
+/// Writes a [`Packed`] payload front to back ([`Packed::build`]): into the inline bytes,
+/// or into an allocation of the exact size (not zeroed first: a large hash's rewrite on
+/// each HSET zeroed kilobytes for nothing).
+pub enum PackedWriter {
+    /// Into the inline bytes, the position.
+    Inline([u8; PACKED_INLINE], usize),
+    /// Into an allocation.
+    Heap(Vec<u8>),
+}
+
+impl PackedWriter {
+    /// Append `b`.
+    #[inline]
+    pub fn put(&mut self, b: &[u8]) {
+        match self {
+            PackedWriter::Inline(buf, at) => {
+                buf[*at..*at + b.len()].copy_from_slice(b);
+                *at += b.len();
+            }
+            PackedWriter::Heap(v) => v.extend_from_slice(b),
+        }
     }
 }
 
 impl Packed {
-    /// `len` zero bytes and the number `meta`, inline when they fit: the caller then
-    /// writes the payload through [`Packed::as_mut_slice`].
+    /// A payload of exactly `len` bytes written by `fill`, with the number `meta`; inline
+    /// when they fit.
     #[inline]
-    pub fn zeroed(meta: u32, len: usize) -> Self {
+    pub fn build(meta: u32, len: usize, fill: impl FnOnce(&mut PackedWriter)) -> Self {
         match u8::try_from(meta) {
-            Ok(meta) if len <= PACKED_INLINE => Packed::Inline {
-                meta,
-                len: len as u8,
-                bytes: [0; PACKED_INLINE],
-            },
-            _ => Packed::Heap {
-                meta,
-                bytes: vec![0; len].into_boxed_slice(),
-            },
+            Ok(meta) if len <= PACKED_INLINE => {
+                let mut w = PackedWriter::Inline([0; PACKED_INLINE], 0);
+                fill(&mut w);
+                let PackedWriter::Inline(bytes, at) = w else {
+                    unreachable!("an inline writer stays inline")
+                };
+                debug_assert_eq!(at, len);
+                Packed::Inline {
+                    meta,
+                    len: len as u8,
+                    bytes,
+                }
+            }
+            _ => {
+                let mut w = PackedWriter::Heap(Vec::with_capacity(len));
+                fill(&mut w);
+                let PackedWriter::Heap(v) = w else {
+                    unreachable!("a heap writer stays on the heap")
+                };
+                debug_assert_eq!(v.len(), len);
+                Packed::Heap {
+                    meta,
+                    bytes: v.into_boxed_slice(),
+                }
+            }
         }
     }
 
     /// A copy of `bytes` with the number `meta`.
     pub fn new(meta: u32, bytes: &[u8]) -> Self {
-        let mut p = Packed::zeroed(meta, bytes.len());
-        p.as_mut_slice().copy_from_slice(bytes);
-        p
+        Packed::build(meta, bytes.len(), |w| w.put(bytes))
     }
 
     /// The bytes.
