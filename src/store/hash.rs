@@ -2,11 +2,13 @@
 //!
 //! A seed limiter keeps one small hash per client (a sliding window's two counters, a
 //! token bucket's tokens and time), so a server holds millions of hashes of a few short
-//! fields. A small hash is therefore one exact-size allocation of its fields and values
-//! back to back ([`Compact`], this module's own layout in the role of Redis's listpack:
-//! each string a LEB128 length then its bytes, field then value, in insertion order), and
-//! becomes an insertion-ordered hash table ([`IndexMap`]) for good when it would pass
-//! `hash-max-listpack-entries` fields or gets a field or value longer than
+//! fields. A small hash is therefore its fields and values back to back ([`Compact`], this
+//! module's own layout in the role of Redis's listpack: each string a LEB128 length then
+//! its bytes, field then value, in insertion order), inside the value itself up to 29
+//! bytes (a seed sliding window's one or two counters) and in one exact-size allocation
+//! beyond (`store::small::Packed`), and becomes an insertion-ordered hash table
+//! ([`IndexMap`]) for good when it would pass `hash-max-listpack-entries` fields or gets
+//! a field or value longer than
 //! `hash-max-listpack-value` bytes: the moment Redis 7.0 converts (`hashTypeSet` checks
 //! both on every set, HINCRBY's and HINCRBYFLOAT's results included; nothing converts
 //! back). Lookups in the compact form are a linear scan of at most a few kilobytes, as
@@ -23,7 +25,8 @@
 use bytes::Bytes;
 use indexmap::IndexMap;
 
-use super::varint::{len_size, put_len, take};
+use super::small::Packed;
+use super::varint::{len_size, take, write_len};
 use super::KeyHasher;
 
 /// The large form: field -> value in insertion order.
@@ -67,13 +70,11 @@ impl Default for HashValue {
     }
 }
 
-/// Fields and values back to back, each a LEB128 length and its bytes.
+/// Fields and values back to back, each a LEB128 length and its bytes, with the number
+/// of fields (inline in the value up to
+/// [`PACKED_INLINE`](super::small::PACKED_INLINE) bytes).
 #[derive(Clone, Debug, Default)]
-pub struct Compact {
-    /// Number of fields.
-    len: u32,
-    buf: Box<[u8]>,
-}
+pub struct Compact(Packed);
 
 /// Where one field/value pair sits in a compact buffer.
 struct Slot {
@@ -84,8 +85,19 @@ struct Slot {
 }
 
 impl Compact {
+    /// Number of fields.
+    #[inline]
+    fn len(&self) -> usize {
+        self.0.meta() as usize
+    }
+
+    #[inline]
+    fn buf(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+
     fn find(&self, field: &[u8]) -> Option<Slot> {
-        let buf = &self.buf[..];
+        let buf = self.buf();
         let mut pos = 0;
         while pos < buf.len() {
             let start = pos;
@@ -100,41 +112,44 @@ impl Compact {
 
     fn iter(&self) -> CompactIter<'_> {
         CompactIter {
-            buf: &self.buf,
+            buf: self.buf(),
             pos: 0,
         }
+    }
+
+    /// The buffer with `buf[cut]` replaced by `insert` (each a length and its bytes), and
+    /// `count` fields.
+    fn splice(&mut self, count: usize, cut: std::ops::Range<usize>, insert: &[&[u8]]) {
+        let old = self.buf();
+        let add: usize = insert.iter().map(|b| len_size(b.len()) + b.len()).sum();
+        let out = Packed::build(count as u32, old.len() - cut.len() + add, |w| {
+            w.put(&old[..cut.start]);
+            for b in insert {
+                let mut len = [0; 10];
+                let n = write_len(&mut len, b.len());
+                w.put(&len[..n]);
+                w.put(b);
+            }
+            w.put(&old[cut.end..]);
+        });
+        self.0 = out;
     }
 
     /// Set `field` to `value`; true when the field is new.
     fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
         match self.find(field) {
             Some(slot) if slot.value.len() == value.len() => {
-                self.buf[slot.value].copy_from_slice(value);
+                self.0.as_mut_slice()[slot.value].copy_from_slice(value);
                 false
             }
             Some(slot) => {
-                let old_end = slot.value.end;
                 let value_at = slot.value.start - len_size(slot.value.len());
-                let mut out = Vec::with_capacity(
-                    self.buf.len() - (old_end - value_at) + len_size(value.len()) + value.len(),
-                );
-                out.extend_from_slice(&self.buf[..value_at]);
-                put_len(&mut out, value.len());
-                out.extend_from_slice(value);
-                out.extend_from_slice(&self.buf[old_end..]);
-                self.buf = out.into_boxed_slice();
+                self.splice(self.len(), value_at..slot.value.end, &[value]);
                 false
             }
             None => {
-                let add = len_size(field.len()) + field.len() + len_size(value.len()) + value.len();
-                let mut out = Vec::with_capacity(self.buf.len() + add);
-                out.extend_from_slice(&self.buf);
-                put_len(&mut out, field.len());
-                out.extend_from_slice(field);
-                put_len(&mut out, value.len());
-                out.extend_from_slice(value);
-                self.buf = out.into_boxed_slice();
-                self.len += 1;
+                let end = self.buf().len();
+                self.splice(self.len() + 1, end..end, &[field, value]);
                 true
             }
         }
@@ -145,17 +160,12 @@ impl Compact {
         let Some(slot) = self.find(field) else {
             return false;
         };
-        let end = slot.value.end;
-        let mut out = Vec::with_capacity(self.buf.len() - (end - slot.start));
-        out.extend_from_slice(&self.buf[..slot.start]);
-        out.extend_from_slice(&self.buf[end..]);
-        self.buf = out.into_boxed_slice();
-        self.len -= 1;
+        self.splice(self.len() - 1, slot.start..slot.value.end, &[]);
         true
     }
 
     fn to_table(&self) -> Table {
-        let mut t = Table::with_capacity_and_hasher(self.len as usize + 1, KeyHasher);
+        let mut t = Table::with_capacity_and_hasher(self.len() + 1, KeyHasher);
         for (f, v) in self.iter() {
             t.insert(Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
         }
@@ -207,7 +217,7 @@ impl HashValue {
     /// Number of fields.
     pub fn len(&self) -> usize {
         match self {
-            HashValue::Compact(c) => c.len as usize,
+            HashValue::Compact(c) => c.len(),
             HashValue::Table(t) => t.len(),
         }
     }
@@ -228,7 +238,7 @@ impl HashValue {
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match self {
-            HashValue::Compact(c) => c.find(field).map(|s| &c.buf[s.value]),
+            HashValue::Compact(c) => c.find(field).map(|s| &c.buf()[s.value]),
             HashValue::Table(t) => t.get(field).map(|v| &v[..]),
         }
     }
@@ -271,7 +281,7 @@ impl HashValue {
                 *self = HashValue::Table(Box::new(c.to_table()));
             } else {
                 let added = c.insert(field, value);
-                if c.len as usize > limits.entries {
+                if c.len() > limits.entries {
                     *self = HashValue::Table(Box::new(c.to_table()));
                 }
                 return added;
@@ -347,7 +357,7 @@ impl HashValue {
     /// A rough count of the heap bytes held, for INFO memory.
     pub fn memory_estimate(&self) -> usize {
         match self {
-            HashValue::Compact(c) => c.buf.len(),
+            HashValue::Compact(c) => c.0.heap_bytes(),
             HashValue::Table(t) => t.iter().map(|(k, v)| k.len() + v.len() + 64).sum(),
         }
     }
@@ -355,6 +365,7 @@ impl HashValue {
 
 #[cfg(test)]
 mod tests {
+    use super::super::small::PACKED_INLINE;
     use super::*;
 
     fn limits(entries: usize, value: usize) -> HashLimits {
@@ -363,7 +374,10 @@ mod tests {
 
     #[test]
     fn value_stays_small() {
-        assert!(std::mem::size_of::<HashValue>() <= 24);
+        // 32 bytes (a `Packed` payload and the variant's tag in its spare values) keeps
+        // a `Value` at 40, its string variant's size.
+        assert_eq!(std::mem::size_of::<HashValue>(), 32);
+        assert_eq!(std::mem::size_of::<crate::store::Value>(), 40);
     }
 
     #[test]
@@ -416,6 +430,42 @@ mod tests {
         let mut none = HashValue::default();
         none.insert(b"f", b"v", limits(0, 4));
         assert_eq!(none.encoding(), "hashtable");
+    }
+
+    #[test]
+    fn inline_and_allocated_payloads_answer_alike() {
+        // Each pair `fN`/`vN` is 6 bytes (two 1-byte lengths): four pairs sit in the value
+        // (24 bytes), the fifth passes 29 and moves the pairs to an allocation, and
+        // removals bring them back inline.
+        let lim = HashLimits::default();
+        let mut h = HashValue::default();
+        let mut model: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let check = |h: &HashValue, model: &Vec<(Vec<u8>, Vec<u8>)>| {
+            let pairs: Vec<_> = h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+            assert_eq!(&pairs, model);
+            assert_eq!(h.len(), model.len());
+            let bytes: usize = model.iter().map(|(f, v)| f.len() + v.len() + 2).sum();
+            let heap = if bytes > PACKED_INLINE { bytes } else { 0 };
+            assert_eq!(h.memory_estimate(), heap);
+        };
+        for i in 0..8 {
+            let (f, v) = (format!("f{i}").into_bytes(), format!("v{i}").into_bytes());
+            assert!(h.insert(&f, &v, lim));
+            model.push((f, v));
+            check(&h, &model);
+        }
+        assert!(!h.insert(b"f2", b"longer value", lim));
+        model[2].1 = b"longer value".to_vec();
+        check(&h, &model);
+        for f in ["f0", "f7", "f2", "f5"] {
+            assert!(h.remove(f.as_bytes()));
+            model.retain(|(k, _)| k != f.as_bytes());
+            check(&h, &model);
+        }
+        assert!(!h.insert(b"f3", b"", lim));
+        model[1].1 = Vec::new();
+        check(&h, &model);
+        assert_eq!(h.encoding(), "listpack");
     }
 
     #[test]

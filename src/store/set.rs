@@ -1,9 +1,10 @@
 //! Set values and their two encodings, Redis's intset and hash table.
 //!
-//! A small set whose members are all integers is an [`IntSet`]: one exact-size allocation
-//! holding the members as a sorted array of little-endian integers of one width (2, 4 or
-//! 8 bytes), as Redis 7.0's intset. The width is the narrowest that held every member ever
-//! added: adding a wider integer rewrites the array at the new width, and removals never
+//! A small set whose members are all integers is an [`IntSet`]: the members as a sorted
+//! array of little-endian integers of one width (2, 4 or 8 bytes), as Redis 7.0's intset,
+//! inside the value itself up to 29 bytes (14 members of 2 bytes) and in one exact-size
+//! allocation beyond (`store::small::Packed`). The width is the narrowest that held every
+//! member ever added: adding a wider integer rewrites the array at the new width, and removals never
 //! narrow it (Redis's `intsetUpgradeAndAdd`), so DUMP writes Redis's intset bytes. A set
 //! becomes an insertion-ordered table ([`IndexSet`]) for good when a member is not an
 //! integer (Redis's `string2ll`: canonical decimal of an i64, [`parse_canonical_i64`]) or
@@ -34,6 +35,7 @@ use std::ops::Deref;
 use bytes::Bytes;
 use indexmap::IndexSet;
 
+use super::small::Packed;
 use super::value::parse_canonical_i64;
 use super::KeyHasher;
 
@@ -143,20 +145,15 @@ impl Default for SetValue {
     }
 }
 
-/// Sorted distinct integers of one width, little-endian, back to back.
+/// Sorted distinct integers of one width, little-endian, back to back; the width (2, 4
+/// or 8 bytes per member) is the payload's number (inline up to
+/// [`PACKED_INLINE`](super::small::PACKED_INLINE) bytes: 14 members of 2 bytes).
 #[derive(Clone, Debug)]
-pub struct IntSet {
-    /// Bytes per member: 2, 4 or 8.
-    width: u8,
-    data: Box<[u8]>,
-}
+pub struct IntSet(Packed);
 
 impl Default for IntSet {
     fn default() -> Self {
-        IntSet {
-            width: 2,
-            data: Box::default(),
-        }
+        IntSet(Packed::new(2, &[]))
     }
 }
 
@@ -171,31 +168,28 @@ fn width_of(v: i64) -> u8 {
     }
 }
 
-fn put(out: &mut [u8], width: u8, v: i64) {
-    out.copy_from_slice(&v.to_le_bytes()[..usize::from(width)]);
-}
-
 impl IntSet {
     /// Number of members.
     pub fn len(&self) -> usize {
-        self.data.len() / usize::from(self.width)
+        self.0.as_slice().len() / self.width()
     }
 
     /// Whether there are no members.
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.0.as_slice().is_empty()
     }
 
     /// Bytes per member.
+    #[inline]
     pub fn width(&self) -> usize {
-        usize::from(self.width)
+        self.0.meta() as usize
     }
 
     /// The `i`-th smallest member.
     #[inline]
     pub fn get(&self, i: usize) -> i64 {
-        let w = usize::from(self.width);
-        let c = &self.data[i * w..(i + 1) * w];
+        let w = self.width();
+        let c = &self.0.as_slice()[i * w..(i + 1) * w];
         match w {
             2 => i64::from(i16::from_le_bytes([c[0], c[1]])),
             4 => i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
@@ -205,7 +199,7 @@ impl IntSet {
 
     /// Where `v` is, or where it would go.
     fn search(&self, v: i64) -> Result<usize, usize> {
-        if width_of(v) > self.width {
+        if usize::from(width_of(v)) > self.width() {
             // Wider than every member: below or above them all.
             return Err(if v < 0 { 0 } else { self.len() });
         }
@@ -231,22 +225,29 @@ impl IntSet {
         let Err(at) = self.search(v) else {
             return false;
         };
-        let width = self.width.max(width_of(v));
+        let width = width_of(v).max(self.width() as u8);
         let w = usize::from(width);
         let len = self.len();
-        let mut data = vec![0u8; (len + 1) * w].into_boxed_slice();
-        if width == self.width {
-            data[..at * w].copy_from_slice(&self.data[..at * w]);
-            data[(at + 1) * w..].copy_from_slice(&self.data[at * w..]);
-        } else {
-            for i in 0..len {
-                let j = if i < at { i } else { i + 1 };
-                put(&mut data[j * w..(j + 1) * w], width, self.get(i));
+        let bytes = |v: i64| v.to_le_bytes();
+        let packed = Packed::build(u32::from(width), (len + 1) * w, |out| {
+            if w == self.width() {
+                let old = self.0.as_slice();
+                out.put(&old[..at * w]);
+                out.put(&bytes(v)[..w]);
+                out.put(&old[at * w..]);
+            } else {
+                for i in 0..len {
+                    if i == at {
+                        out.put(&bytes(v)[..w]);
+                    }
+                    out.put(&bytes(self.get(i))[..w]);
+                }
+                if at == len {
+                    out.put(&bytes(v)[..w]);
+                }
             }
-        }
-        put(&mut data[at * w..(at + 1) * w], width, v);
-        self.width = width;
-        self.data = data;
+        });
+        self.0 = packed;
         true
     }
 
@@ -255,11 +256,13 @@ impl IntSet {
         let Ok(at) = self.search(v) else {
             return false;
         };
-        let w = usize::from(self.width);
-        let mut data = Vec::with_capacity(self.data.len() - w);
-        data.extend_from_slice(&self.data[..at * w]);
-        data.extend_from_slice(&self.data[(at + 1) * w..]);
-        self.data = data.into_boxed_slice();
+        let w = self.width();
+        let old = self.0.as_slice();
+        let packed = Packed::build(self.0.meta(), old.len() - w, |out| {
+            out.put(&old[..at * w]);
+            out.put(&old[(at + 1) * w..]);
+        });
+        self.0 = packed;
         true
     }
 
@@ -270,10 +273,11 @@ impl IntSet {
 
     /// Redis's intset bytes: width (u32 LE), count (u32 LE), the members.
     pub fn to_redis_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8 + self.data.len());
-        out.extend_from_slice(&u32::from(self.width).to_le_bytes());
+        let data = self.0.as_slice();
+        let mut out = Vec::with_capacity(8 + data.len());
+        out.extend_from_slice(&self.0.meta().to_le_bytes());
         out.extend_from_slice(&(self.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.data);
+        out.extend_from_slice(data);
         out
     }
 
@@ -289,10 +293,7 @@ impl IntSet {
         if count == 0 || count.checked_mul(usize::from(width))? + 8 != buf.len() {
             return None;
         }
-        let set = IntSet {
-            width,
-            data: buf[8..].into(),
-        };
+        let set = IntSet(Packed::new(u32::from(width), &buf[8..]));
         (1..set.len())
             .all(|i| set.get(i - 1) < set.get(i))
             .then_some(set)
@@ -476,7 +477,7 @@ impl SetValue {
     /// A rough count of the heap bytes held, for INFO memory.
     pub fn memory_estimate(&self) -> usize {
         match self {
-            SetValue::Ints(s) => s.data.len(),
+            SetValue::Ints(s) => s.0.heap_bytes(),
             // An entry (the hash and a 24-byte member) and its slot in the index, plus the
             // boxes of long members.
             SetValue::Table(t) => t
@@ -503,7 +504,10 @@ mod tests {
 
     #[test]
     fn value_stays_small() {
-        assert!(std::mem::size_of::<SetValue>() <= 24);
+        // 32 bytes (a `Packed` payload and the variant's tag in its spare values) keeps
+        // a `Value` at 40, its string variant's size.
+        assert_eq!(std::mem::size_of::<SetValue>(), 32);
+        assert_eq!(std::mem::size_of::<crate::store::Value>(), 40);
         assert_eq!(std::mem::size_of::<Member>(), 24);
     }
 
@@ -578,6 +582,31 @@ mod tests {
         assert!(
             IntSet::from_redis_bytes(b"\x02\x00\x00\x00\x02\x00\x00\x00\x02\x00\x01\x00").is_none()
         );
+    }
+
+    #[test]
+    fn small_intsets_sit_in_the_value() {
+        // 14 members of 2 bytes are 28 bytes, inline; the 15th moves them to an exact-size
+        // allocation, a wider member widens them there, and removals bring them back.
+        let mut s = SetValue::default();
+        for v in 0..15 {
+            s.insert(&int_bytes(v * 7), 512);
+            let heap = if v < 14 { 0 } else { 30 };
+            assert_eq!(s.memory_estimate(), heap, "{v}");
+        }
+        s.insert(&b("70000"), 512);
+        assert_eq!(s.memory_estimate(), 16 * 4);
+        for v in 0..10 {
+            assert!(s.remove(&int_bytes(v * 7)));
+        }
+        assert_eq!(
+            s.memory_estimate(),
+            0,
+            "six members of 4 bytes sit inline again"
+        );
+        assert_eq!(members(&s), ["70", "77", "84", "91", "98", "70000"]);
+        let SetValue::Ints(ref i) = s else { panic!() };
+        assert_eq!(i.width(), 4);
     }
 
     #[test]

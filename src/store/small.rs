@@ -273,6 +273,154 @@ impl<const N: usize> fmt::Debug for SmallBytes<N> {
     }
 }
 
+/// Longest payload a [`Packed`] keeps inline: the most that leaves a collection value 32
+/// bytes, so that [`Value`](crate::store::Value) stays 40 (its string variant's inline
+/// bytes set that size).
+pub const PACKED_INLINE: usize = 29;
+
+/// The bytes of a compact collection (a small hash's pairs, an intset's members) and a
+/// number of the collection's own beside them (a hash's field count, an intset's width).
+///
+/// Up to [`PACKED_INLINE`] bytes sit in the value itself, so a small collection is no
+/// allocation at all: a set of 10 small integers is 20 bytes, a hash of one or two short
+/// fields (a seed sliding window's counters, redis-benchmark's HSET) 10-29, where an
+/// allocation of their own cost a 24- to 32-byte mimalloc block each, and one more cache
+/// miss per access. Longer payloads take an exact-size allocation (Redis reallocates its
+/// listpacks and intsets to the exact size too).
+#[derive(Clone)]
+pub enum Packed {
+    /// Up to [`PACKED_INLINE`] bytes, with a number of at most 255.
+    Inline {
+        /// The collection's number.
+        meta: u8,
+        /// The length.
+        len: u8,
+        /// The bytes, then zeros.
+        bytes: [u8; PACKED_INLINE],
+    },
+    /// Longer payloads, or a larger number.
+    Heap {
+        /// The collection's number.
+        meta: u32,
+        /// The bytes.
+        bytes: Box<[u8]>,
+    },
+}
+
+impl Default for Packed {
+    fn default() -> Self {
+        Packed::new(0, &[])
+    }
+}
+
+/// Writes a [`Packed`] payload front to back ([`Packed::build`]): into the inline bytes,
+/// or into an allocation of the exact size (not zeroed first: a large hash's rewrite on
+/// each HSET zeroed kilobytes for nothing).
+pub enum PackedWriter {
+    /// Into the inline bytes, the position.
+    Inline([u8; PACKED_INLINE], usize),
+    /// Into an allocation.
+    Heap(Vec<u8>),
+}
+
+impl PackedWriter {
+    /// Append `b`.
+    #[inline]
+    pub fn put(&mut self, b: &[u8]) {
+        match self {
+            PackedWriter::Inline(buf, at) => {
+                buf[*at..*at + b.len()].copy_from_slice(b);
+                *at += b.len();
+            }
+            PackedWriter::Heap(v) => v.extend_from_slice(b),
+        }
+    }
+}
+
+impl Packed {
+    /// A payload of exactly `len` bytes written by `fill`, with the number `meta`; inline
+    /// when they fit.
+    #[inline]
+    pub fn build(meta: u32, len: usize, fill: impl FnOnce(&mut PackedWriter)) -> Self {
+        match u8::try_from(meta) {
+            Ok(meta) if len <= PACKED_INLINE => {
+                let mut w = PackedWriter::Inline([0; PACKED_INLINE], 0);
+                fill(&mut w);
+                let PackedWriter::Inline(bytes, at) = w else {
+                    unreachable!("an inline writer stays inline")
+                };
+                debug_assert_eq!(at, len);
+                Packed::Inline {
+                    meta,
+                    len: len as u8,
+                    bytes,
+                }
+            }
+            _ => {
+                let mut w = PackedWriter::Heap(Vec::with_capacity(len));
+                fill(&mut w);
+                let PackedWriter::Heap(v) = w else {
+                    unreachable!("a heap writer stays on the heap")
+                };
+                debug_assert_eq!(v.len(), len);
+                Packed::Heap {
+                    meta,
+                    bytes: v.into_boxed_slice(),
+                }
+            }
+        }
+    }
+
+    /// A copy of `bytes` with the number `meta`.
+    pub fn new(meta: u32, bytes: &[u8]) -> Self {
+        Packed::build(meta, bytes.len(), |w| w.put(bytes))
+    }
+
+    /// The bytes.
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Packed::Inline { len, bytes, .. } => &bytes[..usize::from(*len)],
+            Packed::Heap { bytes, .. } => bytes,
+        }
+    }
+
+    /// The bytes, for editing in place (the length stays).
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            Packed::Inline { len, bytes, .. } => &mut bytes[..usize::from(*len)],
+            Packed::Heap { bytes, .. } => bytes,
+        }
+    }
+
+    /// The collection's number.
+    #[inline]
+    pub fn meta(&self) -> u32 {
+        match self {
+            Packed::Inline { meta, .. } => u32::from(*meta),
+            Packed::Heap { meta, .. } => *meta,
+        }
+    }
+
+    /// Bytes held in an allocation of their own (0 when inline), for INFO memory.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Packed::Inline { .. } => 0,
+            Packed::Heap { bytes, .. } => bytes.len(),
+        }
+    }
+}
+
+impl fmt::Debug for Packed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Packed")
+            .field("meta", &self.meta())
+            .field("bytes", &Bytes::copy_from_slice(self.as_slice()))
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +448,31 @@ mod tests {
             assert_eq!(used.clone().access().load(Ordering::Relaxed), 77);
         }
         assert_ne!(Key::new(b"a"), Key::new(b"a\0"));
+    }
+
+    #[test]
+    fn packed_payloads_are_inline_up_to_the_limit_and_keep_their_number() {
+        assert_eq!(std::mem::size_of::<Packed>(), 32);
+        for (meta, len) in [
+            (0, 0),
+            (7, 1),
+            (255, PACKED_INLINE),
+            (256, 3),
+            (2, PACKED_INLINE + 1),
+        ] {
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8 + 1).collect();
+            let p = Packed::new(meta, &bytes);
+            assert_eq!(p.as_slice(), &bytes[..]);
+            assert_eq!(p.meta(), meta);
+            let inline = meta <= 255 && len <= PACKED_INLINE;
+            assert_eq!(matches!(p, Packed::Inline { .. }), inline);
+            assert_eq!(p.heap_bytes(), if inline { 0 } else { len });
+            let mut q = p.clone();
+            if len > 0 {
+                q.as_mut_slice()[0] = 99;
+                assert_eq!(q.as_slice()[0], 99);
+                assert_eq!(p.as_slice()[0], 1);
+            }
+        }
     }
 }
