@@ -10,9 +10,9 @@
 //!   per command. A user with every permission ([`User::unrestricted`]) skips the checks
 //!   entirely: the default user costs a connection one branch per command.
 //! - Checks: [`User::check`] for a call (command, keys, channels), [`User::channel_allowed`]
-//!   for pub/sub. A connection's hot path asks [`ClientUser::verdict`] first (`verdict.rs`):
-//!   what a call of a command needs from its user, decided once per user and command. The
-//!   texts clients get are [`Denied::message`] (Redis 7.0's `NOPERM`).
+//!   for pub/sub. A connection's hot path asks [`ClientUser::fast_check`] first
+//!   (`verdict.rs`): what a call of a command needs from its user, decided once per user
+//!   and command. The texts clients get are [`Denied::message`] (Redis 7.0's `NOPERM`).
 //! - The aclfile format (ACL SAVE/LOAD, `aclfile`) is [`Acl::to_file`] / [`parse_file`].
 //!
 //! Command identities and categories are in `categories.rs`.
