@@ -10,9 +10,9 @@
 //!   per command. A user with every permission ([`User::unrestricted`]) skips the checks
 //!   entirely: the default user costs a connection one branch per command.
 //! - Checks: [`User::check`] for a call (command, keys, channels), [`User::channel_allowed`]
-//!   for pub/sub. A connection's hot path asks [`ClientUser::verdict`] first (`verdict.rs`):
-//!   what a call of a command needs from its user, decided once per user and command. The
-//!   texts clients get are [`Denied::message`] (Redis 7.0's `NOPERM`).
+//!   for pub/sub. A connection's hot path asks [`ClientUser::fast_check`] first
+//!   (`verdict.rs`): what a call of a command needs from its user, decided once per user
+//!   and command. The texts clients get are [`Denied::message`] (Redis 7.0's `NOPERM`).
 //! - The aclfile format (ACL SAVE/LOAD, `aclfile`) is [`Acl::to_file`] / [`parse_file`].
 //!
 //! Command identities and categories are in `categories.rs`.
@@ -1505,6 +1505,87 @@ mod tests {
                     assert!(full || !fast, "{} {:?}", u.describe(), args);
                     if u.selectors.is_empty() {
                         assert_eq!(fast, full, "{} {:?}", u.describe(), args);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A connection's checks ([`ClientUser::fast_check`], then
+    /// [`ClientUser::quick_check`], then the full check) give the full check's answer, for
+    /// the prefix literals the word compares take (up to 8 bytes, up to 16) and those they
+    /// do not, keys shorter and longer than the words, patterns that grant reads or writes
+    /// only, and users the fast form does not cover.
+    #[test]
+    fn client_user_checks_agree_with_the_full_check() {
+        let users = [
+            user(&["~rl:*", "+@all"]),
+            user(&["~rl:*", "+get"]),
+            user(&["~abcdefgh*", "+@all"]),
+            user(&["~abcdefghi*", "+@all"]),
+            user(&["~0123456789abcdef*", "+@all"]),
+            user(&["~0123456789abcdefg*", "+@all"]),
+            user(&["%R~rl:*", "+@all"]),
+            user(&["%W~rl:*", "+@all"]),
+            user(&["~rl:**", "+@all"]),
+            user(&["~**", "+@all"]),
+            user(&["~rl:*", "~other:*", "+@all"]),
+            user(&["~rl:?*", "+@all"]),
+            user(&["~rl:*", "+@all", "(~x* +@all)"]),
+        ];
+        let keys: [&[u8]; 22] = [
+            b"",
+            b"r",
+            b"rl:",
+            b"rl:1",
+            b"rl:1234",
+            b"rl:12345",
+            b"rl:0123456789ab",
+            b"rl:0123456789abc",
+            b"rl:n:000000001234",
+            b"rL:n:000000001234",
+            b"xrl:n:00000000123",
+            b"abcdefgh",
+            b"abcdefghi",
+            b"abcdefgx12345678",
+            b"abcdefghi1234567",
+            b"abcdefghX1234567",
+            b"0123456789abcdef",
+            b"0123456789abcdeX",
+            b"0123456789abcdefg",
+            b"0123456789abcdefgh",
+            b"other:0123456789ab",
+            b"x0123456789abcdef",
+        ];
+        let calls: [&[&[u8]]; 6] = [
+            &[b"incr", b"K"],
+            &[b"get", b"K"],
+            &[b"set", b"K", b"v"],
+            &[b"mget", b"K", b"rl:2", b"K"],
+            &[b"limit.token", b"K", b"10", b"1", b"1h"],
+            &[b"incr"],
+        ];
+        for u in &users {
+            let mut client = ClientUser::new(Arc::new(u.clone()));
+            for call in calls {
+                let spec = lookup(call[0]).unwrap();
+                for key in keys {
+                    let args: Vec<&[u8]> = call
+                        .iter()
+                        .map(|&a| if a == b"K" { key } else { a })
+                        .collect();
+                    let full = u.check(spec, &args).is_ok();
+                    let arg = |i: usize| args.get(i).copied().unwrap_or_default();
+                    // Twice: the first call keeps the verdict, the second reads it.
+                    for _ in 0..2 {
+                        let fast = client
+                            .fast_check(spec, args.len(), arg)
+                            .or_else(|| client.quick_check(spec, args.len(), arg))
+                            .unwrap_or(full);
+                        assert!(full || !fast, "{} {:?}", u.describe(), args);
+                        if u.selectors.is_empty() {
+                            assert_eq!(fast, full, "{} {:?}", u.describe(), args);
+                        }
                     }
                 }
             }

@@ -642,16 +642,20 @@ impl Client {
     /// [`Client::plain_call`]'s test for a restricted user: the call passes its ACL check
     /// (a refused call takes `handle_request`'s path, which refuses and logs it). The
     /// command's verdict is kept by the connection; only the keys are read per call.
-    #[inline(never)]
+    #[inline]
     fn user_may(&mut self, spec: &'static CommandSpec, call: &impl CallArgs) -> bool {
-        match self.user.verdict(spec) {
-            crate::acl::Verdict::Allowed => true,
-            crate::acl::Verdict::Keys { read, write } => {
-                self.user
-                    .range_keys_allowed(spec, call.argc(), |i| call.arg(i), read, write)
-            }
-            crate::acl::Verdict::Check => call.with_args(|a| self.user.check(spec, a).is_ok()),
-            crate::acl::Verdict::Screen => false,
+        match self.user.fast_check(spec, call.argc(), |i| call.arg(i)) {
+            Some(allowed) => allowed,
+            None => self.user_may_checked(spec, call),
+        }
+    }
+
+    /// [`Client::user_may`] past the kept verdict's fast form.
+    #[inline(never)]
+    fn user_may_checked(&mut self, spec: &'static CommandSpec, call: &impl CallArgs) -> bool {
+        match self.user.quick_check(spec, call.argc(), |i| call.arg(i)) {
+            Some(allowed) => allowed,
+            None => call.with_args(|a| self.user.check(spec, a).is_ok()),
         }
     }
 
