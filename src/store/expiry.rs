@@ -41,8 +41,9 @@ pub struct ExpiryIndex {
     /// second and a slot position): the next pass goes on from there, as Redis's expiry
     /// cycle keeps a cursor, so each key of a large second is checked about once per sweep.
     cursor: (u64, usize),
-    /// An emptied second's table, cleared, for the next second that starts
-    /// ([`ExpiryIndex::retire`]).
+    /// An emptied second's table, for the next second that starts
+    /// ([`ExpiryIndex::retire`]): its slots are kept (the tombstones its deletions left
+    /// go when the table rehashes in place, without growing).
     spare: Keys,
 }
 
@@ -59,12 +60,11 @@ impl ExpiryIndex {
             + self.spare.capacity() * slot
     }
 
-    /// Keep the emptied table `set` as the spare (cleared) when it is the larger one and
+    /// Keep the emptied table `set` as the spare when it is the larger one and
     /// its capacity is in proportion to the `len` keys left ([`SPARE_FACTOR`]).
-    fn retire(spare: &mut Keys, len: usize, mut set: Keys) {
+    fn retire(spare: &mut Keys, len: usize, set: Keys) {
         let cap = set.capacity();
         if cap > spare.capacity() && cap <= SPARE_FACTOR * len.max(SPARE_FLOOR) {
-            set.clear();
             *spare = set;
         }
         if len == 0 || spare.capacity() > SPARE_FACTOR * len.max(SPARE_FLOOR) {
