@@ -19,6 +19,11 @@ const CURRENT_SCAN: usize = 1000;
 /// a table emptied by deletions (it keeps its size until its second has passed) costs a
 /// bounded walk, as Redis's cycle bounds the empty buckets it visits.
 const CURRENT_SLOTS: usize = 8 * CURRENT_SCAN;
+/// A drained second's table is kept for the next new second (it would grow again from
+/// empty, rehashing every key at each doubling) while its capacity is at most this many
+/// times the index's keys (with a floor), so what it holds stays in proportion.
+const SPARE_FACTOR: usize = 4;
+const SPARE_FLOOR: usize = 4096;
 
 /// One deadline second's keys, hashed as the keyspace hashes them ([`hash_key`]): the
 /// expiry cycle hands each key's hash on to the keyspace lookup instead of hashing again,
@@ -36,6 +41,10 @@ pub struct ExpiryIndex {
     /// second and a slot position): the next pass goes on from there, as Redis's expiry
     /// cycle keeps a cursor, so each key of a large second is checked about once per sweep.
     cursor: (u64, usize),
+    /// An emptied second's table, for the next second that starts
+    /// ([`ExpiryIndex::retire`]): its slots are kept (the tombstones its deletions left
+    /// go when the table rehashes in place, without growing).
+    spare: Keys,
 }
 
 impl ExpiryIndex {
@@ -47,7 +56,20 @@ impl ExpiryIndex {
         self.buckets
             .values()
             .map(|set| node + set.capacity() * slot)
-            .sum()
+            .sum::<usize>()
+            + self.spare.capacity() * slot
+    }
+
+    /// Keep the emptied table `set` as the spare when it is the larger one and
+    /// its capacity is in proportion to the `len` keys left ([`SPARE_FACTOR`]).
+    fn retire(spare: &mut Keys, len: usize, set: Keys) {
+        let cap = set.capacity();
+        if cap > spare.capacity() && cap <= SPARE_FACTOR * len.max(SPARE_FLOOR) {
+            *spare = set;
+        }
+        if len == 0 || spare.capacity() > SPARE_FACTOR * len.max(SPARE_FLOOR) {
+            *spare = Keys::new();
+        }
     }
 
     /// Whether two deadlines share a bucket (then a move needs no index update).
@@ -76,7 +98,11 @@ impl ExpiryIndex {
             self.remove_hashed(t, h, key);
         }
         if let Some(t) = new {
-            let set = self.buckets.entry(t / BUCKET_MS).or_default();
+            let spare = &mut self.spare;
+            let set = self
+                .buckets
+                .entry(t / BUCKET_MS)
+                .or_insert_with(|| std::mem::take(spare));
             if let hashbrown::hash_table::Entry::Vacant(v) =
                 set.entry(h, |k| k[..] == key[..], |k| hash_key(k))
             {
@@ -100,7 +126,9 @@ impl ExpiryIndex {
                 self.len -= 1;
                 self.seconds -= u128::from(bucket);
                 if set.is_empty() {
-                    self.buckets.remove(&bucket);
+                    if let Some(set) = self.buckets.remove(&bucket) {
+                        Self::retire(&mut self.spare, self.len, set);
+                    }
                 }
             }
         }
@@ -144,6 +172,7 @@ impl ExpiryIndex {
             len,
             seconds,
             cursor,
+            spare,
         } = self;
         for (&second, keys) in buckets.range_mut(..=current) {
             let room = limit - taken;
@@ -184,7 +213,9 @@ impl ExpiryIndex {
             }
         }
         for second in emptied {
-            buckets.remove(&second);
+            if let Some(set) = buckets.remove(&second) {
+                Self::retire(spare, *len, set);
+            }
         }
     }
 
@@ -227,6 +258,7 @@ impl ExpiryIndex {
         self.len = 0;
         self.seconds = 0;
         self.cursor = (0, 0);
+        self.spare = Keys::new();
     }
 
     /// The average time left to the keys' deadlines at `now_ms`, in milliseconds (INFO
@@ -332,5 +364,39 @@ mod tests {
         ix.purge(8_000, 20, |_, _| true);
         assert_eq!(ix.len(), 14);
         assert_eq!(ix.average_ttl_ms(0), 7_500);
+    }
+
+    #[test]
+    fn a_drained_second_lends_its_table_to_the_next_and_the_last_key_frees_it() {
+        let mut ix = ExpiryIndex::default();
+        let stay = Key::new(b"stay");
+        ix.moved(&stay, None, Some(100_000));
+        for i in 0..5000u64 {
+            ix.moved(&Key::new(format!("k{i}").as_bytes()), None, Some(7_500));
+        }
+        let grown = ix.buckets[&7].num_buckets();
+        assert!(grown >= 5000);
+        ix.purge(8_000, usize::MAX, |_, _| true);
+        assert_eq!(ix.len(), 1);
+        assert_eq!(ix.spare.num_buckets(), grown);
+        // The next second starts with that room; the spare is counted as the index's.
+        let bytes = ix.table_bytes();
+        assert!(bytes >= ix.spare.capacity() * std::mem::size_of::<Key>());
+        ix.moved(&Key::new(b"new"), None, Some(9_100));
+        assert_eq!(ix.buckets[&9].num_buckets(), grown);
+        assert_eq!(ix.spare.capacity(), 0);
+        assert!(
+            ix.table_bytes() <= bytes + 128,
+            "{bytes} {}",
+            ix.table_bytes()
+        );
+        // Emptied again, the table is the spare again; once no key has a deadline, no
+        // spare is kept (its memory goes back).
+        ix.remove(9_100, b"new");
+        assert_eq!(ix.spare.num_buckets(), grown);
+        ix.remove(100_000, b"stay");
+        assert!(ix.is_empty());
+        assert_eq!(ix.spare.capacity(), 0);
+        assert_eq!(ix.table_bytes(), 0);
     }
 }
