@@ -200,6 +200,10 @@ pub(crate) type ErasedLocal = Arc<dyn LocalAnswer>;
 #[derive(Clone, Default)]
 pub(crate) struct LocalCommands {
     pub(crate) runs: Vec<(usize, Option<ErasedLocal>)>,
+    /// Told once every command of the entry was applied from its unit (so every proposer of
+    /// the entry has been answered): the write batcher may then cut the next entry without
+    /// waiting for openraft's response.
+    pub(crate) applied: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl LocalCommands {
@@ -285,6 +289,7 @@ mod tests {
         let (a, _rx) = Local::<String, usize>::new(vec!["x".into(), "y".into()]);
         let local = LocalCommands {
             runs: vec![(1, None), (2, Some(a.erased()))],
+            applied: None,
         };
         let seen: Vec<Option<usize>> = local
             .per_command::<String, usize>()
