@@ -38,9 +38,6 @@ use crate::types::{
 /// `propose_encoded`); once handed to this node's own log it waits for its entry with no timer.
 const SOLE_VOTER_WAIT: Duration = Duration::from_secs(3600);
 
-/// The typed commands of one proposal attempt of a node applying `S` (see `local`).
-type LocalUnit<S> = Arc<Local<<S as StateMachine>::Command, <S as StateMachine>::Output>>;
-
 /// Pause between retries of a request that certainly had no effect (leader changing).
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
@@ -439,34 +436,18 @@ impl<S: StateMachine> RaftNode<S> {
             .map(|cmd| crate::types::encode_exact(cmd).map(bytes::Bytes::from))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ClusterError::Codec(format!("encode command: {e}")))?;
-        let (results, local) = self.propose_encoded(encoded, cmds).await?;
-        let outputs = results
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| {
-                // Applied here from the typed command: its output was left in the unit.
-                if let Some(out) = local.as_ref().and_then(|l| l.take_output(i)) {
-                    return Ok(out);
-                }
-                let bytes = r.map_err(ClusterError::Codec)?;
-                postcard::from_bytes(&bytes)
-                    .map_err(|e| ClusterError::Codec(format!("decode output: {e}")))
-            })
-            .collect();
-        if let Some(local) = local {
-            local.release();
-        }
-        outputs
+        self.propose_encoded(encoded, cmds).await
     }
 
     /// Propose the encoded `commands`; `typed` are the same commands, handed to this node's
-    /// state machine beside the bytes when this node leads (see `local`). Returns the results
-    /// and the unit of typed commands of the attempt that answered, if it had one.
+    /// state machine beside the bytes when this node leads (see `local`), which then answers
+    /// with their outputs as it applies them. A follower's proposal is answered with encoded
+    /// outputs from the leader, decoded here.
     async fn propose_encoded(
         &self,
         commands: Vec<bytes::Bytes>,
         typed: Vec<S::Command>,
-    ) -> Result<(Vec<CommandResult>, Option<LocalUnit<S>>), ClusterError> {
+    ) -> Result<Vec<S::Output>, ClusterError> {
         let bytes: usize = commands.iter().map(bytes::Bytes::len).sum();
         let max = self.inner.config.max_entry_bytes();
         if bytes > max {
@@ -488,34 +469,39 @@ impl<S: StateMachine> RaftNode<S> {
         loop {
             let (leader, addr) = self.wait_for_leader(started, deadline).await?;
             // A clone shares the bytes: the commands are kept for a retry elsewhere.
-            let mut local = None;
-            let rx = if leader == self.inner.id {
+            let attempt = if leader == self.inner.id {
                 // A fresh unit per attempt: an earlier attempt's entry may still be applied
                 // (from its bytes, once its typed commands were taken back) and must not
-                // leave its outputs where this attempt's are read.
-                local = typed.take().map(Local::new);
-                let erased = local.as_ref().map(Local::erased);
-                self.inner.proposer.submit(commands.clone(), erased)
-            } else {
+                // answer this attempt. Without typed commands (some were applied by an
+                // earlier attempt) the unit holds none and is answered from the bytes.
+                let (unit, rx) = Local::new(typed.take().unwrap_or_default());
                 self.inner
-                    .forwarder
-                    .propose(leader, &addr, commands.clone(), deadline)
-            };
-            let attempt = match alone && leader == self.inner.id {
-                true => rx.await.unwrap_or(Err(ClusterError::ShuttingDown)),
-                false => await_reply(rx, deadline.saturating_duration_since(Instant::now())).await,
-            };
-            match attempt {
-                Err(e) if e.is_retryable() => {
+                    .proposer
+                    .submit_local(commands.clone(), unit.erased());
+                let attempt = match alone {
+                    true => rx.await.unwrap_or(Err(ClusterError::ShuttingDown)),
+                    false => {
+                        await_reply(rx, deadline.saturating_duration_since(Instant::now())).await
+                    }
+                };
+                if matches!(&attempt, Err(e) if e.is_retryable()) {
                     // Take the typed commands back unless some were applied (then the next
                     // attempt goes by its bytes alone).
-                    if typed.is_none() {
-                        typed = local.and_then(|l| l.reclaim());
-                    }
-                    self.pause_before_retry(started, deadline).await?
+                    typed = unit.reclaim();
                 }
-                Ok(results) => return Ok((results, local)),
-                Err(e) => return Err(e),
+                attempt
+            } else {
+                let rx = self
+                    .inner
+                    .forwarder
+                    .propose(leader, &addr, commands.clone(), deadline);
+                await_reply(rx, deadline.saturating_duration_since(Instant::now()))
+                    .await
+                    .and_then(|results| decode_outputs::<S>(&results))
+            };
+            match attempt {
+                Err(e) if e.is_retryable() => self.pause_before_retry(started, deadline).await?,
+                other => return other,
             }
         }
     }
@@ -942,6 +928,20 @@ impl<S: StateMachine> RaftNode<S> {
         tokio::time::sleep(RETRY_PAUSE).await;
         Ok(())
     }
+}
+
+/// The outputs a leader sent back encoded for a forwarded proposal.
+fn decode_outputs<S: StateMachine>(
+    results: &[CommandResult],
+) -> Result<Vec<S::Output>, ClusterError> {
+    results
+        .iter()
+        .map(|r| {
+            let bytes = r.as_ref().map_err(|e| ClusterError::Codec(e.clone()))?;
+            postcard::from_bytes(bytes)
+                .map_err(|e| ClusterError::Codec(format!("decode output: {e}")))
+        })
+        .collect()
 }
 
 /// Connect to every member this node has not heard an advertisement from, so that each

@@ -4,12 +4,14 @@
 //! batcher lets one leadership confirmation (openraft's read index) answer every read that
 //! arrived before it started.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::raft::ClientWriteResult;
 use openraft::Raft;
-use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::clock::{EntryTime, LeaderClock};
@@ -65,9 +67,39 @@ pub(crate) type ProposeReply = oneshot::Sender<Result<Vec<CommandResult>, Cluste
 
 struct Proposal {
     commands: Vec<bytes::Bytes>,
-    /// The typed commands, when proposed on this node (see `local`).
-    local: Option<ErasedLocal>,
-    reply: ProposeReply,
+    waiter: Waiter,
+}
+
+/// Who waits for a proposal's outputs.
+enum Waiter {
+    /// A caller that reads them encoded (a proposal forwarded by a follower).
+    Encoded(ProposeReply),
+    /// A proposer on this node, whose typed commands ride in the entry and whose state machine
+    /// answers it (see `local`).
+    Typed(TypedWaiter),
+}
+
+/// A typed proposer's unit, as the batcher holds it. The unit answers its proposer, and the
+/// proposer keeps the unit, so a unit dropped here unanswered (the batcher stopped with Raft)
+/// answers that Raft stopped: otherwise its proposer, which may wait with no timer, would
+/// wait for ever.
+struct TypedWaiter(ErasedLocal);
+
+impl Drop for TypedWaiter {
+    fn drop(&mut self) {
+        self.0.fail(ClusterError::ShuttingDown);
+    }
+}
+
+impl Waiter {
+    fn fail(self, err: ClusterError) {
+        match self {
+            Waiter::Encoded(reply) => {
+                let _ = reply.send(Err(err));
+            }
+            Waiter::Typed(unit) => unit.0.fail(err),
+        }
+    }
 }
 
 impl Proposal {
@@ -106,32 +138,37 @@ impl Proposer {
         (Proposer { tx, max_bytes }, task)
     }
 
-    /// Queue `commands` as one unit; the order of `submit` calls is the order in the log.
-    /// `local` carries the same commands typed, when they were proposed on this node.
+    /// Queue `commands` as one unit; the order of submissions is the order in the log. The
+    /// receiver gets their encoded outputs.
     pub(crate) fn submit(
         &self,
         commands: Vec<bytes::Bytes>,
-        local: Option<ErasedLocal>,
     ) -> oneshot::Receiver<Result<Vec<CommandResult>, ClusterError>> {
         let (reply, rx) = oneshot::channel();
-        let proposal = Proposal {
-            commands,
-            local,
-            reply,
-        };
+        self.queue(commands, Waiter::Encoded(reply));
+        rx
+    }
+
+    /// Queue `commands`, proposed on this node, with `local`, the same commands typed: the
+    /// unit's receiver gets their outputs (or why the entry failed).
+    pub(crate) fn submit_local(&self, commands: Vec<bytes::Bytes>, local: ErasedLocal) {
+        self.queue(commands, Waiter::Typed(TypedWaiter(local)));
+    }
+
+    fn queue(&self, commands: Vec<bytes::Bytes>, waiter: Waiter) {
+        let proposal = Proposal { commands, waiter };
         let bytes = proposal.bytes();
         if bytes > self.max_bytes {
             // An entry must fit in one frame, or it could never be replicated.
-            let _ = proposal.reply.send(Err(ClusterError::TooLarge {
+            proposal.waiter.fail(ClusterError::TooLarge {
                 bytes,
                 max: self.max_bytes,
-            }));
-            return rx;
+            });
+            return;
         }
         if let Err(mpsc::error::SendError(p)) = self.tx.send(proposal) {
-            let _ = p.reply.send(Err(ClusterError::ShuttingDown));
+            p.waiter.fail(ClusterError::ShuttingDown);
         }
-        rx
     }
 }
 
@@ -145,6 +182,8 @@ async fn run_write_batcher(
     gate: Gate,
 ) {
     let inflight = Arc::new(Semaphore::new(max_inflight));
+    // openraft's responses to entries answered at apply, not yet come in.
+    let mut unread = VecDeque::new();
     // A proposal that did not fit the previous batch opens the next one.
     let mut held_over: Option<Proposal> = None;
     loop {
@@ -180,16 +219,32 @@ async fn run_write_batcher(
             }
         }
         let mut commands = Vec::with_capacity(count);
-        let mut replies = Vec::with_capacity(proposals.len());
+        let mut waiters = Vec::with_capacity(proposals.len());
         let mut local = LocalCommands::default();
-        if proposals.iter().any(|p| p.local.is_some()) {
+        let typed = proposals
+            .iter()
+            .filter(|p| matches!(p.waiter, Waiter::Typed(_)))
+            .count();
+        if typed > 0 {
             local.runs.reserve_exact(proposals.len());
         }
+        // Every proposer of the entry is answered by the state machine: the next entry may be
+        // cut once this one is applied, without waiting for openraft's core to see the apply
+        // and respond (one pass of its loop, with its metrics publication, fewer per entry
+        // when the next entry reaches the core in the same pass).
+        if max_inflight == 1 && typed == proposals.len() {
+            local.applied = Some(Arc::new(Notify::new()));
+        }
+        let applied = local.applied.clone();
         for p in proposals {
             if local.runs.capacity() > 0 {
-                local.runs.push((p.commands.len(), p.local));
+                let unit = match &p.waiter {
+                    Waiter::Typed(unit) => Some(unit.0.clone()),
+                    Waiter::Encoded(_) => None,
+                };
+                local.runs.push((p.commands.len(), unit));
             }
-            replies.push((p.commands.len(), p.reply));
+            waiters.push((p.commands.len(), p.waiter));
             commands.extend(p.commands);
         }
         // Stamp and submit in this one task so stamps are non-decreasing in log order.
@@ -198,25 +253,32 @@ async fn run_write_batcher(
             commands,
             local,
         };
-        let Ok(responder) = raft.client_write_ff(batch).await else {
-            fail_all(
-                replies.into_iter().map(|(_, r)| r),
-                ClusterError::ShuttingDown,
-            );
+        settle_responses(&mut unread).await;
+        let Ok(mut responder) = raft.client_write_ff(batch).await else {
+            fail_waiters(waiters, ClusterError::ShuttingDown);
             continue;
         };
+        if let Some(applied) = applied {
+            tokio::select! {
+                biased;
+                result = &mut responder => {
+                    drop(permit);
+                    answer(waiters, result);
+                }
+                () = applied.notified() => {
+                    // Answered already. openraft's response still comes, and its receiver
+                    // is kept until it has (a receiver dropped first makes openraft warn).
+                    drop(permit);
+                    drop(waiters);
+                    unread.push_back(responder);
+                }
+            }
+            continue;
+        }
         let answer = async move {
             let result = responder.await;
             drop(permit);
-            let err = match result {
-                Ok(Ok(resp)) => return split_outputs(replies, resp.data.results),
-                Ok(Err(ClientWriteError::ForwardToLeader(f))) => ClusterError::NotLeader {
-                    leader: f.leader_id,
-                },
-                Ok(Err(e)) => ClusterError::Membership(e.to_string()),
-                Err(_) => ClusterError::ShuttingDown,
-            };
-            fail_all(replies.into_iter().map(|(_, r)| r), err);
+            answer(waiters, result);
         };
         if max_inflight == 1 {
             // The next batch could not start before this one is applied anyway (its permit
@@ -228,19 +290,73 @@ async fn run_write_batcher(
     }
 }
 
-fn split_outputs(replies: Vec<(usize, ProposeReply)>, results: Vec<CommandResult>) {
-    let mut results = results.into_iter();
-    for (n, reply) in replies {
-        let mine: Vec<CommandResult> = results.by_ref().take(n).collect();
-        let outcome = if mine.len() == n {
-            Ok(mine)
-        } else {
-            Err(ClusterError::Codec(format!(
+/// openraft's response to an entry, as its receiver gives it.
+type Response = Result<ClientWriteResult<TypeConfig>, oneshot::error::RecvError>;
+
+/// Answer an entry's waiters from openraft's response.
+fn answer(waiters: Vec<(usize, Waiter)>, response: Response) {
+    let err = match response {
+        Ok(Ok(resp)) => return split_outputs(waiters, resp.data.results),
+        Ok(Err(ClientWriteError::ForwardToLeader(f))) => ClusterError::NotLeader {
+            leader: f.leader_id,
+        },
+        Ok(Err(e)) => ClusterError::Membership(e.to_string()),
+        Err(_) => ClusterError::ShuttingDown,
+    };
+    fail_waiters(waiters, err);
+}
+
+/// How many responses to entries whose proposers were answered at apply may wait unread
+/// before the batcher waits for the oldest.
+const MAX_UNREAD_RESPONSES: usize = 64;
+
+/// Drop the responses that have come in to entries already answered at apply, in order; wait
+/// for the oldest when too many are outstanding (openraft's core fell behind its state
+/// machine).
+async fn settle_responses(unread: &mut VecDeque<oneshot::Receiver<ClientWriteResult<TypeConfig>>>) {
+    loop {
+        let len = unread.len();
+        let Some(front) = unread.front_mut() else {
+            break;
+        };
+        match front.try_recv() {
+            Err(oneshot::error::TryRecvError::Empty) if len <= MAX_UNREAD_RESPONSES => break,
+            Err(oneshot::error::TryRecvError::Empty) => {
+                let _ = front.await;
+            }
+            _ => {}
+        }
+        unread.pop_front();
+    }
+}
+
+/// Hand each waiter its share of an entry's results. A typed waiter was answered by the state
+/// machine as it applied the entry, so its share is only read should that not have happened.
+fn split_outputs(waiters: Vec<(usize, Waiter)>, mut results: Vec<CommandResult>) {
+    let mut from = 0;
+    for (n, waiter) in waiters {
+        let to = (from + n).min(results.len());
+        let mine = &mut results[from..to];
+        from = to;
+        match waiter {
+            Waiter::Typed(unit) if mine.len() == n => unit.0.settle(mine),
+            Waiter::Encoded(reply) if mine.len() == n => {
+                let _ = reply.send(Ok(mine
+                    .iter_mut()
+                    .map(|r| std::mem::replace(r, Ok(Vec::new())))
+                    .collect()));
+            }
+            waiter => waiter.fail(ClusterError::Codec(format!(
                 "entry returned {} outputs for {n} commands",
                 mine.len()
-            )))
-        };
-        let _ = reply.send(outcome);
+            ))),
+        }
+    }
+}
+
+fn fail_waiters(waiters: Vec<(usize, Waiter)>, err: ClusterError) {
+    for (_, waiter) in waiters {
+        waiter.fail(err.clone());
     }
 }
 

@@ -155,7 +155,7 @@ impl RpcHandler for Service {
                 // Queue now, before returning, so forwarded proposals keep their order.
                 let waiting: Vec<_> = units
                     .into_iter()
-                    .map(|commands| self.proposer.submit(commands, None))
+                    .map(|commands| self.proposer.submit(commands))
                     .collect();
                 let deadline = tokio::time::Instant::now() + self.client_timeout;
                 async move {

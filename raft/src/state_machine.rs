@@ -369,17 +369,22 @@ impl<S: StateMachine> StateMachineStore<S> {
             Some(local) => {
                 // (A command past the runs, which the batcher never makes, goes by its bytes.)
                 let local = local.chain(std::iter::repeat(None));
+                let mut all_typed = true;
                 for (position, (bytes, local)) in commands.iter().zip(local).enumerate() {
                     let applied = local.is_some_and(|(unit, i)| {
                         unit.apply_with(i, |cmd| {
                             self.apply_typed(cmd, batch.leader_time, index, position)
                         })
                     });
+                    all_typed &= applied;
                     results.push(match applied {
-                        // The output waits in the unit; an empty result stands for it.
+                        // The output went to the proposer; an empty result stands for it.
                         true => Ok(Vec::new()),
                         false => self.apply_one(bytes, batch.leader_time, index, position),
                     });
+                }
+                if let (true, Some(applied)) = (all_typed, &batch.local.applied) {
+                    applied.notify_one();
                 }
             }
             None => {
