@@ -5,36 +5,9 @@
 mod common;
 mod redis_support;
 
-use common::TestServer;
+use common::{both, Rng, TestServer};
 use redis::Connection;
 use redis_support::RedisServer;
-
-/// A small fixed-seed generator (xorshift64*), so that failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// Send `args` to both servers and require the same reply; returns it.
-fn both(r: &mut Connection, t: &mut Connection, args: &[Vec<u8>]) -> String {
-    let (a, b) = (common::reply_text(r, args), common::reply_text(t, args));
-    let shown: Vec<String> = args
-        .iter()
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    assert_eq!(a, b, "reply to {shown:?}");
-    a
-}
 
 fn args(parts: &[&str]) -> Vec<Vec<u8>> {
     parts.iter().map(|p| p.as_bytes().to_vec()).collect()

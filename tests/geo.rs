@@ -6,38 +6,9 @@
 mod common;
 mod redis_support;
 
-use common::TestServer;
+use common::{both, Rng, TestServer};
 use redis::Connection;
 use redis_support::RedisServer;
-
-/// A small fixed-seed generator (xorshift64*), so that failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// A float in `[lo, hi)` with 6 decimals, as a client would send it.
-    fn float(&mut self, lo: f64, hi: f64) -> String {
-        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        format!("{:.6}", lo + unit * (hi - lo))
-    }
-}
-
-/// Send `args` to both servers and require the same reply; returns it.
-fn both(r: &mut Connection, t: &mut Connection, args: &[String]) -> String {
-    let (a, b) = (common::reply_text(r, args), common::reply_text(t, args));
-    assert_eq!(a, b, "reply to {args:?}");
-    a
-}
 
 fn words(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_string).collect()

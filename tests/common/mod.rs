@@ -246,3 +246,43 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// A small fixed-seed generator (xorshift64*), so that a randomized test's failures
+/// reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// A float in `[lo, hi)` printed with 6 decimals, as a client would send it.
+    pub fn float(&mut self, lo: f64, hi: f64) -> String {
+        let unit = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        format!("{:.6}", lo + unit * (hi - lo))
+    }
+}
+
+/// Send `args` to two servers (redis-server and Tollgate) and require the same reply
+/// (values, types, error texts); returns it.
+pub fn both<A: redis::ToRedisArgs>(
+    r: &mut redis::Connection,
+    t: &mut redis::Connection,
+    args: &[A],
+) -> String {
+    let (a, b) = (reply_text(r, args), reply_text(t, args));
+    let shown: Vec<String> = args
+        .iter()
+        .flat_map(|a| a.to_redis_args())
+        .map(|a| String::from_utf8_lossy(&a).into_owned())
+        .collect();
+    assert_eq!(a, b, "reply to {shown:?}");
+    a
+}
