@@ -979,7 +979,8 @@ fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> SmallVec<[usize; 8]> {
     match spec.keys {
         Keys::None => SmallVec::new(),
         Keys::Range { first, last, step } => {
-            let (from, to, step) = range_positions(first, last, step, args.len());
+            let (from, to, step) =
+                crate::command::table::range_positions(first, last, step, args.len());
             (from..=to).step_by(step).collect()
         }
         Keys::Counted { at, .. } => {
@@ -1002,27 +1003,6 @@ fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> SmallVec<[usize; 8]> {
             at
         }
     }
-}
-
-/// The positions of the keys of a call with `argc` arguments (the name included) of a
-/// command whose keys are at Redis's `first`, `last` (negative: from the end), `step`: a
-/// range of positions and the step between them.
-#[inline]
-fn range_positions(first: i32, last: i32, step: i32, argc: usize) -> (usize, usize, usize) {
-    let n = i32::try_from(argc).unwrap_or(i32::MAX);
-    let last = if n <= first {
-        // No key at all: an empty range.
-        0
-    } else if last < 0 {
-        n + last
-    } else {
-        last.min(n - 1)
-    };
-    (
-        first.max(1) as usize,
-        last.max(0) as usize,
-        step.max(1) as usize,
-    )
 }
 
 /// Where a pub/sub command's channels are: (first argument, as patterns). PUBLISH and

@@ -30,7 +30,7 @@
 use std::sync::Arc;
 
 use super::categories::{commands, key_access};
-use super::{channel_arguments, range_positions, User};
+use super::{channel_arguments, User};
 use crate::command::{flags, table, CommandSpec, Keys};
 
 /// What a call of one command needs from its user's check.
@@ -99,7 +99,7 @@ impl User {
         let Keys::Range { first, last, step } = spec.keys else {
             return false;
         };
-        let (mut at, to, step) = range_positions(first, last, step, argc);
+        let (mut at, to, step) = table::range_positions(first, last, step, argc);
         while at <= to {
             if !self.key_allowed(arg(at), read, write) {
                 return false;

@@ -179,22 +179,35 @@ impl CommandSpec {
             }
             Keys::Range { first, last, step } => (first, last, step),
         };
-        if args.len() <= first as usize {
-            return Some(Vec::new());
-        }
-        let last = if last < 0 {
-            args.len() as i32 + last
-        } else {
-            last.min(args.len() as i32 - 1)
-        };
-        let step = step.max(1) as usize;
+        let (from, to, step) = range_positions(first, last, step, args.len());
         Some(
-            (first as usize..=last.max(0) as usize)
+            (from..=to)
                 .step_by(step)
                 .filter_map(|i| args.get(i).cloned())
                 .collect(),
         )
     }
+}
+
+/// The positions of the keys of a call with `argc` arguments (the name included) of a
+/// command whose keys are at Redis's `first`, `last` (negative: from the end), `step`: the
+/// first and last position (first > last: no key) and the step between them.
+#[inline]
+pub fn range_positions(first: i32, last: i32, step: i32, argc: usize) -> (usize, usize, usize) {
+    let n = i32::try_from(argc).unwrap_or(i32::MAX);
+    let last = if n <= first {
+        // No key at all: an empty range.
+        0
+    } else if last < 0 {
+        n + last
+    } else {
+        last.min(n - 1)
+    };
+    (
+        first.max(1) as usize,
+        last.max(0) as usize,
+        step.max(1) as usize,
+    )
 }
 
 /// `numkeys` at `args[at]`, then that many keys; `None` unless it is a positive count
