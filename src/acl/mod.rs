@@ -1465,26 +1465,43 @@ mod tests {
             &[b"mget", b"K", b"rl:2", b"K"],
             &[b"mset", b"K", b"v", b"rl:2", b"v"],
         ];
-        for u in &users {
+        assert_fast_answers_agree(&users, &keys, &calls, |u, spec, args| {
+            match users[u].verdict(spec) {
+                Verdict::Allowed => Some(true),
+                Verdict::Keys { read, write } => {
+                    Some(users[u].range_keys_allowed(spec, args.len(), |i| args[i], read, write))
+                }
+                Verdict::Check | Verdict::Screen => None,
+            }
+        });
+    }
+
+    /// Every call of `calls` with its `K` replaced by each of `keys`, by each of `users`,
+    /// asked twice of `answer` (a fast path: None defers to the full check; the second
+    /// time reads what the first kept): what it allows the full check must allow, and for
+    /// a user without selectors it must give the full check's answer (with selectors a
+    /// fast refusal is allowed: a refusal runs the full check).
+    fn assert_fast_answers_agree(
+        users: &[User],
+        keys: &[&[u8]],
+        calls: &[&[&[u8]]],
+        mut answer: impl FnMut(usize, &'static CommandSpec, &[&[u8]]) -> Option<bool>,
+    ) {
+        for (n, u) in users.iter().enumerate() {
             for call in calls {
                 let spec = lookup(call[0]).unwrap();
                 for key in keys {
                     let args: Vec<&[u8]> = call
                         .iter()
-                        .map(|&a| if a == b"K" { key } else { a })
+                        .map(|&a| if a == b"K" { *key } else { a })
                         .collect();
                     let full = u.check(spec, &args).is_ok();
-                    let fast = match u.verdict(spec) {
-                        Verdict::Allowed => true,
-                        Verdict::Keys { read, write } => {
-                            u.range_keys_allowed(spec, args.len(), |i| args[i], read, write)
+                    for _ in 0..2 {
+                        let fast = answer(n, spec, &args).unwrap_or(full);
+                        assert!(full || !fast, "{} {:?}", u.describe(), args);
+                        if u.selectors.is_empty() {
+                            assert_eq!(fast, full, "{} {:?}", u.describe(), args);
                         }
-                        Verdict::Check | Verdict::Screen => full,
-                    };
-                    // A refusal here runs the full check; what is allowed must be.
-                    assert!(full || !fast, "{} {:?}", u.describe(), args);
-                    if u.selectors.is_empty() {
-                        assert_eq!(fast, full, "{} {:?}", u.describe(), args);
                     }
                 }
             }
@@ -1545,31 +1562,17 @@ mod tests {
             &[b"limit.token", b"K", b"10", b"1", b"1h"],
             &[b"incr"],
         ];
-        for u in &users {
-            let mut client = ClientUser::new(Arc::new(u.clone()));
-            for call in calls {
-                let spec = lookup(call[0]).unwrap();
-                for key in keys {
-                    let args: Vec<&[u8]> = call
-                        .iter()
-                        .map(|&a| if a == b"K" { key } else { a })
-                        .collect();
-                    let full = u.check(spec, &args).is_ok();
-                    let arg = |i: usize| args.get(i).copied().unwrap_or_default();
-                    // Twice: the first call keeps the verdict, the second reads it.
-                    for _ in 0..2 {
-                        let fast = client
-                            .fast_check(spec, args.len(), arg)
-                            .or_else(|| client.quick_check(spec, args.len(), arg))
-                            .unwrap_or(full);
-                        assert!(full || !fast, "{} {:?}", u.describe(), args);
-                        if u.selectors.is_empty() {
-                            assert_eq!(fast, full, "{} {:?}", u.describe(), args);
-                        }
-                    }
-                }
-            }
-        }
+        let mut clients: Vec<ClientUser> = users
+            .iter()
+            .map(|u| ClientUser::new(Arc::new(u.clone())))
+            .collect();
+        assert_fast_answers_agree(&users, &keys, &calls, |u, spec, args| {
+            let arg = |i: usize| args.get(i).copied().unwrap_or_default();
+            let client = &mut clients[u];
+            client
+                .fast_check(spec, args.len(), arg)
+                .or_else(|| client.quick_check(spec, args.len(), arg))
+        });
     }
 
     proptest::proptest! {
