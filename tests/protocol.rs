@@ -29,6 +29,42 @@ fn pipelining_ten_thousand_commands() {
 }
 
 #[test]
+fn each_read_lands_at_the_front_of_the_query_buffer() {
+    // After a read's requests ran, what is left of it (a partial request, or nothing) moves
+    // to the front of the query buffer, as Redis's `sdsrange` does: the next read lands
+    // where the last one did (issue 21). CLIENT INFO's `rbs` is the room the buffer had
+    // from where the read landed: the whole 16 KiB, pipeline after pipeline.
+    let s = TestServer::start();
+    let mut c = s.conn();
+    for _ in 0..20 {
+        let mut pipe = redis::pipe();
+        for _ in 0..100 {
+            pipe.cmd("PING");
+        }
+        let replies: Vec<String> = pipe.query(&mut c).unwrap();
+        assert_eq!(replies.len(), 100);
+    }
+    let info: String = q(&mut c, &["CLIENT", "INFO"]);
+    assert!(info.contains(" rbs=16384 "), "{info}");
+    // A request split over reads: its first part moves to the front, the rest follows it.
+    use std::io::{Read, Write};
+    let mut raw = std::net::TcpStream::connect(s.addr).unwrap();
+    raw.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    raw.write_all(b"*2\r\n$4\r\nECHO\r\n$5\r\nhel").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    raw.write_all(b"lo\r\nPING\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while got.len() < b"$5\r\nhello\r\n+PONG\r\n".len() {
+        let n = raw.read(&mut buf).unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, b"$5\r\nhello\r\n+PONG\r\n");
+}
+
+#[test]
 fn resp3_replies_use_resp3_types() {
     let s = TestServer::start();
     let mut c = s.conn3();

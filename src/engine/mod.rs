@@ -259,6 +259,11 @@ pub struct BatchResult {
     /// under `maxmemory`; EXEC answers `-EXECABORT ...` with it).
     #[serde(default)]
     pub aborted: Option<Reply>,
+    /// The batch's operation list, emptied, for the connection to fill again (a batch run
+    /// on this node; empty otherwise): a pipeline's next batch is written into memory
+    /// still in the cache rather than into a new allocation (issue 21). Never sent.
+    #[serde(skip)]
+    pub spare: Vec<Op>,
 }
 
 impl BatchResult {
@@ -268,6 +273,7 @@ impl BatchResult {
             replies,
             db,
             aborted: None,
+            spare: Vec::new(),
         }
     }
 }
@@ -686,6 +692,7 @@ impl Engine {
                 replies: Some(Vec::new()),
                 db: batch.db,
                 aborted: Some(Reply::err(memory::OOM_ERROR)),
+                spare: Vec::new(),
             });
         }
         let mut refused = Vec::with_capacity(denied.len());
@@ -739,12 +746,12 @@ impl Engine {
         // Scripts too run right here: one that runs long hands this runtime worker to
         // another thread from its count hook (see `command::scripting`), so short ones
         // never pay for a thread switch.
-        let result = apply_batch(&mut guard, &batch, stamp, standalone);
+        let mut result = apply_batch(&mut guard, &batch, stamp, standalone);
         if standalone {
             blocking::serve_ready(&mut guard, stamp);
         }
         drop(guard);
-        release(batch);
+        result.spare = release(batch);
         result
     }
 
@@ -869,14 +876,16 @@ impl Engine {
 /// Drop a batch that ran. A pipeline's operations are almost all frames, whose drop is
 /// one reference count of the read they were parsed from: dropped here, that is inlined,
 /// where the batch's own drop called `Op`'s drop (a match over every variant) once per
-/// operation.
-fn release(batch: Batch) {
-    for op in batch.ops {
+/// operation. Gives back the emptied list (`BatchResult::spare`).
+fn release(batch: Batch) -> Vec<Op> {
+    let mut ops = batch.ops;
+    for op in ops.drain(..) {
         match op {
             Op::Frame(frame, _) => drop(frame),
             op => drop(op),
         }
     }
+    ops
 }
 
 /// Every command of `batch` answered with `e` (CLUSTERDOWN when the cluster has no quorum).
@@ -979,6 +988,7 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
                     replies: Some(Vec::new()),
                     db: batch.db,
                     aborted: Some(Reply::err(memory::OOM_ERROR)),
+                    spare: Vec::new(),
                 };
             }
             admission = Admission::Decided(oom);
@@ -994,6 +1004,7 @@ pub fn apply_batch(state: &mut State, batch: &Batch, stamp: Stamp, evict: bool) 
             replies: Some(Vec::new()),
             db: batch.db,
             aborted: Some(Reply::err(crate::store::NOREPLICAS)),
+            spare: Vec::new(),
         };
     }
     if let Some(w) = &batch.watch {
