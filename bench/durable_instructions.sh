@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # CPU instructions per unpipelined write of a durable single Tollgate node and of redis-server
 # with its append-only file, counted by callgrind: the whole server process (every thread,
-# start-up and shutdown included) while redis-benchmark sends the same load (10 clients,
-# 10,000 random keys, -P 1 unless PIPELINE says), divided by the number of requests. Unlike
+# start-up and shutdown included) while redis-benchmark sends the same load (10 clients
+# unless CLIENTS says, 10,000 random keys, -P 1 unless PIPELINE says), divided by the number
+# of requests. Unlike
 # throughput these counts hardly move when other work loads the machine. (Under valgrind the
 # threads run one at a time, so about one write per Raft entry: per-entry costs weigh more
 # here than under a real load.)
 #
 # Rows: INCR, SET and LIMIT.TOKEN on Tollgate (`--data-dir`), INCR and SET on Redis
-# (`appendonly yes`), for each `appendfsync` in MODES.
+# (`appendonly yes`), for each `appendfsync` in MODES. LIMIT.TOKEN's Redis column is Redis's
+# INCR (the cheapest durable write it has; its Lua bucket costs far more).
 #
 #   bench/durable_instructions.sh [requests]     (default 20000 per row)
-#   PORT/MODES/ROWS/PIPELINE/CARGO_TARGET_DIR override the defaults (MODES="everysec",
+#   PORT/MODES/ROWS/PIPELINE/CLIENTS/CARGO_TARGET_DIR override the defaults (MODES="everysec",
 #   ROWS="INCR SET LIMIT.TOKEN"); TOLLGATE_BIN=<binary> counts that binary without building
-#   (e.g. a build of main, for a before/after comparison); REDIS=0 skips Redis's rows.
+#   (e.g. a build of main, for a before/after comparison); REDIS=0 skips Redis's rows;
+#   KEEP=<dir> keeps each run's callgrind file there (<server>-<mode>-<row>.cg, for
+#   `callgrind_annotate --inclusive=yes`: where the instructions go, by function).
+#   E.g. the `-P 32` LIMIT.TOKEN row: PIPELINE=32 CLIENTS=50 ROWS=LIMIT.TOKEN bash bench/durable_instructions.sh 200000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-20000}
@@ -21,6 +26,8 @@ PORT=${PORT:-6398}
 MODES=${MODES:-everysec}
 ROWS=${ROWS:-INCR SET LIMIT.TOKEN}
 PIPELINE=${PIPELINE:-1}
+CLIENTS=${CLIENTS:-10}
+KEEP=${KEEP:-}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 require_tools valgrind callgrind_annotate redis-benchmark redis-server
@@ -29,10 +36,10 @@ port_free "$PORT"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-# count <tollgate|redis> <appendfsync> <command...> -> instructions per request
+# count <tollgate|redis> <appendfsync> <row> <command...> -> instructions per request
 count() {
-  local server=$1 mode=$2 file="$OUT/cg.out"
-  shift 2
+  local server=$1 mode=$2 row=$3 file="$OUT/cg.out"
+  shift 3
   rm -rf "$file" "$OUT/data"
   mkdir -p "$OUT/data"
   if [ "$server" = tollgate ]; then
@@ -44,13 +51,17 @@ count() {
   fi
   local pid=$! ok total
   for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  ok=$(redis-benchmark -p "$PORT" -n "$N" -c 10 -P "$PIPELINE" -r 10000 --csv "$@" 2>/dev/null \
+  ok=$(redis-benchmark -p "$PORT" -n "$N" -c "$CLIENTS" -P "$PIPELINE" -r 10000 --csv "$@" 2>/dev/null \
     | tail -n 1 | cut -d, -f1)
   redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
   wait "$pid" || true
   if [ "$ok" = '"test"' ] || [ -z "$ok" ]; then
     echo failed
     return
+  fi
+  if [ -n "$KEEP" ]; then
+    mkdir -p "$KEEP"
+    cp "$file" "$KEEP/$server-$mode-$row.cg"
   fi
   total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
   echo $((total / N))
@@ -66,12 +77,15 @@ for mode in $MODES; do
       *) echo "unknown row $row" >&2; exit 1 ;;
     esac
     redis=-
-    if [ "${REDIS:-1}" != 0 ] && [ "$row" != LIMIT.TOKEN ]; then
+    if [ "${REDIS:-1}" != 0 ]; then
+      rcmd=$cmd
+      [ "$row" = LIMIT.TOKEN ] && rcmd="INCR n:__rand_int__"
       # shellcheck disable=SC2086
-      redis=$(count redis "$mode" $cmd)
+      redis=$(count redis "$mode" "$row" $rcmd)
     fi
     # shellcheck disable=SC2086
-    printf '%-9s %-12s %10s %10s\n' "$mode" "$row" "$redis" "$(count tollgate "$mode" $cmd)"
+    printf '%-9s %-12s %10s %10s\n' "$mode" "$row" "$redis" "$(count tollgate "$mode" "$row" $cmd)"
   done
 done
-echo "(instructions per request, callgrind, -P $PIPELINE, 10 clients, $N requests per row)"
+echo "(instructions per request, callgrind, -P $PIPELINE, $CLIENTS clients, $N requests per row;"
+echo " LIMIT.TOKEN's redis column is Redis's INCR)"

@@ -168,24 +168,14 @@ pub enum Op {
     /// for users without every permission. No reply.
     AsUser(String),
     /// A command with a `CommandSpec::fast` handler, its arguments as parsed. Never
-    /// replicated as such: a proposal turns it into `Command` (see `Op::into_replicable`).
-    /// Last: serde numbers the variants it serializes by their declared position, but the
+    /// replicated as such: the Raft log holds it as the `Command` of its arguments (see
+    /// `replicated::Proposal::ops`), which is what other nodes decode. Last: serde numbers the variants it serializes by their declared position, but the
     /// ones it deserializes by their position among the variants not skipped.
     #[serde(skip)]
     Frame(
         crate::protocol::parser::Frame,
         &'static command::CommandSpec,
     ),
-}
-
-impl Op {
-    /// This operation in a form that serializes: a `Frame` becomes a `Command`.
-    pub fn into_replicable(self) -> Op {
-        match self {
-            Op::Frame(frame, spec) => Op::Command(frame.into_args(), Some(spec)),
-            op => op,
-        }
-    }
 }
 
 /// What EXEC checks before running a transaction.

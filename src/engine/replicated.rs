@@ -16,9 +16,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use serde::ser::{SerializeSeq, SerializeTupleVariant, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::{apply_ops, Batch, BatchResult, Op, Stamp, State};
+use crate::protocol::parser::Frame;
 use crate::scripting::ScriptsExport;
 use crate::store::snapshot;
 
@@ -29,7 +31,11 @@ pub struct Proposal {
     pub db: usize,
     /// The client's protocol version (replies are built for it).
     pub resp: u8,
-    /// The operations, in order.
+    /// The operations, in order. A parsed [`Op::Frame`] stays one here (the leader's own
+    /// apply runs it on its borrowed arguments, as a standalone server does) and is written
+    /// to the log as the [`Op::Command`] of its arguments, byte for byte what that command
+    /// encodes to, so every other copy decodes as a `Command` ([`serialize_ops`]).
+    #[serde(serialize_with = "serialize_ops")]
     pub ops: Vec<Op>,
     /// For a WATCHed EXEC: `(db, key, digest at WATCH time)`; abort if any differs.
     pub watch: Option<Vec<(usize, Bytes, u64)>>,
@@ -41,9 +47,63 @@ impl Proposal {
         Proposal {
             db: batch.db,
             resp: batch.resp,
-            ops: batch.ops.into_iter().map(Op::into_replicable).collect(),
+            ops: batch.ops,
             watch: batch.watch.map(|w| w.digests),
         }
+    }
+}
+
+/// Write `ops` for the log, each [`Op::Frame`] as the [`Op::Command`] of its arguments. A
+/// frame's fast handler and the command's handler are one function (`cmd!`'s `fast:` rows),
+/// so a replica applying the decoded `Command` does what the leader did with the frame
+/// (the determinism rule). The connection then never builds the argument list a `Command`
+/// needs (an allocation and a reference count per argument): with `-P 32` LIMIT.TOKEN on a
+/// durable node, 5,778 -> 4,959 instructions per request under callgrind.
+fn serialize_ops<S: Serializer>(ops: &[Op], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(ops.iter().map(LogOp))
+}
+
+/// One operation as the log holds it (see [`serialize_ops`]).
+struct LogOp<'a>(&'a Op);
+
+/// `Op::Command`'s place among `Op`'s variants, which serde writes before its fields.
+const COMMAND_VARIANT: u32 = 0;
+
+impl Serialize for LogOp<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Op::Frame(frame, _) => {
+                // `Op::Command`'s derived form: a tuple variant of one field (the table
+                // entry is skipped), the arguments.
+                let mut variant =
+                    serializer.serialize_tuple_variant("Op", COMMAND_VARIANT, "Command", 1)?;
+                variant.serialize_field(&FrameArgs(frame))?;
+                variant.end()
+            }
+            op => op.serialize(serializer),
+        }
+    }
+}
+
+/// A frame's arguments, written as a `Vec<Bytes>` is: a sequence of byte strings.
+struct FrameArgs<'a>(&'a Frame);
+
+impl Serialize for FrameArgs<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for i in 0..self.0.len() {
+            seq.serialize_element(&ArgBytes(self.0.arg(i)))?;
+        }
+        seq.end()
+    }
+}
+
+/// One argument, written as `Bytes` is (`serialize_bytes`).
+struct ArgBytes<'a>(&'a [u8]);
+
+impl Serialize for ArgBytes<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(self.0)
     }
 }
 
@@ -353,7 +413,25 @@ mod tests {
             watch: None,
             transaction: false,
         };
-        let bytes = postcard::to_allocvec(&Proposal::from_batch(batch)).unwrap();
+        let proposal = Proposal::from_batch(batch);
+        // The leader keeps the frame, to run it as parsed.
+        assert!(matches!(proposal.ops[0], Op::Frame(..)));
+        let bytes = postcard::to_allocvec(&proposal).unwrap();
+        // The log holds what the command's argument list encodes to.
+        let as_command = Proposal {
+            ops: vec![cmd(&["LIMIT.TOKEN", "k", "10", "1", "1s"])],
+            ..proposal.clone()
+        };
+        let command_bytes = postcard::to_allocvec(&as_command).unwrap();
+        let frame_only = Proposal {
+            ops: vec![proposal.ops[0].clone()],
+            ..proposal.clone()
+        };
+        assert_eq!(postcard::to_allocvec(&frame_only).unwrap(), command_bytes);
+        assert_eq!(
+            postcard::experimental::serialized_size(&frame_only).unwrap(),
+            command_bytes.len()
+        );
         let back: Proposal = postcard::from_bytes(&bytes).unwrap();
         let ops: Vec<String> = back.ops.iter().map(|op| format!("{op:?}")).collect();
         assert_eq!(

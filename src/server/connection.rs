@@ -461,12 +461,11 @@ impl Client {
         let mut limits = self.limits();
         let mut count = 0;
         // The command is looked up once, here; a command that only borrows its arguments
-        // gets them as a frame, unless a cluster would turn the frame into an argument list
-        // for the Raft log anyway.
-        let standalone = self.shared.engine.cluster().is_none();
+        // gets them as a frame (in a cluster too: the Raft log is written from the frame's
+        // slices, see `engine::replicated::Proposal::ops`).
         let classify = |name: &[u8]| {
             let spec = command::lookup(name);
-            (spec, standalone && spec.is_some_and(|s| s.fast.is_some()))
+            (spec, spec.is_some_and(|s| s.fast.is_some()))
         };
         let flow = loop {
             match parse_request(input, &limits, classify) {
