@@ -3,8 +3,9 @@
 //! A seed limiter keeps one small hash per client (a sliding window's two counters, a
 //! token bucket's tokens and time), so a server holds millions of hashes of a few short
 //! fields. A small hash is therefore its fields and values back to back ([`Compact`], this
-//! module's own layout in the role of Redis's listpack: each string a LEB128 length then
-//! its bytes, field then value, in insertion order), inside the value itself up to 29
+//! module's own layout in the role of Redis's listpack: each pair a header with both
+//! lengths, then the field's bytes and the value's, in insertion order; see
+//! [`pair_header_size`]), inside the value itself up to 29
 //! bytes (a seed sliding window's one or two counters) and in one exact-size allocation
 //! beyond (`store::small::Packed`), and becomes an insertion-ordered hash table
 //! ([`IndexMap`]) for good when it would pass `hash-max-listpack-entries` fields or gets
@@ -20,7 +21,15 @@
 //!
 //! The layout is not Redis's listpack byte format: DUMP writes a listpack from any
 //! representation (`persistence::rdb`), and the simpler length-prefixed layout makes
-//! lookups cheaper than listpack's integer encodings and back-lengths would.
+//! lookups cheaper than listpack's integer encodings and back-lengths would. A pair of a
+//! field of up to 14 bytes and a value of up to 15 (every pair of a seed limiter's hash)
+//! has a one-byte header, its two lengths as nibbles: `bench/memory.sh`'s 5-field hash is
+//! 47 bytes, mimalloc's 48-byte class, where a LEB128 length before each string made it 52
+//! (the 56-byte class; Redis's listpack of it is 55, also 56). Longer strings take one
+//! escape byte more than a length apiece would. The layout is internal: snapshots and DUMP
+//! write the pairs, never these bytes.
+
+use std::ops::Range;
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -70,18 +79,91 @@ impl Default for HashValue {
     }
 }
 
-/// Fields and values back to back, each a LEB128 length and its bytes, with the number
-/// of fields (inline in the value up to
+/// Fields and values back to back, each pair a header ([`pair_header_size`]) then the
+/// field's bytes and the value's, with the number of fields (inline in the value up to
 /// [`PACKED_INLINE`](super::small::PACKED_INLINE) bytes).
 #[derive(Clone, Debug, Default)]
 pub struct Compact(Packed);
 
+/// Longest field whose length a short pair header holds.
+const SHORT_FIELD: usize = 14;
+/// Longest value whose length a short pair header holds.
+const SHORT_VALUE: usize = 15;
+/// First header byte of a pair with a short field and a longer value (the field's length
+/// in its low nibble, then the value's as a LEB128 varint).
+const LONG_VALUE: u8 = 0xF0;
+/// Header byte of a pair with a longer field (both lengths follow as LEB128 varints).
+const LONG_FIELD: u8 = 0xFF;
+/// Longest pair header: the escape byte and two 10-byte varints.
+const PAIR_HEADER_MAX: usize = 21;
+
+/// Bytes of the header of a pair of a `field`-byte field and a `value`-byte value: one
+/// byte (`field << 4 | value`) when the field has at most [`SHORT_FIELD`] bytes and the
+/// value at most [`SHORT_VALUE`]; one byte and the value's varint when only the field is
+/// short; one byte and both varints otherwise.
+pub fn pair_header_size(field: usize, value: usize) -> usize {
+    if field > SHORT_FIELD {
+        1 + len_size(field) + len_size(value)
+    } else if value > SHORT_VALUE {
+        1 + len_size(value)
+    } else {
+        1
+    }
+}
+
+/// Write the header of a pair (see [`pair_header_size`]) at the start of `out`; returns
+/// its size.
+fn write_pair_header(out: &mut [u8; PAIR_HEADER_MAX], field: usize, value: usize) -> usize {
+    if field > SHORT_FIELD {
+        out[0] = LONG_FIELD;
+        let n = 1 + write_len(&mut out[1..], field);
+        n + write_len(&mut out[n..], value)
+    } else if value > SHORT_VALUE {
+        out[0] = LONG_VALUE | field as u8;
+        1 + write_len(&mut out[1..], value)
+    } else {
+        out[0] = ((field as u8) << 4) | value as u8;
+        1
+    }
+}
+
+/// Read the pair at `*pos`: the ranges of its field and value, moving `*pos` past it.
+#[inline]
+fn take_pair(buf: &[u8], pos: &mut usize) -> (Range<usize>, Range<usize>) {
+    let h = buf[*pos];
+    *pos += 1;
+    if h < LONG_VALUE {
+        let f = *pos..*pos + usize::from(h >> 4);
+        let v = f.end..f.end + usize::from(h & 0x0F);
+        *pos = v.end;
+        (f, v)
+    } else if h < LONG_FIELD {
+        let flen = usize::from(h & 0x0F);
+        let mut v = take(buf, pos);
+        // `take` found the value's bytes right after its varint; the field comes first.
+        let f = v.start..v.start + flen;
+        v = f.end..v.end + flen;
+        *pos = v.end;
+        (f, v)
+    } else {
+        // `take` reads a length and skips that many bytes; here the value's length comes
+        // between the field's length and the field's bytes, so each is re-based.
+        let flen = take(buf, pos);
+        let mut at = flen.start;
+        let vlen = take(buf, &mut at);
+        let f = vlen.start..vlen.start + flen.len();
+        let v = f.end..f.end + vlen.len();
+        *pos = v.end;
+        (f, v)
+    }
+}
+
 /// Where one field/value pair sits in a compact buffer.
 struct Slot {
-    /// Start of the field's length.
+    /// Start of the pair's header.
     start: usize,
     /// The value's bytes.
-    value: std::ops::Range<usize>,
+    value: Range<usize>,
 }
 
 impl Compact {
@@ -101,8 +183,7 @@ impl Compact {
         let mut pos = 0;
         while pos < buf.len() {
             let start = pos;
-            let f = take(buf, &mut pos);
-            let value = take(buf, &mut pos);
+            let (f, value) = take_pair(buf, &mut pos);
             if &buf[f] == field {
                 return Some(Slot { start, value });
             }
@@ -117,18 +198,21 @@ impl Compact {
         }
     }
 
-    /// The buffer with `buf[cut]` replaced by `insert` (each a length and its bytes), and
-    /// `count` fields.
-    fn splice(&mut self, count: usize, cut: std::ops::Range<usize>, insert: &[&[u8]]) {
+    /// The buffer with `buf[cut]` replaced by the pair `insert` (if any), and `count`
+    /// fields.
+    fn splice(&mut self, count: usize, cut: Range<usize>, insert: Option<(&[u8], &[u8])>) {
         let old = self.buf();
-        let add: usize = insert.iter().map(|b| len_size(b.len()) + b.len()).sum();
+        let add = insert.map_or(0, |(f, v)| {
+            pair_header_size(f.len(), v.len()) + f.len() + v.len()
+        });
         let out = Packed::build(count as u32, old.len() - cut.len() + add, |w| {
             w.put(&old[..cut.start]);
-            for b in insert {
-                let mut len = [0; 10];
-                let n = write_len(&mut len, b.len());
-                w.put(&len[..n]);
-                w.put(b);
+            if let Some((f, v)) = insert {
+                let mut header = [0; PAIR_HEADER_MAX];
+                let n = write_pair_header(&mut header, f.len(), v.len());
+                w.put(&header[..n]);
+                w.put(f);
+                w.put(v);
             }
             w.put(&old[cut.end..]);
         });
@@ -143,13 +227,13 @@ impl Compact {
                 false
             }
             Some(slot) => {
-                let value_at = slot.value.start - len_size(slot.value.len());
-                self.splice(self.len(), value_at..slot.value.end, &[value]);
+                // The header holds the value's length: the pair is written anew in place.
+                self.splice(self.len(), slot.start..slot.value.end, Some((field, value)));
                 false
             }
             None => {
                 let end = self.buf().len();
-                self.splice(self.len() + 1, end..end, &[field, value]);
+                self.splice(self.len() + 1, end..end, Some((field, value)));
                 true
             }
         }
@@ -160,7 +244,7 @@ impl Compact {
         let Some(slot) = self.find(field) else {
             return false;
         };
-        self.splice(self.len() - 1, slot.start..slot.value.end, &[]);
+        self.splice(self.len() - 1, slot.start..slot.value.end, None);
         true
     }
 
@@ -187,8 +271,7 @@ impl<'a> Iterator for CompactIter<'a> {
         if self.pos >= self.buf.len() {
             return None;
         }
-        let f = take(self.buf, &mut self.pos);
-        let v = take(self.buf, &mut self.pos);
+        let (f, v) = take_pair(self.buf, &mut self.pos);
         Some((&self.buf[f], &self.buf[v]))
     }
 }
@@ -434,8 +517,8 @@ mod tests {
 
     #[test]
     fn inline_and_allocated_payloads_answer_alike() {
-        // Each pair `fN`/`vN` is 6 bytes (two 1-byte lengths): four pairs sit in the value
-        // (24 bytes), the fifth passes 29 and moves the pairs to an allocation, and
+        // Each pair `fN`/`vN` is 5 bytes (a 1-byte header): five pairs sit in the value
+        // (25 bytes), the sixth passes 29 and moves the pairs to an allocation, and
         // removals bring them back inline.
         let lim = HashLimits::default();
         let mut h = HashValue::default();
@@ -444,7 +527,10 @@ mod tests {
             let pairs: Vec<_> = h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
             assert_eq!(&pairs, model);
             assert_eq!(h.len(), model.len());
-            let bytes: usize = model.iter().map(|(f, v)| f.len() + v.len() + 2).sum();
+            let bytes: usize = model
+                .iter()
+                .map(|(f, v)| pair_header_size(f.len(), v.len()) + f.len() + v.len())
+                .sum();
             let heap = if bytes > PACKED_INLINE { bytes } else { 0 };
             assert_eq!(h.memory_estimate(), heap);
         };
@@ -466,6 +552,77 @@ mod tests {
         model[1].1 = Vec::new();
         check(&h, &model);
         assert_eq!(h.encoding(), "listpack");
+    }
+
+    #[test]
+    fn pair_headers_round_trip_at_every_boundary() {
+        // Lengths on both sides of each header form's limits, in pairs of every mix, each
+        // hash's payload exactly the headers and the bytes, read back in order.
+        let lens = [0, 1, 14, 15, 16, 127, 128, 300, 20_000];
+        let lim = limits(100, 100_000);
+        for &fl in &lens {
+            let mut h = HashValue::default();
+            let mut model = Vec::new();
+            for (i, &vl) in lens.iter().enumerate() {
+                let mut f = vec![b'f'; fl];
+                if fl > 0 {
+                    f[0] = i as u8;
+                } else if i > 0 {
+                    continue; // one empty field only
+                }
+                let v = vec![i as u8 + 1; vl];
+                assert!(h.insert(&f, &v, lim));
+                model.push((f, v));
+            }
+            let pairs: Vec<_> = h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+            assert_eq!(pairs, model);
+            for (f, v) in &model {
+                assert_eq!(h.get(f), Some(&v[..]));
+            }
+            let HashValue::Compact(c) = &h else {
+                panic!("within the limits a hash stays compact")
+            };
+            let size: usize = model
+                .iter()
+                .map(|(f, v)| pair_header_size(f.len(), v.len()) + f.len() + v.len())
+                .sum();
+            assert_eq!(c.buf().len(), size);
+            // Rewriting each value with a length from another header form moves the pair's
+            // header with it; removing each in turn keeps the rest readable.
+            for (i, (f, v)) in model.iter_mut().enumerate() {
+                *v = vec![b'v'; lens[(i + 4) % lens.len()]];
+                assert!(!h.insert(f, v, lim));
+            }
+            let pairs: Vec<_> = h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+            assert_eq!(pairs, model);
+            while let Some((f, _)) = model.first().cloned() {
+                assert!(h.remove(&f));
+                model.remove(0);
+                let pairs: Vec<_> = h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
+                assert_eq!(pairs, model);
+            }
+        }
+        assert_eq!(pair_header_size(14, 15), 1);
+        assert_eq!(pair_header_size(14, 16), 2);
+        assert_eq!(pair_header_size(15, 0), 3);
+        assert_eq!(pair_header_size(14, 128), 3);
+    }
+
+    #[test]
+    fn a_seed_window_hash_of_five_fields_takes_47_bytes() {
+        // bench/memory.sh's hash: mimalloc's 48-byte class (Redis's listpack: 55 bytes).
+        let h = HashValue::from_pairs(
+            [
+                ("cur", "17"),
+                ("prev", "42"),
+                ("start", "1700000000"),
+                ("limit", "100"),
+                ("window", "60"),
+            ],
+            HashLimits::default(),
+        )
+        .expect("distinct fields");
+        assert_eq!(h.memory_estimate(), 47);
     }
 
     #[test]
