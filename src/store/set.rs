@@ -18,8 +18,9 @@
 //! hold sets in the same order, so a cluster node keeps it at its default (the
 //! configuration refuses any other value there).
 //!
-//! A table's members are [`Member`]s: up to 22 bytes are kept inside the table's entry,
-//! longer ones in a box of their own. redis-benchmark's SADD members (`element:` and 12
+//! A table's members are [`Member`]s (so are a hash table's fields and values,
+//! `store::hash`): up to 22 bytes are kept inside the table's entry, longer ones in a box
+//! of their own. redis-benchmark's SADD members (`element:` and 12
 //! digits, 20 bytes) were each a `Bytes` with its own allocation, so a lookup in a set of
 //! 100,000 read the entry and then followed its pointer to compare the bytes: one more
 //! cache miss per member looked up than Redis's dict (bucket, entry, sds). Measured with
@@ -43,7 +44,7 @@ use super::KeyHasher;
 pub type Table = IndexSet<Member, KeyHasher>;
 
 /// The longest member kept inside a table entry.
-const INLINE_MAX: usize = 22;
+pub const INLINE_MAX: usize = 22;
 
 /// A table member: its bytes inline when they fit (24 bytes in all, as a `Box<[u8]>` plus
 /// a tag), else boxed. Hashes and compares as its bytes, so a table is searched by `&[u8]`.
@@ -73,6 +74,15 @@ impl Member {
             }
         } else {
             Member::Boxed(b.into())
+        }
+    }
+
+    /// The bytes held outside the table entry (a long member's box).
+    #[inline]
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Member::Inline { .. } => 0,
+            Member::Boxed(b) => b.len(),
         }
     }
 }
@@ -480,10 +490,7 @@ impl SetValue {
             SetValue::Ints(s) => s.0.heap_bytes(),
             // An entry (the hash and a 24-byte member) and its slot in the index, plus the
             // boxes of long members.
-            SetValue::Table(t) => t
-                .iter()
-                .map(|m| 41 + if m.len() > INLINE_MAX { m.len() } else { 0 })
-                .sum(),
+            SetValue::Table(t) => t.iter().map(|m| 41 + m.heap_bytes()).sum(),
         }
     }
 }
