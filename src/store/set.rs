@@ -46,34 +46,39 @@ pub type Table = IndexSet<Member, KeyHasher>;
 /// The longest member kept inside a table entry.
 pub const INLINE_MAX: usize = 22;
 
-/// A table member: its bytes inline when they fit (24 bytes in all, as a `Box<[u8]>` plus
-/// a tag), else boxed. Hashes and compares as its bytes, so a table is searched by `&[u8]`.
+/// A table member: [`Inline`] bytes in 24 bytes, as a `Box<[u8]>` plus a tag.
+pub type Member = Inline<INLINE_MAX>;
+
+/// Bytes kept inside a table entry when at most `N` fit (`N + 2` bytes in all, the length
+/// and a tag included; `N` below 256, the length being one byte), else boxed. Hashes and compares as its bytes, so a table is
+/// searched by `&[u8]`.
 #[derive(Clone)]
-pub enum Member {
-    /// At most [`INLINE_MAX`] bytes: `bytes[..len]`.
+pub enum Inline<const N: usize> {
+    /// At most `N` bytes: `bytes[..len]`.
     Inline {
         /// How many of `bytes` are the member.
         len: u8,
         /// The member, then zeros.
-        bytes: [u8; INLINE_MAX],
+        bytes: [u8; N],
     },
     /// Longer members.
     Boxed(Box<[u8]>),
 }
 
-impl Member {
+impl<const N: usize> Inline<N> {
     /// A copy of `b`.
     #[inline]
-    pub fn new(b: &[u8]) -> Member {
-        if b.len() <= INLINE_MAX {
-            let mut bytes = [0; INLINE_MAX];
+    pub fn new(b: &[u8]) -> Self {
+        const { assert!(N <= u8::MAX as usize) };
+        if b.len() <= N {
+            let mut bytes = [0; N];
             bytes[..b.len()].copy_from_slice(b);
-            Member::Inline {
+            Inline::Inline {
                 len: b.len() as u8,
                 bytes,
             }
         } else {
-            Member::Boxed(b.into())
+            Inline::Boxed(b.into())
         }
     }
 
@@ -81,36 +86,36 @@ impl Member {
     #[inline]
     pub fn heap_bytes(&self) -> usize {
         match self {
-            Member::Inline { .. } => 0,
-            Member::Boxed(b) => b.len(),
+            Inline::Inline { .. } => 0,
+            Inline::Boxed(b) => b.len(),
         }
     }
 }
 
-impl Deref for Member {
+impl<const N: usize> Deref for Inline<N> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
         match self {
-            Member::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Member::Boxed(b) => b,
+            Inline::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Inline::Boxed(b) => b,
         }
     }
 }
 
-impl Borrow<[u8]> for Member {
+impl<const N: usize> Borrow<[u8]> for Inline<N> {
     fn borrow(&self) -> &[u8] {
         self
     }
 }
 
-impl AsRef<[u8]> for Member {
+impl<const N: usize> AsRef<[u8]> for Inline<N> {
     fn as_ref(&self) -> &[u8] {
         self
     }
 }
 
-impl Hash for Member {
+impl<const N: usize> Hash for Inline<N> {
     /// As `[u8]` hashes (`Borrow` requires it: tables are searched by `&[u8]`).
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -118,16 +123,16 @@ impl Hash for Member {
     }
 }
 
-impl PartialEq for Member {
+impl<const N: usize> PartialEq for Inline<N> {
     #[inline]
-    fn eq(&self, other: &Member) -> bool {
+    fn eq(&self, other: &Self) -> bool {
         **self == **other
     }
 }
 
-impl Eq for Member {}
+impl<const N: usize> Eq for Inline<N> {}
 
-impl std::fmt::Debug for Member {
+impl<const N: usize> std::fmt::Debug for Inline<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:?}", Bytes::copy_from_slice(self))
     }
