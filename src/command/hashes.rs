@@ -5,7 +5,8 @@
 use bytes::Bytes;
 
 use super::args::{self, int, is, read, syntax_error, CmdResult, NOT_FLOAT};
-use super::collection::{exists_where, random_picks, scan_step, symmetric_int, update_notify, Rng};
+use super::collection::{exists_where, random_picks, scan_step, symmetric_int};
+use super::collection::{update_live, update_notify, Rng};
 use super::keys::parse_scan;
 use super::strings::run;
 use super::Ctx;
@@ -34,24 +35,19 @@ fn set_pairs(ctx: &mut Ctx, a: &[Bytes], name: &str) -> CmdResult<i64> {
     if !a.len().is_multiple_of(2) {
         return Err(super::arity_error(name));
     }
-    // HSET and HMSET both fire `hset`.
     let limits = ctx.ks.encodings.hash();
-    let added = update_notify::<HashValue, _>(
-        ctx,
-        &a[1],
-        true,
-        HASH,
-        |_| Some("hset"),
-        |h| {
-            let mut added = 0;
-            for pair in a[2..].chunks_exact(2) {
-                if h.insert(&pair[0], &pair[1], limits) {
-                    added += 1;
-                }
-            }
-            Ok(added)
-        },
-    )?;
+    let set = |h: &mut HashValue| {
+        let pairs = a[2..].chunks_exact(2);
+        Ok(pairs.filter(|p| h.insert(&p[0], &p[1], limits)).count() as i64)
+    };
+    // HSET and HMSET both fire `hset`, and signal the key, whether or not anything changed
+    // (as Redis's `hsetCommand`). An existing hash: one keyspace lookup; an absent (or
+    // expired) key takes `update_notify`'s path, which creates it.
+    let event = |_: &i64| Some("hset");
+    if let Some(added) = update_live::<HashValue, _>(ctx, &a[1], HASH, event, set) {
+        return added;
+    }
+    let added = update_notify::<HashValue, _>(ctx, &a[1], true, HASH, event, set)?;
     Ok(added.unwrap_or(0))
 }
 

@@ -18,8 +18,9 @@
 //! hold sets in the same order, so a cluster node keeps it at its default (the
 //! configuration refuses any other value there).
 //!
-//! A table's members are [`Member`]s: up to 22 bytes are kept inside the table's entry,
-//! longer ones in a box of their own. redis-benchmark's SADD members (`element:` and 12
+//! A table's members are [`Member`]s (so are a hash table's fields and values,
+//! `store::hash`): up to 22 bytes are kept inside the table's entry, longer ones in a box
+//! of their own. redis-benchmark's SADD members (`element:` and 12
 //! digits, 20 bytes) were each a `Bytes` with its own allocation, so a lookup in a set of
 //! 100,000 read the entry and then followed its pointer to compare the bytes: one more
 //! cache miss per member looked up than Redis's dict (bucket, entry, sds). Measured with
@@ -43,64 +44,78 @@ use super::KeyHasher;
 pub type Table = IndexSet<Member, KeyHasher>;
 
 /// The longest member kept inside a table entry.
-const INLINE_MAX: usize = 22;
+pub const INLINE_MAX: usize = 22;
 
-/// A table member: its bytes inline when they fit (24 bytes in all, as a `Box<[u8]>` plus
-/// a tag), else boxed. Hashes and compares as its bytes, so a table is searched by `&[u8]`.
+/// A table member: [`Inline`] bytes in 24 bytes, as a `Box<[u8]>` plus a tag.
+pub type Member = Inline<INLINE_MAX>;
+
+/// Bytes kept inside a table entry when at most `N` fit (`N + 2` bytes in all, the length
+/// and a tag included; `N` below 256, the length being one byte), else boxed. Hashes and compares as its bytes, so a table is
+/// searched by `&[u8]`.
 #[derive(Clone)]
-pub enum Member {
-    /// At most [`INLINE_MAX`] bytes: `bytes[..len]`.
+pub enum Inline<const N: usize> {
+    /// At most `N` bytes: `bytes[..len]`.
     Inline {
         /// How many of `bytes` are the member.
         len: u8,
         /// The member, then zeros.
-        bytes: [u8; INLINE_MAX],
+        bytes: [u8; N],
     },
     /// Longer members.
     Boxed(Box<[u8]>),
 }
 
-impl Member {
+impl<const N: usize> Inline<N> {
     /// A copy of `b`.
     #[inline]
-    pub fn new(b: &[u8]) -> Member {
-        if b.len() <= INLINE_MAX {
-            let mut bytes = [0; INLINE_MAX];
+    pub fn new(b: &[u8]) -> Self {
+        const { assert!(N <= u8::MAX as usize) };
+        if b.len() <= N {
+            let mut bytes = [0; N];
             bytes[..b.len()].copy_from_slice(b);
-            Member::Inline {
+            Inline::Inline {
                 len: b.len() as u8,
                 bytes,
             }
         } else {
-            Member::Boxed(b.into())
+            Inline::Boxed(b.into())
+        }
+    }
+
+    /// The bytes held outside the table entry (a long member's box).
+    #[inline]
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Inline::Inline { .. } => 0,
+            Inline::Boxed(b) => b.len(),
         }
     }
 }
 
-impl Deref for Member {
+impl<const N: usize> Deref for Inline<N> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
         match self {
-            Member::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Member::Boxed(b) => b,
+            Inline::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Inline::Boxed(b) => b,
         }
     }
 }
 
-impl Borrow<[u8]> for Member {
+impl<const N: usize> Borrow<[u8]> for Inline<N> {
     fn borrow(&self) -> &[u8] {
         self
     }
 }
 
-impl AsRef<[u8]> for Member {
+impl<const N: usize> AsRef<[u8]> for Inline<N> {
     fn as_ref(&self) -> &[u8] {
         self
     }
 }
 
-impl Hash for Member {
+impl<const N: usize> Hash for Inline<N> {
     /// As `[u8]` hashes (`Borrow` requires it: tables are searched by `&[u8]`).
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -108,16 +123,16 @@ impl Hash for Member {
     }
 }
 
-impl PartialEq for Member {
+impl<const N: usize> PartialEq for Inline<N> {
     #[inline]
-    fn eq(&self, other: &Member) -> bool {
+    fn eq(&self, other: &Self) -> bool {
         **self == **other
     }
 }
 
-impl Eq for Member {}
+impl<const N: usize> Eq for Inline<N> {}
 
-impl std::fmt::Debug for Member {
+impl<const N: usize> std::fmt::Debug for Inline<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:?}", Bytes::copy_from_slice(self))
     }
@@ -480,10 +495,7 @@ impl SetValue {
             SetValue::Ints(s) => s.0.heap_bytes(),
             // An entry (the hash and a 24-byte member) and its slot in the index, plus the
             // boxes of long members.
-            SetValue::Table(t) => t
-                .iter()
-                .map(|m| 41 + if m.len() > INLINE_MAX { m.len() } else { 0 })
-                .sum(),
+            SetValue::Table(t) => t.iter().map(|m| 41 + m.heap_bytes()).sum(),
         }
     }
 }
