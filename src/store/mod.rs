@@ -76,6 +76,10 @@ pub fn seed_key_hasher(secret: &[u8]) -> Result<(), String> {
 
 impl BuildHasher for KeyHasher {
     type Hasher = ahash::AHasher;
+    // Inlined into each table's hashing (a set's or hash's member, the keyspace's key):
+    // without it, a build that split the code differently called `hash_one` out of line
+    // on SADD's path (+1.9% instructions a SADD, branch hmem21).
+    #[inline]
     fn build_hasher(&self) -> ahash::AHasher {
         process_state().build_hasher()
     }
@@ -85,6 +89,7 @@ impl BuildHasher for KeyHasher {
 /// finds the key inside it (raw-entry lookups take the hash instead of hashing again).
 /// It must equal the hash the maps compute themselves when they grow (`Bytes` hashes as
 /// its byte slice does, length prefix included), or a key would be lost after a resize.
+#[inline]
 fn hash_key(key: &[u8]) -> u64 {
     KeyHasher.hash_one(key)
 }
