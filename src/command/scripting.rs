@@ -95,9 +95,11 @@ impl ScriptHost for Host<'_> {
         // A container's call is looked up again as `container|sub` (`has_subcommands`): the
         // subcommand's arity and flags decide, as Redis's `lookupCommand` does (one Tollgate
         // does not implement is an unknown command, as in Redis).
-        if let (None, Some((container, sub))) =
-            (spec, super::table::lookup_subcommand(name.as_bytes()))
-        {
+        let subcommand = spec
+            .is_none()
+            .then(|| super::table::lookup_subcommand(name.as_bytes()))
+            .flatten();
+        if let Some((container, sub)) = subcommand {
             self.last_spec.set(Some(container));
             return Some(CommandInfo {
                 arity: crate::acl::categories::subcommand_arity(sub.name)?,

@@ -567,32 +567,28 @@ fn config_set(shared: &Shared, pairs: &[(&[u8], &[u8])]) -> Result<(), String> {
 }
 
 fn flag_names(spec: &command::CommandSpec) -> Vec<Reply> {
+    // In Redis 7.0's order (`addReplyFlagsForCommand`).
     let table = [
-        (flags::WRITE, "write"),
-        (flags::READONLY, "readonly"),
-        (flags::ADMIN, "admin"),
-        (flags::NOSCRIPT, "noscript"),
-        (flags::DENYOOM, "denyoom"),
-        (flags::FAST, "fast"),
-        (flags::NO_MULTI, "no_multi"),
-        (flags::NO_AUTH, "no_auth"),
-        (flags::BLOCKING, "blocking"),
-        (flags::SKIP_MONITOR, "skip_monitor"),
-        (flags::PUBSUB, "pubsub"),
-        (flags::MAY_REPLICATE, "may_replicate"),
+        (spec.has(flags::WRITE), "write"),
+        (spec.has(flags::READONLY), "readonly"),
+        (spec.has(flags::DENYOOM), "denyoom"),
+        (spec.has(flags::ADMIN), "admin"),
+        (spec.has(flags::PUBSUB), "pubsub"),
+        (spec.has(flags::NOSCRIPT), "noscript"),
+        (spec.has(flags::BLOCKING), "blocking"),
+        (spec.has(flags::SKIP_MONITOR), "skip_monitor"),
+        (spec.has(flags::FAST), "fast"),
+        (spec.has(flags::NO_AUTH), "no_auth"),
+        (spec.has(flags::MAY_REPLICATE), "may_replicate"),
+        (spec.keys_optional(), "no_mandatory_keys"),
+        (spec.has(flags::NO_MULTI), "no_multi"),
+        (spec.movable_keys(), "movablekeys"),
     ];
-    let mut names: Vec<Reply> = table
+    table
         .iter()
-        .filter(|(f, _)| spec.has(*f))
+        .filter(|(set, _)| *set)
         .map(|(_, n)| Reply::Status(n.to_string()))
-        .collect();
-    if spec.keys_optional() {
-        names.push(Reply::Status("no_mandatory_keys".into()));
-    }
-    if spec.movable_keys() {
-        names.push(Reply::Status("movablekeys".into()));
-    }
-    names
+        .collect()
 }
 
 /// COMMAND INFO's entry of a row or of a subcommand ([`subcommand_spec`]): ten fields, the
@@ -760,10 +756,13 @@ pub fn command(a: &[Bytes]) -> Reply {
     } else if is(sub, "getkeys") {
         // Redis's order: known command, takes keys at all, arity, then the keys.
         // A container's call is its subcommand's (MEMORY USAGE's key).
-        let target = command::lookup(&a[2]).map(|spec| {
-            a.get(3)
-                .and_then(|s| spec.subcommand(s))
-                .map_or(*spec, subcommand_spec)
+        // (A subcommand Tollgate does not implement is an unknown command.)
+        let target = command::lookup(&a[2]).and_then(|spec| {
+            if spec.subcommands.is_empty() {
+                Some(*spec)
+            } else {
+                spec.subcommand(&a[3]).map(subcommand_spec)
+            }
         });
         match target.as_ref() {
             None => Reply::err("ERR Invalid command specified"),
