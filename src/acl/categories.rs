@@ -433,6 +433,13 @@ mod tests {
     fn every_subcommand_is_one_redis_has() {
         let cmds = commands();
         for spec in command::all() {
+            // A container lists the subcommands it implements (COMMAND INFO's field 10).
+            assert_eq!(
+                spec.has(flags::SUBCOMMANDS),
+                !spec.subcommands.is_empty(),
+                "{}",
+                spec.name
+            );
             let mut previous = "";
             for sub in spec.subcommands {
                 let (container, _) = sub.name.split_once('|').unwrap_or_default();

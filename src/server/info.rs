@@ -719,15 +719,7 @@ pub fn command(a: &[Bytes]) -> Reply {
                 .collect(),
         )
     } else if is(sub, "list") {
-        // Every command, each container followed by its subcommands, as Redis 7.0 lists.
-        Reply::Array(
-            command::all()
-                .flat_map(|s| {
-                    std::iter::once(s.name).chain(s.subcommands.iter().map(|sub| sub.name))
-                })
-                .map(Reply::bulk)
-                .collect(),
-        )
+        command_list(&a[2..])
     } else if is(sub, "help") && a.len() == 2 {
         // Redis 7.0.15's lines, without GETKEYSANDFLAGS, which Tollgate does not answer.
         help_reply(&[
@@ -784,6 +776,40 @@ pub fn command(a: &[Bytes]) -> Reply {
             command::arg_text(sub)
         ))
     }
+}
+
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: every command,
+/// each container followed by its subcommands, as Redis 7.0 lists them. Tollgate has no
+/// modules (no command is a module's); an unknown category lists nothing, as in Redis.
+fn command_list(options: &[Bytes]) -> Reply {
+    let keep: Box<dyn Fn(&str) -> bool> = match options {
+        [] => Box::new(|_| true),
+        [by, kind, arg] if is(by, "filterby") => {
+            if is(kind, "module") {
+                Box::new(|_| false)
+            } else if is(kind, "aclcat") {
+                let bit = crate::acl::categories::category_bit(&String::from_utf8_lossy(arg));
+                let commands = crate::acl::categories::commands();
+                Box::new(move |name| {
+                    bit.zip(commands.find(name))
+                        .is_some_and(|(bit, id)| commands.list[id].mask & bit != 0)
+                })
+            } else if is(kind, "pattern") {
+                let pattern = arg.clone();
+                Box::new(move |name| crate::glob::glob_match(&pattern, name.as_bytes(), true))
+            } else {
+                return Reply::err("ERR syntax error");
+            }
+        }
+        _ => return Reply::err("ERR syntax error"),
+    };
+    Reply::Array(
+        command::all()
+            .flat_map(|s| std::iter::once(s.name).chain(s.subcommands.iter().map(|sub| sub.name)))
+            .filter(|name| keep(name))
+            .map(Reply::bulk)
+            .collect(),
+    )
 }
 
 /// A HELP subcommand's reply: one status line each, as Redis's `addReplyHelp`.
