@@ -125,7 +125,10 @@ impl ScriptHost for Host<'_> {
             write: spec.has(WRITE),
             noscript: !spec.allowed_in_scripts(),
             deny_oom: spec.has(DENYOOM),
-            has_subcommands: !spec.subcommands.is_empty(),
+            // A connection container (CONFIG, CLUSTER, ...) is refused whatever its
+            // subcommand, as its row says (including one Redis has and Tollgate lacks:
+            // `cluster reset` is not allowed, not unknown).
+            has_subcommands: !spec.subcommands.is_empty() && spec.runs_in_engine(),
         })
     }
 
@@ -430,7 +433,9 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         crate::sub!("script|debug", NOSCRIPT),
         crate::sub!("script|exists", NOSCRIPT),
         crate::sub!("script|flush", NOSCRIPT),
-        crate::sub!("script|help", 0),
+        // Redis lets a script call SCRIPT HELP; here the scripting engine is running the
+        // script, so no SCRIPT or FUNCTION call can reach it from one.
+        crate::sub!("script|help", NOSCRIPT),
         crate::sub!("script|kill", NOSCRIPT),
         crate::sub!("script|load", NOSCRIPT),
     ]),
@@ -449,7 +454,9 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         crate::sub!("function|delete", WRITE | NOSCRIPT),
         crate::sub!("function|dump", NOSCRIPT),
         crate::sub!("function|flush", WRITE | NOSCRIPT),
-        crate::sub!("function|help", 0),
+        // Redis lets a script call FUNCTION HELP; here the scripting engine is running the
+        // script, so no SCRIPT or FUNCTION call can reach it from one.
+        crate::sub!("function|help", NOSCRIPT),
         crate::sub!("function|kill", NOSCRIPT),
         crate::sub!("function|list", NOSCRIPT),
         crate::sub!("function|load", WRITE | DENYOOM | NOSCRIPT),
