@@ -236,6 +236,9 @@ fn monitor_client_behaves_as_redis() {
         b"MULTI\r\nMONITOR\r\nEXEC\r\n",
         b"ACL SETUSER watcher on nopass +@all -monitor\r\nAUTH watcher x\r\nMONITOR\r\nACL SETUSER watcher +monitor\r\nMONITOR\r\n",
         b"MONITOR extra\r\n",
+        // A container's call is judged by its subcommand's flags: MEMORY USAGE and OBJECT
+        // ENCODING read, FUNCTION DELETE writes; SCRIPT EXISTS and CONFIG GET do neither.
+        b"MONITOR\r\nMEMORY USAGE k\r\nOBJECT ENCODING k\r\nFUNCTION DELETE x\r\nSCRIPT EXISTS abc\r\nCONFIG GET nosuchparam\r\n",
     ];
     for case in cases {
         let theirs = mask_raw(&raw(rport, case));

@@ -4,7 +4,8 @@ commands in COMMAND INFO (tips and key specifications) and COMMAND DOCS (summary
 group, complexity, arguments, ...), for Tollgate's COMMAND INFO and COMMAND DOCS.
 
 The file is one RESP3 map, command name -> [tips, key specifications, docs], in the exact
-types redis-server sent (maps, sets, arrays). ACL categories are not taken from here (the
+types redis-server sent (maps, sets, arrays); each subcommand has an entry of its own
+(`config|get`, from COMMAND INFO's field 10 and the `subcommands` of its container's docs). ACL categories are not taken from here (the
 ACL work keeps its own data). Regenerate against the reference server when it changes, so
 new commands get theirs automatically:
 
@@ -86,11 +87,18 @@ def main() -> None:
     info = command(sock, reader, b"COMMAND", b"INFO")[1]
     docs = dict((k[1], sort_subcommands(v)) for k, v in command(sock, reader, b"COMMAND", b"DOCS")[1])
     entries = []
-    for cmd in sorted(info, key=lambda c: c[1][0][1]):
-        fields = cmd[1]
+
+    def add(fields, doc):
         name = fields[0][1]
         tips, key_specs = fields[7], fields[8]
-        entries.append((("$", name), ("*", [tips, key_specs, docs.get(name, ("%", []))])))
+        entries.append((("$", name), ("*", [tips, key_specs, doc])))
+        sub_docs = dict((k[1], v) for k, v in doc[1]).get(b"subcommands", ("%", []))[1]
+        sub_docs = dict((k[1], v) for k, v in sub_docs)
+        for sub in sorted(fields[9][1], key=lambda c: c[1][0][1]):
+            add(sub[1], sub_docs.get(sub[1][0][1], ("%", [])))
+
+    for cmd in sorted(info, key=lambda c: c[1][0][1]):
+        add(cmd[1], docs.get(cmd[1][0][1], ("%", [])))
     out = bytearray()
     write(("%", entries), out)
     path = pathlib.Path(__file__).resolve().parent.parent / "src/command/redis_commands.resp"

@@ -256,7 +256,8 @@ fn build() -> Commands {
 }
 
 /// Whether the keys of command `id` need read permission (`%R~`) and write permission
-/// (`%W~`): a subcommand's are its container's, a Redis command Tollgate lacks needs both.
+/// (`%W~`): a subcommand's are its own key specifications' (`object|encoding` reads), or
+/// its container's when it has none; a Redis command Tollgate lacks needs both.
 /// Built on the first check of a user without `allkeys`, not at start: deriving them
 /// parses Redis's command documentation (about 9 million instructions, which
 /// `bench/instructions.sh` counted as 44-88 instructions per request when the table was
@@ -269,10 +270,16 @@ pub fn key_access(id: usize) -> (bool, bool) {
         (0..cmds.len())
             .map(|id| match rows.get(id) {
                 Some(&access) => access,
-                None => cmds.list[id]
-                    .parent
-                    .and_then(|p| rows.get(p).copied())
-                    .unwrap_or((true, true)),
+                None => {
+                    let own = command::docs::redis(&cmds.list[id].name)
+                        .and_then(|doc| access_of(&doc.key_specs));
+                    let parent = cmds.list[id].parent;
+                    match (parent, own) {
+                        (Some(_), Some(access)) => access,
+                        (Some(p), None) => rows.get(p).copied().unwrap_or((true, true)),
+                        (None, _) => (true, true),
+                    }
+                }
             })
             .collect()
     });
@@ -295,13 +302,19 @@ fn key_permissions(spec: &CommandSpec) -> (bool, bool) {
         let read_only = spec.has(flags::READONLY);
         return (true, !read_only);
     };
+    access_of(&doc.key_specs).unwrap_or((false, false))
+}
+
+/// Read and write permission as key specifications ask for them (see
+/// [`key_permissions`]); `None` when there are none.
+fn access_of(key_specs: &Reply) -> Option<(bool, bool)> {
     let mut words = Vec::new();
-    collect_flags(&doc.key_specs, &mut words);
+    collect_flags(key_specs, &mut words);
     let read = words.iter().any(|w| w == "access");
     let write = words
         .iter()
         .any(|w| w == "insert" || w == "delete" || w == "update");
-    (read, write)
+    (!words.is_empty()).then_some((read, write))
 }
 
 /// The values of every `flags` field in a key specification reply, lower-cased.
@@ -390,18 +403,67 @@ pub fn subcommand_refusal(spec: &CommandSpec, args: &[&[u8]]) -> Option<(Reply, 
     Some((command::arity_error(&cmds.list[id].name), true))
 }
 
-/// COMMAND INFO's ACL categories of a row (`@read`, ...), as redis-server lists them.
-pub fn info_categories(spec: &CommandSpec) -> Vec<String> {
-    commands().list[command::table::index(spec)]
-        .categories
-        .iter()
-        .map(|c| format!("@{c}"))
-        .collect()
+/// COMMAND INFO's ACL categories of a command or `container|sub` (`@read`, ...), as
+/// redis-server lists them.
+pub fn info_categories(name: &str) -> Vec<String> {
+    let cmds = commands();
+    cmds.find(name)
+        .map(|id| {
+            cmds.list[id]
+                .categories
+                .iter()
+                .map(|c| format!("@{c}"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Redis's arity of a subcommand (`container|sub`), the one its calls are checked against
+/// ([`subcommand_refusal`]); `None` if redis-server has no such subcommand.
+pub fn subcommand_arity(name: &str) -> Option<i32> {
+    let cmds = commands();
+    cmds.list[cmds.find(name)?].arity
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_subcommand_is_one_redis_has() {
+        let cmds = commands();
+        for spec in command::all() {
+            // A container lists the subcommands it implements (COMMAND INFO's field 10).
+            assert_eq!(
+                spec.has(flags::SUBCOMMANDS),
+                !spec.subcommands.is_empty(),
+                "{}",
+                spec.name
+            );
+            let mut previous = "";
+            for sub in spec.subcommands {
+                let (container, _) = sub.name.split_once('|').unwrap_or_default();
+                assert_eq!(container, spec.name, "{}", sub.name);
+                assert!(
+                    sub.name > previous,
+                    "{}: subcommands in name order",
+                    sub.name
+                );
+                previous = sub.name;
+                assert!(subcommand_arity(sub.name).is_some(), "{}", sub.name);
+                let id = cmds.find(sub.name).unwrap();
+                assert_eq!(cmds.list[id].parent, Some(command::table::index(spec)));
+                assert!(!info_categories(sub.name).is_empty(), "{}", sub.name);
+                assert!(command::docs::docs(sub.name).is_some(), "{}", sub.name);
+                assert!(std::ptr::eq(
+                    command::table::lookup_subcommand(sub.name.to_uppercase().as_bytes())
+                        .unwrap()
+                        .1,
+                    sub
+                ));
+            }
+        }
+    }
 
     #[test]
     fn containers_are_flagged_as_redis_has_them() {

@@ -750,9 +750,12 @@ impl User {
         }
         // The shard channel commands name their channel as a key (for the cluster's slot
         // routing): Redis's `not_key` specification. It is checked as a channel only.
-        if !self.allkeys && spec.has_keys() && !spec.has(crate::command::flags::PUBSUB) {
+        // A container's call has its subcommand's keys (MEMORY USAGE's).
+        let keys = spec.call_keys(args);
+        let has_keys = !matches!(keys, crate::command::Keys::None);
+        if !self.allkeys && has_keys && !spec.has(crate::command::flags::PUBSUB) {
             let (read, write) = categories::key_access(id);
-            for at in key_positions(spec, args) {
+            for at in key_positions(keys, args) {
                 if !self.key_allowed(args[at], read, write) {
                     return Err(Denied::Key(at));
                 }
@@ -974,9 +977,9 @@ pub fn merge_selectors<S: AsRef<str>>(rules: &[S]) -> Result<Vec<String>, String
 
 /// The positions of a call's keys (inline up to 8: a restricted user's check of a
 /// one-key call allocates nothing).
-fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> SmallVec<[usize; 8]> {
+fn key_positions(keys: crate::command::Keys, args: &[&[u8]]) -> SmallVec<[usize; 8]> {
     use crate::command::Keys;
-    match spec.keys {
+    match keys {
         Keys::None => SmallVec::new(),
         Keys::Range { first, last, step } => {
             let (from, to, step) =

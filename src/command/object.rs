@@ -81,4 +81,11 @@ pub const COMMANDS: &[super::CommandSpec] = &[crate::cmd!(
     2,
     1,
     object
-)];
+)
+.subcommands(&[
+    crate::sub!("object|encoding", READONLY, 2, 2, 1),
+    crate::sub!("object|freq", READONLY, 2, 2, 1),
+    crate::sub!("object|help", 0),
+    crate::sub!("object|idletime", READONLY, 2, 2, 1),
+    crate::sub!("object|refcount", READONLY, 2, 2, 1),
+])];

@@ -51,5 +51,13 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!("punsubscribe", -1, SUB, 0, 0, 0, client: conn::punsubscribe),
     crate::cmd!("ssubscribe", -2, SUB, 1, -1, 1, client: conn::ssubscribe),
     crate::cmd!("sunsubscribe", -1, SUB, 1, -1, 1, client: conn::sunsubscribe),
-    crate::cmd!("pubsub", -2, super::flags::SUBCOMMANDS, 0, 0, 0, client: conn::pubsub),
+    crate::cmd!("pubsub", -2, super::flags::SUBCOMMANDS, 0, 0, 0, client: conn::pubsub)
+        .subcommands(&[
+            crate::sub!("pubsub|channels", PUBSUB),
+            crate::sub!("pubsub|help", 0),
+            crate::sub!("pubsub|numpat", PUBSUB),
+            crate::sub!("pubsub|numsub", PUBSUB),
+            crate::sub!("pubsub|shardchannels", PUBSUB),
+            crate::sub!("pubsub|shardnumsub", PUBSUB),
+        ]),
 ];

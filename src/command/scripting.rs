@@ -92,6 +92,23 @@ impl ScriptHost for Host<'_> {
     fn command_info(&self, name: &str) -> Option<CommandInfo> {
         let spec = super::lookup(name.as_bytes());
         self.last_spec.set(spec);
+        // A container's call is looked up again as `container|sub` (`has_subcommands`): the
+        // subcommand's arity and flags decide, as Redis's `lookupCommand` does (one Tollgate
+        // does not implement is an unknown command, as in Redis).
+        let subcommand = spec
+            .is_none()
+            .then(|| super::table::lookup_subcommand(name.as_bytes()))
+            .flatten();
+        if let Some((container, sub)) = subcommand {
+            self.last_spec.set(Some(container));
+            return Some(CommandInfo {
+                arity: crate::acl::categories::subcommand_arity(sub.name)?,
+                write: sub.flags & WRITE != 0,
+                noscript: !container.runs_in_engine() || sub.flags & NOSCRIPT != 0,
+                deny_oom: sub.flags & DENYOOM != 0,
+                has_subcommands: false,
+            });
+        }
         let Some(spec) = spec else {
             // A command Tollgate lacks that Redis refuses in scripts anyway (blocking
             // commands, SUBSCRIBE, WAIT, ...) gets Redis's refusal, not "Unknown".
@@ -108,7 +125,10 @@ impl ScriptHost for Host<'_> {
             write: spec.has(WRITE),
             noscript: !spec.allowed_in_scripts(),
             deny_oom: spec.has(DENYOOM),
-            has_subcommands: false,
+            // A connection container (CONFIG, CLUSTER, ...) is refused whatever its
+            // subcommand, as its row says (including one Redis has and Tollgate lacks:
+            // `cluster reset` is not allowed, not unknown).
+            has_subcommands: !spec.subcommands.is_empty() && spec.runs_in_engine(),
         })
     }
 
@@ -402,22 +422,45 @@ pub const COMMANDS: &[super::CommandSpec] = &[
     crate::cmd!(
         "script",
         -2,
-        NOSCRIPT | WRITE | super::flags::SUBCOMMANDS,
+        super::flags::SUBCOMMANDS,
         0,
         0,
         0,
         client: crate::server::client_commands::script_control,
         script
-    ),
+    )
+    .subcommands(&[
+        crate::sub!("script|debug", NOSCRIPT),
+        crate::sub!("script|exists", NOSCRIPT),
+        crate::sub!("script|flush", NOSCRIPT),
+        // Redis lets a script call SCRIPT HELP; here the scripting engine is running the
+        // script, so no SCRIPT or FUNCTION call can reach it from one.
+        crate::sub!("script|help", NOSCRIPT),
+        crate::sub!("script|kill", NOSCRIPT),
+        crate::sub!("script|load", NOSCRIPT),
+    ]),
     crate::cmd!(
         "function",
         -2,
-        NOSCRIPT | WRITE | super::flags::SUBCOMMANDS,
+        super::flags::SUBCOMMANDS,
         0,
         0,
         0,
         client: crate::server::client_commands::function_control,
         function
     )
-    .denyoom_if(function_denies_oom),
+    .denyoom_if(function_denies_oom)
+    .subcommands(&[
+        crate::sub!("function|delete", WRITE | NOSCRIPT),
+        crate::sub!("function|dump", NOSCRIPT),
+        crate::sub!("function|flush", WRITE | NOSCRIPT),
+        // Redis lets a script call FUNCTION HELP; here the scripting engine is running the
+        // script, so no SCRIPT or FUNCTION call can reach it from one.
+        crate::sub!("function|help", NOSCRIPT),
+        crate::sub!("function|kill", NOSCRIPT),
+        crate::sub!("function|list", NOSCRIPT),
+        crate::sub!("function|load", WRITE | DENYOOM | NOSCRIPT),
+        crate::sub!("function|restore", WRITE | DENYOOM | NOSCRIPT),
+        crate::sub!("function|stats", NOSCRIPT),
+    ]),
 ];

@@ -49,6 +49,43 @@ pub struct CommandSpec {
     /// `denyoom` of scripts, by the flags they declare; of FUNCTION, by its subcommand);
     /// `None`: the `DENYOOM` flag says. Set with [`CommandSpec::denyoom_if`].
     pub denyoom_if: Option<DenyoomCheck>,
+    /// The subcommands Tollgate implements of a container (CONFIG, CLIENT, OBJECT, ...), in
+    /// name order: COMMAND INFO's field 10. Set with [`CommandSpec::subcommands`].
+    pub subcommands: &'static [Subcommand],
+}
+
+/// One subcommand of a container, as COMMAND INFO describes it (`config|get`): its flags
+/// and key positions. Its arity and ACL categories are Redis's, kept once in the ACL
+/// command table (`acl::categories`, from redis-server 7.0.15's COMMAND INFO), which also
+/// checks a call's arity before it runs. The container's handler runs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Subcommand {
+    /// `container|sub`, lower case.
+    pub name: &'static str,
+    /// `flags::*` bits, as COMMAND INFO reports them.
+    pub flags: u32,
+    /// Where its keys are.
+    pub keys: Keys,
+}
+
+/// A [`Subcommand`] row: `sub!("config|get", ADMIN | NOSCRIPT)`, or with keys
+/// `sub!("object|encoding", READONLY, 2, 2, 1)`.
+#[macro_export]
+macro_rules! sub {
+    ($name:expr, $flags:expr) => {
+        $crate::command::table::Subcommand {
+            name: $name,
+            flags: $flags,
+            keys: $crate::command::Keys::None,
+        }
+    };
+    ($name:expr, $flags:expr, $first:expr, $last:expr, $step:expr) => {
+        $crate::command::table::Subcommand {
+            name: $name,
+            flags: $flags,
+            keys: $crate::command::Keys::range($first, $last, $step),
+        }
+    };
 }
 
 /// Decides per call whether a command may grow memory (see `CommandSpec::denyoom_if`).
@@ -107,6 +144,48 @@ impl CommandSpec {
         CommandSpec {
             denyoom_if: Some(check),
             ..self
+        }
+    }
+
+    /// This row with its subcommands: `cmd!(...).subcommands(&[sub!(...), ...])`.
+    pub const fn subcommands(self, subcommands: &'static [Subcommand]) -> CommandSpec {
+        CommandSpec {
+            subcommands,
+            ..self
+        }
+    }
+
+    /// The subcommand `sub` (any case) of this row, if Tollgate implements it.
+    pub fn subcommand(&self, sub: &[u8]) -> Option<&'static Subcommand> {
+        self.subcommands.iter().find(|s| {
+            s.name
+                .as_bytes()
+                .get(self.name.len() + 1..)
+                .is_some_and(|short| short.eq_ignore_ascii_case(sub))
+        })
+    }
+
+    /// The flags of a call with `args` (`args[0]` is the name): its subcommand's for a
+    /// container whose `args[1]` names one Tollgate implements (a container has no flags of
+    /// its own in Redis), else the row's. Checks that depend on what a call does (a MONITOR
+    /// client may not touch the keyspace) read these.
+    pub fn call_flags(&self, args: &[&[u8]]) -> u32 {
+        match args.get(1) {
+            Some(sub) if !self.subcommands.is_empty() => {
+                self.subcommand(sub).map_or(self.flags, |s| s.flags)
+            }
+            _ => self.flags,
+        }
+    }
+
+    /// Where the keys of a call with `args` are: its subcommand's, as for
+    /// [`CommandSpec::call_flags`], else the row's.
+    pub fn call_keys(&self, args: &[&[u8]]) -> Keys {
+        match args.get(1) {
+            Some(sub) if !self.subcommands.is_empty() => {
+                self.subcommand(sub).map_or(self.keys, |s| s.keys)
+            }
+            _ => self.keys,
         }
     }
 
@@ -267,6 +346,7 @@ macro_rules! cmd {
             fast: $fast,
             client: $client,
             denyoom_if: None,
+            subcommands: &[],
         }
     };
 }
@@ -365,6 +445,14 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
         slot = (slot + 1) % SLOTS;
     }
     None
+}
+
+/// Look up a subcommand by its full name, `container|sub` in any case (COMMAND INFO and
+/// DOCS name subcommands so): its container's row and its own.
+pub fn lookup_subcommand(name: &[u8]) -> Option<(&'static CommandSpec, &'static Subcommand)> {
+    let bar = name.iter().position(|&b| b == b'|')?;
+    let container = lookup(&name[..bar])?;
+    Some((container, container.subcommand(&name[bar + 1..])?))
 }
 
 /// A name of 1 to 32 bytes lower-cased (zero-padded to 32 bytes), with a hash of it.

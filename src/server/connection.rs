@@ -876,7 +876,12 @@ impl Client {
             }
         }
         // Redis counts a monitor as a replica, which may not touch the keyspace.
-        if self.monitor && spec.has(flags::WRITE | flags::READONLY | flags::MAY_REPLICATE) {
+        // A container's call is judged by its subcommand's flags (MEMORY USAGE reads).
+        if self.monitor
+            && with_request_args(request, |a| spec.call_flags(a))
+                & (flags::WRITE | flags::READONLY | flags::MAY_REPLICATE)
+                != 0
+        {
             self.reject_call(
                 spec,
                 Reply::err("ERR Replica can't interact with the keyspace"),

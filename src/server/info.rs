@@ -567,34 +567,32 @@ fn config_set(shared: &Shared, pairs: &[(&[u8], &[u8])]) -> Result<(), String> {
 }
 
 fn flag_names(spec: &command::CommandSpec) -> Vec<Reply> {
+    // In Redis 7.0's order (`addReplyFlagsForCommand`).
     let table = [
-        (flags::WRITE, "write"),
-        (flags::READONLY, "readonly"),
-        (flags::ADMIN, "admin"),
-        (flags::NOSCRIPT, "noscript"),
-        (flags::DENYOOM, "denyoom"),
-        (flags::FAST, "fast"),
-        (flags::NO_MULTI, "no_multi"),
-        (flags::NO_AUTH, "no_auth"),
-        (flags::BLOCKING, "blocking"),
-        (flags::SKIP_MONITOR, "skip_monitor"),
-        (flags::PUBSUB, "pubsub"),
-        (flags::MAY_REPLICATE, "may_replicate"),
+        (spec.has(flags::WRITE), "write"),
+        (spec.has(flags::READONLY), "readonly"),
+        (spec.has(flags::DENYOOM), "denyoom"),
+        (spec.has(flags::ADMIN), "admin"),
+        (spec.has(flags::PUBSUB), "pubsub"),
+        (spec.has(flags::NOSCRIPT), "noscript"),
+        (spec.has(flags::BLOCKING), "blocking"),
+        (spec.has(flags::SKIP_MONITOR), "skip_monitor"),
+        (spec.has(flags::FAST), "fast"),
+        (spec.has(flags::NO_AUTH), "no_auth"),
+        (spec.has(flags::MAY_REPLICATE), "may_replicate"),
+        (spec.keys_optional(), "no_mandatory_keys"),
+        (spec.has(flags::NO_MULTI), "no_multi"),
+        (spec.movable_keys(), "movablekeys"),
     ];
-    let mut names: Vec<Reply> = table
+    table
         .iter()
-        .filter(|(f, _)| spec.has(*f))
+        .filter(|(set, _)| *set)
         .map(|(_, n)| Reply::Status(n.to_string()))
-        .collect();
-    if spec.keys_optional() {
-        names.push(Reply::Status("no_mandatory_keys".into()));
-    }
-    if spec.movable_keys() {
-        names.push(Reply::Status("movablekeys".into()));
-    }
-    names
+        .collect()
 }
 
+/// COMMAND INFO's entry of a row or of a subcommand ([`subcommand_spec`]): ten fields, the
+/// last its subcommands' entries.
 fn command_info(spec: &command::CommandSpec) -> Reply {
     let (first, last, step) = spec.key_range();
     // Tips and key specifications as redis-server gives them (`command::docs`).
@@ -608,15 +606,91 @@ fn command_info(spec: &command::CommandSpec) -> Reply {
         Reply::Integer(step as i64),
         // ACL categories (`crate::acl::categories`: Redis's own, from its COMMAND INFO).
         Reply::Set(
-            crate::acl::categories::info_categories(spec)
+            crate::acl::categories::info_categories(spec.name)
                 .into_iter()
                 .map(Reply::Status)
                 .collect(),
         ),
         redis.map_or(Reply::Set(vec![]), |d| d.tips.clone()),
         redis.map_or(Reply::Set(vec![]), |d| d.key_specs.clone()),
-        Reply::Array(vec![]),
+        // Redis's `addReplyCommandSubCommands`: an empty set for a command without
+        // subcommands, else an array of their entries.
+        if spec.subcommands.is_empty() {
+            Reply::Set(vec![])
+        } else {
+            Reply::Array(
+                spec.subcommands
+                    .iter()
+                    .map(|s| command_info(&subcommand_spec(s)))
+                    .collect(),
+            )
+        },
     ])
+}
+
+/// A subcommand as a row of its own, for COMMAND INFO and GETKEYS: its name
+/// (`config|get`), flags and keys, and Redis's arity, the one its calls are checked
+/// against (`acl::categories`; a unit test checks every subcommand has one). No handler:
+/// its container runs it.
+fn subcommand_spec(sub: &command::table::Subcommand) -> command::CommandSpec {
+    command::CommandSpec {
+        name: sub.name,
+        arity: crate::acl::categories::subcommand_arity(sub.name).unwrap_or(-2),
+        flags: sub.flags,
+        keys: sub.keys,
+        handler: None,
+        fast: None,
+        client: None,
+        denyoom_if: None,
+        subcommands: &[],
+    }
+}
+
+/// COMMAND INFO of one name: a command, `container|sub` (any case), or nil.
+fn info_of(name: &[u8]) -> Reply {
+    if let Some(spec) = command::lookup(name) {
+        return command_info(spec);
+    }
+    match command::table::lookup_subcommand(name) {
+        Some((_, sub)) => command_info(&subcommand_spec(sub)),
+        None => Reply::Nil,
+    }
+}
+
+/// COMMAND DOCS of one name (a command or `container|sub`) as its name and map; a
+/// container's `subcommands` lists only those Tollgate implements.
+fn docs_of(name: &[u8]) -> Option<(&'static str, Reply)> {
+    if let Some(spec) = command::lookup(name) {
+        let docs = command::docs::docs(spec.name).unwrap_or(Reply::Map(vec![]));
+        return Some((spec.name, implemented_subcommands(spec, docs)));
+    }
+    let (_, sub) = command::table::lookup_subcommand(name)?;
+    Some((sub.name, command::docs::docs(sub.name)?))
+}
+
+/// A container's docs with the subcommands Tollgate does not implement left out.
+fn implemented_subcommands(spec: &command::CommandSpec, docs: Reply) -> Reply {
+    let Reply::Map(fields) = docs else {
+        return docs;
+    };
+    let fields = fields
+        .into_iter()
+        .map(|(k, v)| match v {
+            Reply::Map(subs) if k == Reply::bulk("subcommands") => {
+                let subs = subs
+                    .into_iter()
+                    .filter(|(name, _)| {
+                        spec.subcommands
+                            .iter()
+                            .any(|s| *name == Reply::bulk(s.name))
+                    })
+                    .collect();
+                (k, Reply::Map(subs))
+            }
+            v => (k, v),
+        })
+        .collect();
+    Reply::Map(fields)
 }
 
 /// COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS, COMMAND LIST.
@@ -630,29 +704,22 @@ pub fn command(a: &[Bytes]) -> Reply {
         if a.len() == 2 {
             return Reply::Array(command::all().map(command_info).collect());
         }
-        Reply::Array(
-            a[2..]
-                .iter()
-                .map(|n| command::lookup(n).map_or(Reply::Nil, command_info))
-                .collect(),
-        )
+        Reply::Array(a[2..].iter().map(|n| info_of(n)).collect())
     } else if is(sub, "docs") {
-        let specs: Vec<_> = if a.len() == 2 {
-            command::all().collect()
+        let docs: Vec<_> = if a.len() == 2 {
+            command::all()
+                .filter_map(|s| docs_of(s.name.as_bytes()))
+                .collect()
         } else {
-            a[2..].iter().filter_map(|n| command::lookup(n)).collect()
+            a[2..].iter().filter_map(|n| docs_of(n)).collect()
         };
         Reply::Map(
-            specs
-                .into_iter()
-                .map(|s| {
-                    let docs = command::docs::docs(s.name).unwrap_or(Reply::Map(vec![]));
-                    (Reply::bulk(s.name), docs)
-                })
+            docs.into_iter()
+                .map(|(name, docs)| (Reply::bulk(name), docs))
                 .collect(),
         )
     } else if is(sub, "list") {
-        Reply::Array(command::all().map(|s| Reply::bulk(s.name)).collect())
+        command_list(&a[2..])
     } else if is(sub, "help") && a.len() == 2 {
         // Redis 7.0.15's lines, without GETKEYSANDFLAGS, which Tollgate does not answer.
         help_reply(&[
@@ -680,7 +747,16 @@ pub fn command(a: &[Bytes]) -> Reply {
         Reply::err("ERR wrong number of arguments for 'command|getkeys' command")
     } else if is(sub, "getkeys") {
         // Redis's order: known command, takes keys at all, arity, then the keys.
-        match command::lookup(&a[2]) {
+        // A container's call is its subcommand's (MEMORY USAGE's key).
+        // (A subcommand Tollgate does not implement is an unknown command.)
+        let target = command::lookup(&a[2]).and_then(|spec| {
+            if spec.subcommands.is_empty() {
+                Some(*spec)
+            } else {
+                spec.subcommand(&a[3]).map(subcommand_spec)
+            }
+        });
+        match target.as_ref() {
             None => Reply::err("ERR Invalid command specified"),
             Some(spec) if !spec.has_keys() => Reply::err("ERR The command has no key arguments"),
             Some(spec) if !command::arity_ok(spec, a.len() - 2) => {
@@ -700,6 +776,40 @@ pub fn command(a: &[Bytes]) -> Reply {
             command::arg_text(sub)
         ))
     }
+}
+
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: every command,
+/// each container followed by its subcommands, as Redis 7.0 lists them. Tollgate has no
+/// modules (no command is a module's); an unknown category lists nothing, as in Redis.
+fn command_list(options: &[Bytes]) -> Reply {
+    let keep: Box<dyn Fn(&str) -> bool> = match options {
+        [] => Box::new(|_| true),
+        [by, kind, arg] if is(by, "filterby") => {
+            if is(kind, "module") {
+                Box::new(|_| false)
+            } else if is(kind, "aclcat") {
+                let bit = crate::acl::categories::category_bit(&String::from_utf8_lossy(arg));
+                let commands = crate::acl::categories::commands();
+                Box::new(move |name| {
+                    bit.zip(commands.find(name))
+                        .is_some_and(|(bit, id)| commands.list[id].mask & bit != 0)
+                })
+            } else if is(kind, "pattern") {
+                let pattern = arg.clone();
+                Box::new(move |name| crate::glob::glob_match(&pattern, name.as_bytes(), true))
+            } else {
+                return Reply::err("ERR syntax error");
+            }
+        }
+        _ => return Reply::err("ERR syntax error"),
+    };
+    Reply::Array(
+        command::all()
+            .flat_map(|s| std::iter::once(s.name).chain(s.subcommands.iter().map(|sub| sub.name)))
+            .filter(|name| keep(name))
+            .map(Reply::bulk)
+            .collect(),
+    )
 }
 
 /// A HELP subcommand's reply: one status line each, as Redis's `addReplyHelp`.

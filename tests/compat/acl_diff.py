@@ -65,6 +65,12 @@ ADMIN = [
     "ACL DRYRUN nobody get x",
     "ACL DRYRUN reader nosuch x",
     "ACL DRYRUN reader get",
+    # A container's call has its subcommand's keys (MEMORY USAGE's, OBJECT's).
+    "ACL DRYRUN reader memory usage cache:1",
+    "ACL DRYRUN reader memory usage other",
+    "ACL DRYRUN reader object encoding other",
+    "ACL DRYRUN mixed memory usage a1",
+    "ACL DRYRUN mixed memory usage zz",
     "ACL CAT",
     "ACL CAT nosuch",
     "ACL CAT geo",
