@@ -49,18 +49,7 @@ source bench/lib.sh
 require_tools perf redis-benchmark redis-server redis-cli python3 openssl
 tollgate_binary
 for p in $((PORT)) $((PORT + 1)) $((PORT + 2)) $((PORT + 3)); do port_free "$p"; done
-WORK=$(mktemp -d /tmp/bench-cpu-per-request.XXXXXX)
-PIDS=()
-stop_all() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  PIDS=()
-}
-trap 'stop_all; rm -rf "$WORK"' EXIT
-bash tests/tls_support/make_certs.sh "$WORK" bench-ca >/dev/null 2>&1
-TLS_FILES=(--tls-cert-file "$WORK/server.crt" --tls-key-file "$WORK/server.key" --tls-ca-cert-file "$WORK/ca.crt")
-CLIENT_TLS=(--tls --cacert "$WORK/ca.crt" --cert "$WORK/client.crt" --key "$WORK/client.key")
+tls_workdir bench-cpu-per-request
 
 # The four servers: plaintext Redis and Tollgate on PORT and PORT+1, TLS-only ones on PORT+2
 # and PORT+3.

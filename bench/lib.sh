@@ -2,6 +2,10 @@
 #   require_tools <tool...>   exit with a message when one is not on PATH
 #   tollgate_binary           TOLLGATE_BIN as given, or build the release binary and use it
 #   port_free <port>          exit with a message when something answers on <port>
+#   tls_workdir <name>        a scratch folder WORK (removed on exit, after stop_all stops the
+#                             processes listed in PIDS) holding a CA with server and client
+#                             certificates: TLS_FILES are a server's arguments, CLIENT_TLS
+#                             redis-benchmark's and redis-cli's
 
 require_tools() {
   local tool
@@ -22,4 +26,20 @@ port_free() {
     echo "port $1 is already in use; set PORT to a free port" >&2
     exit 1
   fi
+}
+
+stop_all() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  PIDS=()
+}
+
+tls_workdir() {
+  PIDS=()
+  WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+  trap 'stop_all; rm -rf "$WORK"' EXIT
+  bash tests/tls_support/make_certs.sh "$WORK" bench-ca >/dev/null 2>&1
+  TLS_FILES=(--tls-cert-file "$WORK/server.crt" --tls-key-file "$WORK/server.key" --tls-ca-cert-file "$WORK/ca.crt")
+  CLIENT_TLS=(--tls --cacert "$WORK/ca.crt" --cert "$WORK/client.crt" --key "$WORK/client.key")
 }

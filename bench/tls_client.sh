@@ -53,18 +53,7 @@ require_tools perf valgrind callgrind_annotate ss redis-benchmark redis-server r
 tollgate_binary
 port_free "$PORT"
 port_free $((PORT + 1))
-WORK=$(mktemp -d /tmp/bench-tls-client.XXXXXX)
-PIDS=()
-stop_all() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  PIDS=()
-}
-trap 'stop_all; rm -rf "$WORK"' EXIT
-bash tests/tls_support/make_certs.sh "$WORK" bench-ca >/dev/null 2>&1
-TLS_FILES=(--tls-cert-file "$WORK/server.crt" --tls-key-file "$WORK/server.key" --tls-ca-cert-file "$WORK/ca.crt")
-CLIENT_TLS=(--tls --cacert "$WORK/ca.crt" --cert "$WORK/client.crt" --key "$WORK/client.key")
+tls_workdir bench-tls-client
 RPORT=$PORT TPORT=$((PORT + 1))
 redis-server --port 0 --tls-port "$RPORT" "${TLS_FILES[@]}" --io-threads 1 --save "" \
   --appendonly no >"$WORK/redis.log" 2>&1 &
