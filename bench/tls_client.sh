@@ -104,7 +104,13 @@ print(g("segs_out"), g("segs_in"), g("bytes_received"), g("bytes_acked"))'
 import sys
 a = [int(x) for x in sys.argv[1].split()]; z = [int(x) for x in sys.argv[2].split()]
 req = (z[2] - a[2]) / int(sys.argv[3])
-print(f"{(z[0] - a[0]) / req:.3f} {(z[1] - a[1]) / req:.3f} {(z[3] - a[3]) / req:.1f}")' "$a" "$z" "$rb"
+if req <= 0:
+    # The load (N * 10 requests) ended before the sample 2-6 s into it: with a small N.
+    print("the wire sample saw no replies: raise N (N * 10 requests must outlast 6 s)",
+          file=sys.stderr)
+    print("- - -")
+else:
+    print(f"{(z[0] - a[0]) / req:.3f} {(z[1] - a[1]) / req:.3f} {(z[3] - a[3]) / req:.1f}")' "$a" "$z" "$rb"
 }
 
 CLIENT_EVENTS=task-clock,context-switches,raw_syscalls:sys_enter,syscalls:sys_enter_read
@@ -217,7 +223,7 @@ r = sys.argv[2].split(); t = sys.argv[3].split()
 def ratio(i):
     try:
         return f"{float(t[i]) / float(r[i]):.2f}x"
-    except (ValueError, ZeroDivisionError):
+    except (ValueError, ZeroDivisionError, IndexError):
         return "-"
 print(f"{sys.argv[1]:<12} tollgate/redis: client cpu_us {ratio(3)}, client syscalls {ratio(6)}, "
       f"client epoll_wait {ratio(10)}, client instructions {ratio(14)}, server cpu_us {ratio(13)}")
