@@ -144,16 +144,7 @@ for row in $ROWS; do
   if [[ $row == TLS:* ]]; then
     tls=1 rpid=$RTPID tpid=$TTPID rport=$RTLS tport=$TTLS
   fi
-  case ${row#TLS:} in
-    SETBIT) tcmd=(setbit "bits:__rand_int__" 7 1) rcmd=("${tcmd[@]}") ;;
-    BITCOUNT) tcmd=(bitcount bits) rcmd=("${tcmd[@]}") ;;
-    PFADD) tcmd=(pfadd hll "__rand_int__") rcmd=("${tcmd[@]}") ;;
-    GET) tcmd=(get "key:__rand_int__") rcmd=("${tcmd[@]}") ;;
-    SET) tcmd=(set "key:__rand_int__" xxx) rcmd=("${tcmd[@]}") ;;
-    INCR) tcmd=(incr "n:__rand_int__") rcmd=("${tcmd[@]}") ;;
-    LIMIT.TOKEN) tcmd=(LIMIT.TOKEN "bucket:__rand_int__" 100 10 1000) rcmd=(incr "n:__rand_int__") ;;
-    *) echo "unknown row $row" >&2; exit 1 ;;
-  esac
+  row_commands "${row#TLS:}"
   : >"$WORK/redis.rounds"
   : >"$WORK/tollgate.rounds"
   for round in $(seq 1 "$ROUNDS"); do

@@ -6,6 +6,9 @@
 #                             processes listed in PIDS) holding a CA with server and client
 #                             certificates: TLS_FILES are a server's arguments, CLIENT_TLS
 #                             redis-benchmark's and redis-cli's
+#   row_commands <row>        tcmd and rcmd, the commands Tollgate and Redis run for a row of
+#                             the per-request counting scripts (LIMIT.TOKEN's Redis side is
+#                             INCR); exits on an unknown row
 
 require_tools() {
   local tool
@@ -42,4 +45,19 @@ tls_workdir() {
   bash tests/tls_support/make_certs.sh "$WORK" bench-ca >/dev/null 2>&1
   TLS_FILES=(--tls-cert-file "$WORK/server.crt" --tls-key-file "$WORK/server.key" --tls-ca-cert-file "$WORK/ca.crt")
   CLIENT_TLS=(--tls --cacert "$WORK/ca.crt" --cert "$WORK/client.crt" --key "$WORK/client.key")
+}
+
+row_commands() {
+  case $1 in
+    SETBIT) tcmd=(setbit "bits:__rand_int__" 7 1) ;;
+    BITCOUNT) tcmd=(bitcount bits) ;;
+    PFADD) tcmd=(pfadd hll "__rand_int__") ;;
+    GET) tcmd=(get "key:__rand_int__") ;;
+    SET) tcmd=(set "key:__rand_int__" xxx) ;;
+    INCR) tcmd=(incr "n:__rand_int__") ;;
+    LIMIT.TOKEN) tcmd=(LIMIT.TOKEN "bucket:__rand_int__" 100 10 1000) ;;
+    *) echo "unknown row $1" >&2; exit 1 ;;
+  esac
+  rcmd=("${tcmd[@]}")
+  if [ "$1" = LIMIT.TOKEN ]; then rcmd=(incr "n:__rand_int__"); fi
 }

@@ -185,13 +185,7 @@ printf '%-12s %-8s' row server
 for c in $COLUMNS; do printf ' %8s' "$c"; done
 printf '\n'
 for row in $ROWS; do
-  case $row in
-    SET) tcmd=(SET "key:__rand_int__" xxx) rcmd=("${tcmd[@]}") ;;
-    GET) tcmd=(GET "key:__rand_int__") rcmd=("${tcmd[@]}") ;;
-    INCR) tcmd=(INCR "n:__rand_int__") rcmd=("${tcmd[@]}") ;;
-    LIMIT.TOKEN) tcmd=(LIMIT.TOKEN "bucket:__rand_int__" 100 10 1000) rcmd=(INCR "n:__rand_int__") ;;
-    *) echo "unknown row $row" >&2; exit 1 ;;
-  esac
+  row_commands "$row"
   : >"$WORK/redis.rounds"
   : >"$WORK/tollgate.rounds"
   for round in $(seq 1 "$ROUNDS"); do
