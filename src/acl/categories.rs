@@ -385,16 +385,7 @@ pub fn subcommand_refusal(spec: &CommandSpec, args: &[&[u8]]) -> Option<(Reply, 
     }
     let id = cmds.id_of_call(spec, args);
     if id == row {
-        // Redis's `%.128s`: at most 128 bytes, up to a NUL; no line breaks in the reply.
-        let given = &args[1][..args[1].len().min(128)];
-        return Some((
-            Reply::err(command::sanitize(&format!(
-                "ERR unknown subcommand '{}'. Try {} HELP.",
-                command::arg_text(given),
-                command::arg_text(args[0]).to_ascii_uppercase()
-            ))),
-            false,
-        ));
+        return Some((command::unknown_subcommand(args[0], args[1]), false));
     }
     let arity = cmds.list[id].arity?;
     if command::arity_matches(arity, args.len()) {

@@ -247,6 +247,31 @@ pub fn arity_error(name: &str) -> Reply {
     ))
 }
 
+/// Redis's error for a subcommand a container does not have: `ERR unknown subcommand
+/// 'FOO'. Try CONFIG HELP.` (the subcommand as given, at most 128 bytes up to a NUL, on one
+/// line; the container upper-cased).
+pub fn unknown_subcommand(container: &[u8], sub: &[u8]) -> Reply {
+    Reply::err(sanitize(&format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        arg_text(&sub[..sub.len().min(128)]),
+        arg_text(container).to_ascii_uppercase()
+    )))
+}
+
+/// Redis's `addReplySubcommandSyntaxError`: a container's call whose subcommand refuses
+/// the arguments it was given, beyond its arity (`ACL CAT a b`, `SLOWLOG GET 1 2`): `ERR
+/// unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.` (the
+/// subcommand as given, at most 128 bytes; the container upper-cased).
+pub fn subcommand_syntax_error(args: &[Bytes]) -> Reply {
+    let sub = args.get(1).map_or(&b""[..], |s| &s[..s.len().min(128)]);
+    let container = args.first().map_or(&b""[..], |c| &c[..]);
+    Reply::err(sanitize(&format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+        arg_text(sub),
+        arg_text(container).to_ascii_uppercase()
+    )))
+}
+
 /// Redis's error for an unknown command, quoting the first arguments.
 pub fn unknown_command(args: &[Bytes]) -> Reply {
     let name = arg_text(args.first().map(|b| &b[..]).unwrap_or(b""));
@@ -306,6 +331,18 @@ pub fn execute(ctx: &mut Ctx, args: &[Bytes]) -> Reply {
 pub fn execute_spec(ctx: &mut Ctx, spec: &CommandSpec, args: &[Bytes]) -> Reply {
     if !arity_ok(spec, args.len()) {
         return arity_error(spec.name);
+    }
+    // A container's subcommand is looked up and its arity checked here, from the one
+    // table of subcommands (`acl::categories`), for every way a keyspace handler runs
+    // (EXEC, scripts, the Raft log's apply), as the connection checks it before a call
+    // runs or is queued: the handlers (SCRIPT, FUNCTION, OBJECT) only dispatch on it.
+    if spec.has(flags::SUBCOMMANDS) {
+        let refused = with_slices(args, |a| {
+            crate::acl::categories::subcommand_refusal(spec, a)
+        });
+        if let Some((reply, _)) = refused {
+            return reply;
+        }
     }
     match spec.handler {
         Some(h) => h(ctx, args),

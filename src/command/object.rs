@@ -30,25 +30,22 @@ const HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-const SUBCOMMANDS: [&str; 5] = ["help", "encoding", "refcount", "idletime", "freq"];
-
-/// OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key, OBJECT HELP
+/// OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key, OBJECT HELP. The subcommand and its arity
+/// were checked against the command table before this runs (`command::execute_spec`).
 pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let Some(sub) = SUBCOMMANDS.iter().find(|s| is(&a[1], s)) else {
-        return Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try OBJECT HELP.",
-            super::arg_text(&a[1])
-        ));
-    };
-    let arity = if *sub == "help" { 2 } else { 3 };
-    if a.len() != arity {
-        return Reply::err(format!(
-            "ERR wrong number of arguments for 'object|{sub}' command"
-        ));
-    }
-    if *sub == "help" {
+    let sub = if is(&a[1], "help") {
         return Reply::Array(HELP.iter().map(|l| Reply::Status((*l).into())).collect());
-    }
+    } else if is(&a[1], "encoding") {
+        "encoding"
+    } else if is(&a[1], "refcount") {
+        "refcount"
+    } else if is(&a[1], "idletime") {
+        "idletime"
+    } else if is(&a[1], "freq") {
+        "freq"
+    } else {
+        return super::unknown_subcommand(&a[0], &a[1]);
+    };
     let now = ctx.now_ms;
     let settings = *ctx.ks.object.read();
     let clock = ctx.ks.clock().clone();
@@ -56,7 +53,7 @@ pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let Some((key, entry)) = db.read_untouched_slot(&a[2], now) else {
         return Reply::Nil;
     };
-    match *sub {
+    match sub {
         "encoding" => Reply::bulk(encoding::encoding(&entry.value)),
         "refcount" => Reply::Integer(encoding::refcount(&entry.value, &settings)),
         "idletime" if clock.lfu() => Reply::err(

@@ -11,8 +11,8 @@ use super::convert::error_reply_text;
 use super::exec::{self, Invocation};
 use super::lua::{error_text, ffi, load_text, Vm, VmKind};
 use super::{
-    arity_error, ascii_lowercase, help_reply, parse_i64, unknown_subcommand, Reply, ScriptContext,
-    ScriptFlags, ScriptHost, ScriptLimits, NOSCRIPT_ERROR,
+    ascii_lowercase, help_reply, parse_i64, Reply, ScriptContext, ScriptFlags, ScriptHost,
+    ScriptLimits, NOSCRIPT_ERROR,
 };
 
 struct EvalScript {
@@ -187,28 +187,15 @@ impl EvalScripts {
         exec::run(&self.vm, script.func_ref, &inv, host, ctx)
     }
 
-    /// SCRIPT HELP|EXISTS|FLUSH|LOAD|KILL|DEBUG.
+    /// SCRIPT HELP|EXISTS|FLUSH|LOAD|KILL|DEBUG. The subcommand and its arity were checked
+    /// against the command table before this runs (`command::execute_spec`).
     pub(crate) fn script_command(
         &mut self,
         args: &[Bytes],
         ctx: &ScriptContext,
         limits: ScriptLimits,
     ) -> Reply {
-        if args.len() < 2 {
-            return arity_error("script");
-        }
         let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-        let arity: i64 = match sub.as_str() {
-            "help" | "kill" => 2,
-            "load" | "debug" => 3,
-            "exists" => -3,
-            "flush" => -2,
-            _ => return unknown_subcommand(&args[1], "SCRIPT"),
-        };
-        let argc = args.len() as i64;
-        if (arity > 0 && argc != arity) || argc < -arity {
-            return arity_error(&format!("script|{sub}"));
-        }
         match sub.as_str() {
             "help" => help_reply("SCRIPT", &SCRIPT_HELP),
             "kill" => ctx.control.request_kill(false),
@@ -237,7 +224,7 @@ impl EvalScripts {
                 self.vm = exec::new_vm(VmKind::Eval, limits);
                 Reply::ok()
             }
-            _ => {
+            "debug" => {
                 if args[2].eq_ignore_ascii_case(b"no") {
                     Reply::ok()
                 } else if args[2].eq_ignore_ascii_case(b"yes")
@@ -250,6 +237,7 @@ impl EvalScripts {
                     Reply::err("ERR Use SCRIPT DEBUG YES/SYNC/NO")
                 }
             }
+            _ => crate::command::unknown_subcommand(&args[0], &args[1]),
         }
     }
 }

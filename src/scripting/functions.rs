@@ -20,8 +20,8 @@ use super::lua::{
 };
 use super::sandbox::{mark_readonly, nonexistent_global, push_proxy, ENV_META, STORAGE};
 use super::{
-    arity_error, help_reply, parse_i64, subcommand_syntax_error, unknown_subcommand, Reply,
-    ScriptContext, ScriptControl, ScriptFlags, ScriptHost, ScriptLimits,
+    help_reply, parse_i64, Reply, ScriptContext, ScriptControl, ScriptFlags, ScriptHost,
+    ScriptLimits,
 };
 
 /// Redis's error for an invalid library or function name.
@@ -248,23 +248,10 @@ impl Functions {
         exec::run(&self.vm, f.func_ref, &inv, host, ctx)
     }
 
-    /// FUNCTION <subcommand> ...
+    /// FUNCTION <subcommand> ... The subcommand and its arity were checked against the
+    /// command table before this runs (`command::execute_spec`).
     pub(crate) fn function_command(&mut self, args: &[Bytes], ctx: &ScriptContext) -> Reply {
-        if args.len() < 2 {
-            return arity_error("function");
-        }
         let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-        let arity: i64 = match sub.as_str() {
-            "delete" => 3,
-            "dump" | "help" | "kill" | "stats" => 2,
-            "flush" | "list" => -2,
-            "load" | "restore" => -3,
-            _ => return unknown_subcommand(&args[1], "FUNCTION"),
-        };
-        let argc = args.len() as i64;
-        if (arity > 0 && argc != arity) || argc < -arity {
-            return arity_error(&format!("function|{sub}"));
-        }
         let reply = match sub.as_str() {
             "help" => help_reply("FUNCTION", &FUNCTION_HELP),
             "kill" => ctx.control.request_kill(true),
@@ -286,7 +273,7 @@ impl Functions {
             }
             "flush" => {
                 if args.len() > 3 {
-                    return subcommand_syntax_error(&args[1], "FUNCTION");
+                    return crate::command::subcommand_syntax_error(args);
                 }
                 if args.len() == 3
                     && !args[2].eq_ignore_ascii_case(b"sync")
@@ -300,7 +287,8 @@ impl Functions {
             "dump" => Reply::Bulk(Bytes::from(super::rdb::dump(
                 self.libraries.values().map(|l| &l.code[..]),
             ))),
-            _ => self.restore(args),
+            "restore" => self.restore(args),
+            _ => crate::command::unknown_subcommand(&args[0], &args[1]),
         };
         self.publish_counts(&ctx.control);
         reply
@@ -590,7 +578,7 @@ impl Functions {
 
     fn restore(&mut self, args: &[Bytes]) -> Reply {
         if args.len() > 4 {
-            return subcommand_syntax_error(&args[1], "FUNCTION");
+            return crate::command::subcommand_syntax_error(args);
         }
         #[derive(PartialEq)]
         enum Policy {

@@ -564,31 +564,6 @@ fn lossy_lower(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_ascii_lowercase()
 }
 
-/// `ERR wrong number of arguments for '<cmd>' command`.
-fn arity_error(full_name: &str) -> Reply {
-    Reply::err(format!(
-        "ERR wrong number of arguments for '{full_name}' command"
-    ))
-}
-
-/// Redis's `addReplySubcommandSyntaxError`.
-fn subcommand_syntax_error(sub: &[u8], container: &str) -> Reply {
-    Reply::err(format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-        crate::command::arg_text(sub),
-        container
-    ))
-}
-
-/// Redis's reply for an unknown subcommand.
-fn unknown_subcommand(sub: &[u8], container: &str) -> Reply {
-    Reply::err(format!(
-        "ERR unknown subcommand '{}'. Try {} HELP.",
-        crate::command::arg_text(sub),
-        container
-    ))
-}
-
 /// A help reply: the header line then each line, as status replies.
 fn help_reply(container: &str, lines: &[&str]) -> Reply {
     let mut out = vec![Reply::Status(format!(

@@ -18,45 +18,13 @@ use crate::command::{self, args::is};
 use crate::engine::Op;
 use crate::protocol::Reply;
 
-/// ACL subcommand ...
+/// ACL subcommand ... The subcommand is one Redis has, called with its arity: the
+/// connection checked both against the command table before this runs
+/// (`acl::categories::subcommand_refusal`).
 pub async fn acl(c: &mut Client, a: &[Bytes]) -> Answer {
-    let sub = a[1].to_ascii_lowercase();
-    let arity_ok = |arity: i32| {
-        let n = a.len() as i32;
-        if arity >= 0 {
-            n == arity
-        } else {
-            n >= -arity
-        }
-    };
-    let table: &[(&str, i32)] = &[
-        ("help", 2),
-        ("users", 2),
-        ("log", -2),
-        ("load", 2),
-        ("setuser", -3),
-        ("deluser", -3),
-        ("cat", -2),
-        ("whoami", 2),
-        ("list", 2),
-        ("genpass", -2),
-        ("getuser", 3),
-        ("dryrun", -4),
-        ("save", 2),
-    ];
-    let sub = String::from_utf8_lossy(&sub).into_owned();
-    let Some(&(name, arity)) = table.iter().find(|(n, _)| *n == sub) else {
-        return Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try ACL HELP.",
-            command::arg_text(&a[1])
-        ))
-        .into();
-    };
-    if !arity_ok(arity) {
-        return command::arity_error(&format!("acl|{name}")).into();
-    }
+    let name = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let store = c.shared.engine.acl().clone();
-    let reply = match name {
+    let reply = match name.as_str() {
         "help" => help(),
         "users" => Reply::Array(
             store
@@ -97,7 +65,7 @@ pub async fn acl(c: &mut Client, a: &[Bytes]) -> Answer {
         }
         "save" => super::acl_file::save(&c.shared).await,
         "load" => super::acl_file::load(c).await,
-        _ => Reply::err("ERR unknown subcommand"),
+        _ => command::unknown_subcommand(&a[0], &a[1]),
     };
     if c.handle.take_kill() || !c.refresh_user() {
         // This connection was closed by its own change (its user deleted, its subscriptions
@@ -217,13 +185,14 @@ fn getuser(u: &User) -> Reply {
     ])
 }
 
+/// ACL CAT [category].
 fn cat(a: &[Bytes]) -> Reply {
+    if a.len() > 3 {
+        return command::subcommand_syntax_error(a);
+    }
     let Some(name) = a.get(2) else {
         return Reply::Array(CATEGORIES.iter().map(|c| Reply::bulk(*c)).collect());
     };
-    if a.len() > 3 {
-        return command::arity_error("acl|cat");
-    }
     let name = text(name);
     let Some(bit) = category_bit(&name) else {
         return Reply::err(format!("ERR Unknown category '{name}'"));
@@ -241,6 +210,9 @@ fn cat(a: &[Bytes]) -> Reply {
 /// ACL GENPASS [bits]: random bytes from the operating system, in hex (a connection
 /// command: nothing here is replicated, so randomness is fine).
 fn genpass(a: &[Bytes]) -> Reply {
+    if a.len() > 3 {
+        return command::subcommand_syntax_error(a);
+    }
     let bits = match a.get(2) {
         None => 256,
         Some(b) => match command::args::int(b) {
@@ -249,9 +221,6 @@ fn genpass(a: &[Bytes]) -> Reply {
             Err(_) => return Reply::err("ERR value is not an integer or out of range"),
         },
     };
-    if a.len() > 3 {
-        return command::arity_error("acl|genpass");
-    }
     let chars = bits.div_ceil(4);
     let mut bytes = vec![0u8; chars.div_ceil(2)];
     if getrandom(&mut bytes).is_err() {
@@ -266,19 +235,22 @@ fn getrandom(buf: &mut [u8]) -> std::io::Result<()> {
     std::fs::File::open("/dev/urandom")?.read_exact(buf)
 }
 
+/// ACL LOG [count | RESET].
 fn log(store: &acl::Acl, a: &[Bytes]) -> Reply {
+    if a.len() > 3 {
+        return command::subcommand_syntax_error(a);
+    }
     match a.get(2) {
         None => store.log.lock().render(10),
-        Some(w) if is(w, "reset") && a.len() == 3 => {
+        Some(w) if is(w, "reset") => {
             store.log.lock().reset();
             Reply::ok()
         }
-        Some(n) if a.len() == 3 => match command::args::int(n) {
+        Some(n) => match command::args::int(n) {
             Ok(n) if n >= 0 => store.log.lock().render(n as usize),
             Ok(_) => Reply::Array(vec![]),
             Err(_) => Reply::err("ERR value is not an integer or out of range"),
         },
-        Some(_) => Reply::err("ERR syntax error"),
     }
 }
 

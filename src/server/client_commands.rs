@@ -3,7 +3,10 @@
 //! `command/scripting.rs`). Transactions have their own file (`transaction.rs`).
 //!
 //! Each handler here is an `async fn(&mut Client, &[Bytes]) -> Answer`; the arity was
-//! checked against the row before it runs. Server-wide reports (INFO, CONFIG, COMMAND,
+//! checked against the row before it runs, and a container's subcommand (CLIENT LIST) was
+//! looked up and its arity checked too (`acl::categories::subcommand_refusal`, from the one
+//! table of subcommands), so a handler only dispatches on the subcommand's name and checks
+//! what Redis's own handler checks beyond the arity (`command::subcommand_syntax_error`). Server-wide reports (INFO, CONFIG, COMMAND,
 //! MEMORY) are built in `info.rs`, the cluster commands in `cluster.rs`.
 
 use std::sync::atomic::Ordering;
@@ -62,7 +65,7 @@ pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
     if is(&a[1], "unblock") {
         return client_unblock(c, a).into();
     }
-    if is(&a[1], "kill") && a.len() >= 3 {
+    if is(&a[1], "kill") {
         // A client that kills itself gets the reply first, then is closed, as in Redis.
         return match c.client_kill(&a[2..]) {
             (reply, true) => Answer::Close(Some(reply)),
@@ -75,8 +78,8 @@ pub async fn client(c: &mut Client, a: &[Bytes]) -> Answer {
 /// CLIENT UNBLOCK client-id [TIMEOUT|ERROR]: release a client blocked in BLPOP & co.
 /// with its timeout reply or an `-UNBLOCKED` error; 1 if it was blocked.
 fn client_unblock(c: &mut Client, a: &[Bytes]) -> Reply {
-    if !(3..=4).contains(&a.len()) {
-        return command::arity_error("client|unblock");
+    if a.len() > 4 {
+        return command::subcommand_syntax_error(a);
     }
     let Ok(id) = int(&a[2]) else {
         return Reply::err("ERR value is not an integer or out of range");
@@ -385,15 +388,17 @@ impl Client {
         Reply::Status("RESET".into())
     }
 
+    /// CLIENT ID|SETNAME|GETNAME|LIST|INFO|NO-EVICT|HELP (the subcommand and its arity
+    /// checked against the command table before this runs).
     fn client(&mut self, a: &[Bytes]) -> Reply {
         let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
-        match (sub.as_str(), a.len()) {
-            ("id", 2) => Reply::Integer(self.id() as i64),
-            ("setname", 3) => match self.set_name(&a[2]) {
+        match sub.as_str() {
+            "id" => Reply::Integer(self.id() as i64),
+            "setname" => match self.set_name(&a[2]) {
                 Ok(()) => Reply::ok(),
                 Err(e) => e,
             },
-            ("getname", 2) => {
+            "getname" => {
                 let name = self.handle.info.lock().name.clone();
                 if name.is_empty() {
                     Reply::Nil
@@ -401,7 +406,7 @@ impl Client {
                     Reply::bulk(name)
                 }
             }
-            ("list", _) => {
+            "list" => {
                 let clients = match self.listed_clients(&a[2..]) {
                     Ok(clients) => clients,
                     Err(e) => return e,
@@ -419,33 +424,24 @@ impl Client {
                     .collect();
                 Reply::Verbatim("txt", Bytes::from(text))
             }
-            ("info", 2) => Reply::Verbatim("txt", Bytes::from(self.own_line(a) + "\n")),
+            "info" => Reply::Verbatim("txt", Bytes::from(self.own_line(a) + "\n")),
             // No client eviction here (`maxmemory-clients` only accepts 0), so every
             // client is already never evicted.
-            ("no-evict", 3) if is(&a[2], "on") || is(&a[2], "off") => Reply::ok(),
-            ("no-evict", 3) => Reply::err("ERR syntax error"),
-            ("help", 2) => Reply::Array(
+            "no-evict" if is(&a[2], "on") || is(&a[2], "off") => Reply::ok(),
+            "no-evict" => Reply::err("ERR syntax error"),
+            "help" => Reply::Array(
                 CLIENT_HELP
                     .iter()
                     .map(|s| Reply::Status(s.to_string()))
                     .collect(),
             ),
-            ("id" | "setname" | "getname" | "info" | "kill" | "no-evict" | "help", _) => {
-                command::arity_error(&format!("client|{sub}"))
-            }
-            _ => Reply::err(format!(
-                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                command::arg_text(&a[1])
-            )),
+            _ => command::unknown_subcommand(&a[0], &a[1]),
         }
     }
 
     /// CLIENT REPLY ON|OFF|SKIP: whether this connection's replies are sent (pub/sub
     /// messages always are).
     fn client_reply(&mut self, a: &[Bytes]) -> Reply {
-        if a.len() != 3 {
-            return command::arity_error("client|reply");
-        }
         if is(&a[2], "on") {
             self.reply_off = false;
             self.skip_next = false;
@@ -686,7 +682,9 @@ fn shutdown_options(a: &[Bytes]) -> Result<Shutdown, Reply> {
 pub async fn slowlog(c: &mut Client, a: &[Bytes]) -> Answer {
     let log = &c.shared.engine.metrics().slowlog;
     let sub = &a[1];
-    let reply = if is(sub, "get") && a.len() <= 3 {
+    let reply = if is(sub, "get") && a.len() > 3 {
+        command::subcommand_syntax_error(a)
+    } else if is(sub, "get") {
         let count = match a.get(2).map(|n| int(n)) {
             None => Some(10),
             Some(Ok(-1)) => None,
@@ -708,12 +706,12 @@ pub async fn slowlog(c: &mut Client, a: &[Bytes]) -> Answer {
                 })
                 .collect(),
         )
-    } else if is(sub, "len") && a.len() == 2 {
+    } else if is(sub, "len") {
         Reply::Integer(log.len() as i64)
-    } else if is(sub, "reset") && a.len() == 2 {
+    } else if is(sub, "reset") {
         log.reset();
         Reply::ok()
-    } else if is(sub, "help") && a.len() == 2 {
+    } else if is(sub, "help") {
         Reply::Array(
             [
                 "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -733,16 +731,8 @@ pub async fn slowlog(c: &mut Client, a: &[Bytes]) -> Answer {
             .map(|l| Reply::Status(l.to_string()))
             .collect(),
         )
-    } else if ["get", "len", "reset", "help"].iter().any(|s| is(sub, s)) {
-        command::arity_error(&format!(
-            "slowlog|{}",
-            String::from_utf8_lossy(sub).to_ascii_lowercase()
-        ))
     } else {
-        Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try SLOWLOG HELP.",
-            command::arg_text(sub)
-        ))
+        command::unknown_subcommand(&a[0], sub)
     };
     reply.into()
 }
@@ -755,7 +745,7 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
     let monitor = &metrics.latency;
     let sub = &a[1];
     let now = super::unix_secs();
-    let reply = if is(sub, "latest") && a.len() == 2 {
+    let reply = if is(sub, "latest") {
         Reply::Array(
             monitor
                 .events()
@@ -771,7 +761,7 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
                 })
                 .collect(),
         )
-    } else if is(sub, "history") && a.len() == 3 {
+    } else if is(sub, "history") {
         Reply::Array(monitor.event(&a[2]).map_or_else(Vec::new, |(_, s)| {
             s.samples()
                 .into_iter()
@@ -783,7 +773,7 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
                 })
                 .collect()
         }))
-    } else if is(sub, "graph") && a.len() == 3 {
+    } else if is(sub, "graph") {
         match monitor.event(&a[2]) {
             Some((event, s)) => {
                 Reply::Verbatim("txt", Bytes::from(LatencyMonitor::graph(event, &s, now)))
@@ -793,7 +783,7 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
                 String::from_utf8_lossy(&a[2])
             )),
         }
-    } else if is(sub, "doctor") && a.len() == 2 {
+    } else if is(sub, "doctor") {
         let ctx = latency::DoctorContext {
             threshold_ms: monitor.threshold_ms(),
             slowlog_us: c.shared.config.read().slowlog_log_slower_than,
@@ -809,7 +799,7 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
         Reply::Integer(resets as i64)
     } else if is(sub, "histogram") {
         latency_histogram(metrics, &a[2..])
-    } else if is(sub, "help") && a.len() == 2 {
+    } else if is(sub, "help") {
         Reply::Array(
             [
                 "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -834,19 +824,8 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
             .map(|l| Reply::Status(l.to_string()))
             .collect(),
         )
-    } else if ["latest", "history", "graph", "doctor", "help"]
-        .iter()
-        .any(|s| is(sub, s))
-    {
-        command::arity_error(&format!(
-            "latency|{}",
-            String::from_utf8_lossy(sub).to_ascii_lowercase()
-        ))
     } else {
-        Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try LATENCY HELP.",
-            command::arg_text(sub)
-        ))
+        command::unknown_subcommand(&a[0], sub)
     };
     reply.into()
 }

@@ -77,75 +77,23 @@ fn node(shared: &Shared) -> Option<&ClusterNode> {
         .filter(|_| shared.engine.is_cluster())
 }
 
-/// Redis 7.0's CLUSTER subcommands and their arities (negative: at least that many
-/// arguments), as its COMMAND INFO lists them.
-const REDIS_SUBCOMMANDS: [(&str, i32); 27] = [
-    ("addslots", -3),
-    ("addslotsrange", -4),
-    ("bumpepoch", 2),
-    ("count-failure-reports", 3),
-    ("countkeysinslot", 3),
-    ("delslots", -3),
-    ("delslotsrange", -4),
-    ("failover", -2),
-    ("flushslots", 2),
-    ("forget", 3),
-    ("getkeysinslot", 4),
-    ("help", 2),
-    ("info", 2),
-    ("keyslot", 3),
-    ("links", 2),
-    ("meet", -4),
-    ("myid", 2),
-    ("nodes", 2),
-    ("replicas", 3),
-    ("replicate", 3),
-    ("reset", -2),
-    ("saveconfig", 2),
-    ("set-config-epoch", 3),
-    ("setslot", -4),
-    ("shards", 2),
-    ("slaves", 3),
-    ("slots", 2),
-];
-
-/// CLUSTER on a standalone server. Like Redis, the subcommand's name and arity are
-/// checked first (Redis looks them up in its command table before the command runs);
-/// a valid call is then refused.
-fn standalone_reply(a: &[Bytes]) -> Reply {
-    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
-    match REDIS_SUBCOMMANDS.iter().find(|(name, _)| *name == sub) {
-        None => Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
-            crate::command::arg_text(&a[1])
-        )),
-        Some(&(_, arity)) if !crate::command::arity_matches(arity, a.len()) => {
-            crate::command::arity_error(&format!("cluster|{sub}"))
-        }
-        Some(_) => Reply::err(NOT_CLUSTER),
-    }
-}
-
-/// CLUSTER <subcommand>.
+/// CLUSTER <subcommand>. The subcommand is one Redis 7.0 has, called with its arity: the
+/// connection checked both against the command table before this runs
+/// (`acl::categories::subcommand_refusal`), as Redis looks a subcommand up before it runs.
+/// A standalone server then refuses every one; a cluster node answers the five it has.
 pub fn cluster_command(shared: &Shared, a: &[Bytes]) -> Reply {
     let Some(node) = node(shared) else {
-        return standalone_reply(a);
+        return Reply::err(NOT_CLUSTER);
     };
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let status = node.status();
-    match (sub.as_str(), a.len()) {
-        ("info", 2) => Reply::Verbatim("txt", Bytes::from(cluster_info(&status))),
-        ("myid", 2) => Reply::bulk(node_name(status.node_id)),
-        ("nodes", 2) => Reply::Verbatim("txt", Bytes::from(cluster_nodes(&status))),
-        ("slots", 2) => cluster_slots(&status),
-        ("shards", 2) => cluster_shards(&status),
-        ("info" | "myid" | "nodes" | "slots" | "shards", _) => {
-            crate::command::arity_error(&format!("cluster|{sub}"))
-        }
-        _ => Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try CLUSTER HELP.",
-            crate::command::arg_text(&a[1])
-        )),
+    match sub.as_str() {
+        "info" => Reply::Verbatim("txt", Bytes::from(cluster_info(&status))),
+        "myid" => Reply::bulk(node_name(status.node_id)),
+        "nodes" => Reply::Verbatim("txt", Bytes::from(cluster_nodes(&status))),
+        "slots" => cluster_slots(&status),
+        "shards" => cluster_shards(&status),
+        _ => crate::command::unknown_subcommand(&a[0], &a[1]),
     }
 }
 

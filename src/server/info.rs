@@ -464,11 +464,12 @@ pub fn client_line(c: &ClientInfo) -> String {
 }
 
 /// CONFIG GET/SET/RESETSTAT/REWRITE/HELP, over the parameter registry
-/// (`crate::config::params`).
+/// (`crate::config::params`). The subcommand and its arity were checked against the
+/// command table before this runs (`acl::categories::subcommand_refusal`).
 pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
-        "get" if a.len() >= 3 => {
+        "get" => {
             let patterns: Vec<&[u8]> = a[2..].iter().map(|p| &p[..]).collect();
             let pairs = params::config_get(&shared.config.read(), &patterns);
             Reply::Map(
@@ -478,7 +479,7 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
                     .collect(),
             )
         }
-        "set" if a.len() >= 4 => {
+        "set" => {
             if !a.len().is_multiple_of(2) {
                 return Reply::err("ERR syntax error");
             }
@@ -489,7 +490,7 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
                 Err(text) => Reply::err(text),
             }
         }
-        "resetstat" if a.len() == 2 => {
+        "resetstat" => {
             let s = &shared.stats;
             for c in [
                 &s.total_connections,
@@ -503,14 +504,14 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
             shared.engine.metrics().reset();
             Reply::ok()
         }
-        "rewrite" if a.len() == 2 => match &shared.config.read().file {
+        "rewrite" => match &shared.config.read().file {
             None => Reply::err("ERR The server is running without a config file"),
             Some(path) => Reply::err(format!(
                 "ERR CONFIG REWRITE is not supported by Tollgate: edit {} (TOML) instead",
                 path.display()
             )),
         },
-        "help" if a.len() == 2 => Reply::Array(
+        "help" => Reply::Array(
             [
                 "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GET <pattern>",
@@ -528,13 +529,7 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
             .map(|l| Reply::Status(l.to_string()))
             .collect(),
         ),
-        "get" | "set" | "resetstat" | "rewrite" | "help" => {
-            command::arity_error(&format!("config|{sub}"))
-        }
-        _ => Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-            command::arg_text(&a[1])
-        )),
+        _ => command::unknown_subcommand(&a[0], &a[1]),
     }
 }
 
@@ -693,12 +688,13 @@ fn implemented_subcommands(spec: &command::CommandSpec, docs: Reply) -> Reply {
     Reply::Map(fields)
 }
 
-/// COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS, COMMAND LIST.
+/// COMMAND, COMMAND COUNT, COMMAND INFO, COMMAND DOCS, COMMAND LIST, COMMAND GETKEYS,
+/// COMMAND HELP (the subcommand and its arity checked before this runs).
 pub fn command(a: &[Bytes]) -> Reply {
     let Some(sub) = a.get(1) else {
         return Reply::Array(command::all().map(command_info).collect());
     };
-    if is(sub, "count") && a.len() == 2 {
+    if is(sub, "count") {
         Reply::Integer(command::all().count() as i64)
     } else if is(sub, "info") {
         if a.len() == 2 {
@@ -720,7 +716,7 @@ pub fn command(a: &[Bytes]) -> Reply {
         )
     } else if is(sub, "list") {
         command_list(&a[2..])
-    } else if is(sub, "help") && a.len() == 2 {
+    } else if is(sub, "help") {
         // Redis 7.0.15's lines, without GETKEYSANDFLAGS, which Tollgate does not answer.
         help_reply(&[
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -743,8 +739,6 @@ pub fn command(a: &[Bytes]) -> Reply {
             "HELP",
             "    Prints this help.",
         ])
-    } else if is(sub, "getkeys") && a.len() < 4 {
-        Reply::err("ERR wrong number of arguments for 'command|getkeys' command")
     } else if is(sub, "getkeys") {
         // Redis's order: known command, takes keys at all, arity, then the keys.
         // A container's call is its subcommand's (MEMORY USAGE's key).
@@ -771,10 +765,7 @@ pub fn command(a: &[Bytes]) -> Reply {
             },
         }
     } else {
-        Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-            command::arg_text(sub)
-        ))
+        command::unknown_subcommand(&a[0], sub)
     }
 }
 
@@ -817,9 +808,10 @@ fn help_reply(lines: &[&str]) -> Reply {
     Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
 }
 
-/// MEMORY USAGE key / MEMORY STATS / MEMORY HELP.
+/// MEMORY USAGE key [SAMPLES count] / MEMORY STATS / MEMORY HELP (the subcommand and its
+/// arity checked before this runs).
 pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
-    if is(&a[1], "help") && a.len() == 2 {
+    if is(&a[1], "help") {
         // Redis 7.0.15's lines, without DOCTOR, MALLOC-STATS and PURGE, which Tollgate
         // does not answer.
         return help_reply(&[
@@ -833,9 +825,21 @@ pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
             "    Prints this help.",
         ]);
     }
-    if is(&a[1], "usage") && (a.len() == 3 || a.len() == 5) {
-        if a.len() == 5 && !(is(&a[3], "samples") && int(&a[4]).is_ok()) {
-            return Reply::err("ERR syntax error");
+    if is(&a[1], "usage") {
+        // Redis's options: any number of `SAMPLES count` (a count of 0 or more; Tollgate
+        // measures every value exactly, so the count changes nothing).
+        for option in a[3..].chunks(2) {
+            let [name, count] = option else {
+                return Reply::err("ERR syntax error");
+            };
+            if !is(name, "samples") {
+                return Reply::err("ERR syntax error");
+            }
+            match int(count) {
+                Ok(n) if n >= 0 => {}
+                Ok(_) => return Reply::err("ERR syntax error"),
+                Err(_) => return Reply::err("ERR value is not an integer or out of range"),
+            }
         }
         let now = shared.engine.clock().now_ms();
         let state = shared.engine.lock().await;
@@ -845,7 +849,7 @@ pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
             None => Reply::Nil,
         };
     }
-    if is(&a[1], "stats") && a.len() == 2 {
+    if is(&a[1], "stats") {
         let state = shared.engine.lock().await;
         return Reply::Map(vec![
             (
@@ -858,8 +862,5 @@ pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
             ),
         ]);
     }
-    Reply::err(format!(
-        "ERR unknown subcommand '{}'. Try MEMORY HELP.",
-        command::arg_text(&a[1])
-    ))
+    command::unknown_subcommand(&a[0], &a[1])
 }

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use super::connection::{Answer, Client};
-use crate::command::arg_text;
+use crate::command;
 use crate::command::args::is;
 use crate::protocol::Reply;
 use crate::pubsub::Kind;
@@ -95,31 +95,17 @@ const HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
-/// PUBSUB CHANNELS|NUMSUB|NUMPAT|SHARDCHANNELS|SHARDNUMSUB|HELP: this node's subscriptions.
+/// PUBSUB CHANNELS|NUMSUB|NUMPAT|SHARDCHANNELS|SHARDNUMSUB|HELP: this node's subscriptions
+/// (the subcommand and its arity checked against the command table before this runs).
 pub async fn pubsub(c: &mut Client, a: &[Bytes]) -> Answer {
     let hub = c.shared.engine.pubsub();
     let sub = &a[1];
-    let arity_error = |name: &str| {
-        Reply::err(format!(
-            "ERR wrong number of arguments for 'pubsub|{name}' command"
-        ))
-    };
-    let syntax = || {
-        Reply::err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-            arg_text(sub).chars().take(128).collect::<String>()
-        ))
-    };
     let reply = if is(sub, "help") {
-        if a.len() != 2 {
-            arity_error("help")
-        } else {
-            Reply::Array(HELP.iter().map(|l| Reply::Status((*l).into())).collect())
-        }
+        Reply::Array(HELP.iter().map(|l| Reply::Status((*l).into())).collect())
     } else if is(sub, "channels") || is(sub, "shardchannels") {
         let shard = is(sub, "shardchannels");
         if a.len() > 3 {
-            syntax()
+            command::subcommand_syntax_error(a)
         } else {
             let names = hub.channels(a.get(2).map(|p| &p[..]), shard);
             Reply::Array(names.into_iter().map(Reply::Bulk).collect())
@@ -133,16 +119,9 @@ pub async fn pubsub(c: &mut Client, a: &[Bytes]) -> Answer {
         }
         Reply::Array(out)
     } else if is(sub, "numpat") {
-        if a.len() != 2 {
-            arity_error("numpat")
-        } else {
-            Reply::Integer(hub.numpat() as i64)
-        }
+        Reply::Integer(hub.numpat() as i64)
     } else {
-        Reply::err(format!(
-            "ERR unknown subcommand '{}'. Try PUBSUB HELP.",
-            arg_text(sub).chars().take(128).collect::<String>()
-        ))
+        command::unknown_subcommand(&a[0], sub)
     };
     reply.into()
 }
