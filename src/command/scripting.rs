@@ -9,7 +9,6 @@
 
 use bytes::Bytes;
 
-use super::args::is;
 use super::flags::{DENYOOM, NOSCRIPT, SCRIPT, SKIP_MONITOR, WRITE};
 use super::{Ctx, Keys};
 use crate::protocol::Reply;
@@ -391,12 +390,6 @@ fn fcall_denies_oom(engine: &ScriptEngine, a: &[Bytes]) -> bool {
         .is_some_and(|name| declared_denyoom(engine, ScriptTarget::Function(name)))
 }
 
-/// `denyoom` of FUNCTION: LOAD and RESTORE add code.
-fn function_denies_oom(_: &ScriptEngine, a: &[Bytes]) -> bool {
-    a.get(1)
-        .is_some_and(|sub| is(sub, "load") || is(sub, "restore"))
-}
-
 const RUN: u32 = SCRIPT | NOSCRIPT | WRITE | DENYOOM | SKIP_MONITOR;
 
 /// `numkeys` at argument 2, and a script may take no key.
@@ -449,7 +442,6 @@ pub const COMMANDS: &[super::CommandSpec] = &[
         client: crate::server::client_commands::function_control,
         function
     )
-    .denyoom_if(function_denies_oom)
     .subcommands(&[
         crate::sub!("function|delete", WRITE | NOSCRIPT),
         crate::sub!("function|dump", NOSCRIPT),

@@ -46,8 +46,8 @@ pub struct CommandSpec {
     /// The connection-level handler, run with the client's state (outside MULTI).
     pub client: Option<ClientHandler>,
     /// Whether a call may grow memory, for commands where that depends on the call (Redis's
-    /// `denyoom` of scripts, by the flags they declare; of FUNCTION, by its subcommand);
-    /// `None`: the `DENYOOM` flag says. Set with [`CommandSpec::denyoom_if`].
+    /// `denyoom` of scripts, by the flags they declare); `None`: the `DENYOOM` flag says (a
+    /// container's call: its subcommand's). Set with [`CommandSpec::denyoom_if`].
     pub denyoom_if: Option<DenyoomCheck>,
     /// The subcommands Tollgate implements of a container (CONFIG, CLIENT, OBJECT, ...), in
     /// name order: COMMAND INFO's field 10. Set with [`CommandSpec::subcommands`].
@@ -194,6 +194,11 @@ impl CommandSpec {
     pub fn denies_oom(&self, scripts: &ScriptEngine, args: &[Bytes]) -> bool {
         match self.denyoom_if {
             Some(check) => check(scripts, args),
+            // A container's call: its subcommand's flag (FUNCTION LOAD may grow memory,
+            // FUNCTION LIST may not), as Redis looks the subcommand up first.
+            None if !self.subcommands.is_empty() => {
+                super::with_slices(args, |a| self.call_flags(a)) & super::flags::DENYOOM != 0
+            }
             None => self.has(super::flags::DENYOOM),
         }
     }

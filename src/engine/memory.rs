@@ -219,8 +219,9 @@ pub fn out_of_memory(state: &mut State) -> bool {
 
 /// Whether a command may grow memory (Redis's `denyoom`): then it is refused while memory
 /// is over the limit and nothing can be evicted. The command's row decides
-/// ([`CommandSpec::denies_oom`]): its `DENYOOM` flag, or for scripts the flags they declare
-/// and for FUNCTION its subcommand (`command/scripting.rs`).
+/// ([`CommandSpec::denies_oom`]): its `DENYOOM` flag (a container's call: its
+/// subcommand's, FUNCTION LOAD), or for scripts the flags they declare
+/// (`command/scripting.rs`).
 pub fn denies_oom(scripts: &ScriptEngine, spec: &CommandSpec, args: &[Bytes]) -> bool {
     spec.denies_oom(scripts, args)
 }
