@@ -377,6 +377,11 @@ pub fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
 /// CONFIG HELP.`, counted in no command's stats) or a subcommand called with the wrong
 /// number of arguments (counted as the subcommand's `rejected_calls`: the flag is true).
 /// `None` for every other call, and at once for a row without subcommands.
+///
+/// The one check of a container's call: the connection runs it before a call runs or is
+/// queued, `command::execute_spec` before a keyspace handler runs (EXEC, scripts, the Raft
+/// log's apply), so the containers' handlers keep no subcommand names or arities of their
+/// own; a script's `redis.call` reads the same arity ([`subcommand_arity`]).
 pub fn subcommand_refusal(spec: &CommandSpec, args: &[&[u8]]) -> Option<(Reply, bool)> {
     let cmds = commands();
     let row = command::table::index(spec);
