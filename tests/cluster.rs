@@ -117,30 +117,23 @@ fn incr_through_every_node_is_linearizable() {
     assert!(info.contains("cluster_state:ok"), "{info}");
     // A CLUSTER subcommand's name and arity are checked from the command table (Redis's
     // ADDSLOTS passes, and this node has no such subcommand).
-    let err = c.nodes[2]
-        .q::<String>(&["CLUSTER", "INFO", "x"])
-        .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("wrong number of arguments for 'cluster|info' command"),
-        "{err}"
-    );
-    let err = c.nodes[2]
-        .q::<String>(&["CLUSTER", "ADDSLOTS"])
-        .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("wrong number of arguments for 'cluster|addslots' command"),
-        "{err}"
-    );
-    let err = c.nodes[2]
-        .q::<String>(&["CLUSTER", "ADDSLOTS", "1"])
-        .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("unknown subcommand 'ADDSLOTS'. Try CLUSTER HELP."),
-        "{err}"
-    );
+    for (call, refusal) in [
+        (
+            &["CLUSTER", "INFO", "x"][..],
+            "wrong number of arguments for 'cluster|info' command",
+        ),
+        (
+            &["CLUSTER", "ADDSLOTS"],
+            "wrong number of arguments for 'cluster|addslots' command",
+        ),
+        (
+            &["CLUSTER", "ADDSLOTS", "1"],
+            "unknown subcommand 'ADDSLOTS'. Try CLUSTER HELP.",
+        ),
+    ] {
+        let err = c.nodes[2].q::<String>(call).unwrap_err();
+        assert!(err.to_string().contains(refusal), "{call:?}: {err}");
+    }
     let repl: String = c.nodes[leader].q(&["INFO", "replication"]).unwrap();
     assert!(
         repl.contains("role:master") && repl.contains("connected_slaves:2"),

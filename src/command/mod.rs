@@ -247,6 +247,11 @@ pub fn arity_error(name: &str) -> Reply {
     ))
 }
 
+/// A HELP subcommand's reply: one status line each, as Redis's `addReplyHelp` sends them.
+pub fn help_reply(lines: &[&str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::Status((*l).into())).collect())
+}
+
 /// Redis's error for a subcommand a container does not have: `ERR unknown subcommand
 /// 'FOO'. Try CONFIG HELP.` (the subcommand as given, at most 128 bytes up to a NUL, on one
 /// line; the container upper-cased).

@@ -34,7 +34,7 @@ const HELP: &[&str] = &[
 /// were checked against the command table before this runs (`command::execute_spec`).
 pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let sub = if is(&a[1], "help") {
-        return Reply::Array(HELP.iter().map(|l| Reply::Status((*l).into())).collect());
+        return super::help_reply(HELP);
     } else if is(&a[1], "encoding") {
         "encoding"
     } else if is(&a[1], "refcount") {

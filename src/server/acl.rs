@@ -321,5 +321,5 @@ fn help() -> Reply {
         "HELP",
         "    Prints this help.",
     ];
-    Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
+    command::help_reply(&lines)
 }

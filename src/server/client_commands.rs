@@ -429,12 +429,7 @@ impl Client {
             // client is already never evicted.
             "no-evict" if is(&a[2], "on") || is(&a[2], "off") => Reply::ok(),
             "no-evict" => Reply::err("ERR syntax error"),
-            "help" => Reply::Array(
-                CLIENT_HELP
-                    .iter()
-                    .map(|s| Reply::Status(s.to_string()))
-                    .collect(),
-            ),
+            "help" => command::help_reply(CLIENT_HELP),
             _ => command::unknown_subcommand(&a[0], &a[1]),
         }
     }
@@ -712,25 +707,20 @@ pub async fn slowlog(c: &mut Client, a: &[Bytes]) -> Answer {
         log.reset();
         Reply::ok()
     } else if is(sub, "help") {
-        Reply::Array(
-            [
-                "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GET [<count>]",
-                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-                "    Entries are made of:",
-                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
-                "    client name",
-                "LEN",
-                "    Return the length of the slowlog.",
-                "RESET",
-                "    Reset the slowlog.",
-                "HELP",
-                "    Prints this help.",
-            ]
-            .iter()
-            .map(|l| Reply::Status(l.to_string()))
-            .collect(),
-        )
+        command::help_reply(&[
+            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+            "HELP",
+            "    Prints this help.",
+        ])
     } else {
         command::unknown_subcommand(&a[0], sub)
     };
@@ -800,8 +790,7 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
     } else if is(sub, "histogram") {
         latency_histogram(metrics, &a[2..])
     } else if is(sub, "help") {
-        Reply::Array(
-            [
+        command::help_reply(&[
                 "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "DOCTOR",
                 "    Return a human readable latency analysis report.",
@@ -819,11 +808,7 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
                 "    If no commands are specified then all histograms are replied.",
                 "HELP",
                 "    Prints this help.",
-            ]
-            .iter()
-            .map(|l| Reply::Status(l.to_string()))
-            .collect(),
-        )
+        ])
     } else {
         command::unknown_subcommand(&a[0], sub)
     };

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::{ClientInfo, Shared};
 use crate::command::args::{int, is};
-use crate::command::{self, flags};
+use crate::command::{self, flags, help_reply};
 use crate::config::params;
 use crate::protocol::Reply;
 
@@ -511,24 +511,19 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
                 path.display()
             )),
         },
-        "help" => Reply::Array(
-            [
-                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GET <pattern>",
-                "    Return parameters matching the glob-like <pattern> and their values.",
-                "SET <directive> <value>",
-                "    Set the configuration <directive> to <value>.",
-                "RESETSTAT",
-                "    Reset statistics reported by the INFO command.",
-                "REWRITE",
-                "    Rewrite the configuration file.",
-                "HELP",
-                "    Prints this help.",
-            ]
-            .iter()
-            .map(|l| Reply::Status(l.to_string()))
-            .collect(),
-        ),
+        "help" => help_reply(&[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+            "HELP",
+            "    Prints this help.",
+        ]),
         _ => command::unknown_subcommand(&a[0], &a[1]),
     }
 }
@@ -801,11 +796,6 @@ fn command_list(options: &[Bytes]) -> Reply {
             .map(Reply::bulk)
             .collect(),
     )
-}
-
-/// A HELP subcommand's reply: one status line each, as Redis's `addReplyHelp`.
-fn help_reply(lines: &[&str]) -> Reply {
-    Reply::Array(lines.iter().map(|l| Reply::Status(l.to_string())).collect())
 }
 
 /// MEMORY USAGE key [SAMPLES count] / MEMORY STATS / MEMORY HELP (the subcommand and its

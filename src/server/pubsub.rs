@@ -101,7 +101,7 @@ pub async fn pubsub(c: &mut Client, a: &[Bytes]) -> Answer {
     let hub = c.shared.engine.pubsub();
     let sub = &a[1];
     let reply = if is(sub, "help") {
-        Reply::Array(HELP.iter().map(|l| Reply::Status((*l).into())).collect())
+        command::help_reply(HELP)
     } else if is(sub, "channels") || is(sub, "shardchannels") {
         let shard = is(sub, "shardchannels");
         if a.len() > 3 {
