@@ -15,7 +15,9 @@ The file format is callgrind's (valgrind docs, "Callgrind Format Specification")
 fn= name the current object, file and function ("(id) name" the first time, "(id)" after),
 cob=/cfn= the callee of the calls= line that follows, whose next line is the call's
 inclusive cost (not the caller's own); other lines are "<position> <cost>". Only Ir is
-collected (bench/tls_breakdown.sh runs callgrind without other events).
+collected by default; with the cache simulator on, the other events' totals per request are
+printed as "events:<name> <per request>" (D1mr/D1mw: first-level data cache read/write
+misses, DLmr/DLmw: last-level).
 """
 
 import re
@@ -85,6 +87,7 @@ def parse(path):
     copies = defaultdict(int)
     ob = fn = cob = cfn = ""
     pending_call = None
+    events, totals = ["Ir"], {}
     with open(path, errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
@@ -131,6 +134,11 @@ def parse(path):
                 continue
             if line.startswith("calls="):
                 pending_call = int(line[6:].split()[0])
+            elif line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith(("summary:", "totals:")):
+                totals = dict(zip(events, (int(x) for x in line.split()[1:])))
+    copies["totals"] = totals
     return selfc, calls, copies
 
 
@@ -158,6 +166,10 @@ def main():
         k = sum(v for key, v in fc.items() if rx.search(key)) - sum(
             v for key, v in bc.items() if rx.search(key))
         print(f"calls:{label}\t{k / n:.4f}")
+    ft, bt = fcp.pop("totals"), bcp.pop("totals")
+    for ev in ft:
+        if ev != "Ir":
+            print(f"events:{ev}\t{(ft[ev] - bt.get(ev, 0)) / n:.2f}")
     aead = fcp.pop("aead-inclusive", 0) - bcp.pop("aead-inclusive", 0)
     print(f"record crypto, inclusive (TLS library's calls into the AEAD)\t{aead / n:.0f}")
     if show_copies:

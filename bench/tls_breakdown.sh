@@ -21,7 +21,10 @@
 #   (6397), TOLLGATE_BIN (skips the release build), SERVERS ("redis tollgate"),
 #   MEMCPY_CALLERS (8), KEEP (a folder: the callgrind files are kept there for
 #   callgrind_annotate), CLIENT=1 (count redis-benchmark instead, by the same components,
-#   against each server run natively: what the client does per request of the row).
+#   against each server run natively: what the client does per request of the row),
+#   CACHE_SIM=1 (callgrind's cache simulator too: first-level and last-level data cache
+#   misses per request, D1mr/D1mw/DLmr/DLmw; LL is the simulated last level, 1 MB as in
+#   bench/cache_misses.sh, the L2 of one core here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-20000}
@@ -33,6 +36,8 @@ SERVERS=${SERVERS:-redis tollgate}
 MEMCPY_CALLERS=${MEMCPY_CALLERS:-8}
 KEEP=${KEEP:-}
 CLIENT=${CLIENT:-}
+CACHE_SIM=${CACHE_SIM:-}
+LL=${LL:-1048576,16,64}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 require_tools valgrind redis-benchmark redis-server redis-cli python3
@@ -46,6 +51,7 @@ counted() {
   local server=$1 out=$2 n=$3 p=$4
   shift 4
   local wrap=(valgrind --tool=callgrind --callgrind-out-file="$out") cwrap=()
+  if [ -n "$CACHE_SIM" ]; then wrap+=(--cache-sim=yes "--LL=$LL"); fi
   if [ -n "$CLIENT" ]; then cwrap=("${wrap[@]}") wrap=(); fi
   if [ "$server" = redis ]; then
     "${wrap[@]}" redis-server --port 0 --tls-port "$PORT" "${TLS_FILES[@]}" --save "" --appendonly no \
