@@ -717,6 +717,97 @@ fn py_resumption(ca: &Path, port: u16, max: &str, wait_secs: u64) -> String {
     String::from_utf8_lossy(&py.stdout).trim().to_string()
 }
 
+/// The ticket lifetime the server advertised to OpenSSL's client (`openssl s_client` with
+/// `version`, `-tls1_2` or `-tls1_3`, saving its session after a PING has been answered, so
+/// that the TLS 1.3 tickets sent after the handshake are in; `openssl sess_id -text` shows the
+/// ticket's "lifetime hint"): the number, or "no ticket".
+fn ticket_lifetime(ca: &Path, port: u16, version: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let sess = dir.path().join("session.pem");
+    let mut client = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            version,
+        ])
+        .args(["-CAfile", &arg(ca), "-sess_out", &arg(&sess)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl s_client");
+    let mut stdin = client.stdin.take().unwrap();
+    stdin.write_all(b"PING\r\n").unwrap();
+    // Read until the reply: the tickets came before it.
+    let mut stdout = client.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("+PONG") {
+        match stdout.read(&mut buf) {
+            Ok(0) | Err(_) => panic!("no PONG: {}", String::from_utf8_lossy(&seen)),
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    drop(stdin);
+    assert!(client.wait().unwrap().success());
+    if !sess.exists() {
+        // OpenSSL saves no TLS 1.3 session without a ticket to resume it by.
+        return "no ticket".to_string();
+    }
+    let text = Command::new("openssl")
+        .args(["sess_id", "-in", &arg(&sess), "-text", "-noout"])
+        .output()
+        .expect("openssl sess_id");
+    assert!(text.status.success(), "{text:?}");
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("TLS session ticket lifetime hint: "))
+        .map_or("no ticket".to_string(), |v| {
+            v.trim_end_matches(" (seconds)").to_string()
+        })
+}
+
+/// The session ticket a client receives advertises `tls-session-cache-timeout` as its
+/// lifetime (Redis's OpenSSL does; rustls's own stateful tickets say 86,400 s whatever the
+/// cache keeps), for TLS 1.2 and 1.3, follows CONFIG SET, and stays within RFC 8446's seven
+/// days; with `tls-session-caching no` no ticket is sent.
+#[test]
+fn tls_session_ticket_lifetime_is_the_cache_timeout() {
+    let s = setup(&["--tls-auth-clients", "no"]);
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let lifetimes = |expected: &str| {
+        for version in ["-tls1_2", "-tls1_3"] {
+            assert_eq!(
+                ticket_lifetime(&s.ca.pem, s.tls_port, version),
+                expected,
+                "{version}"
+            );
+        }
+    };
+    lifetimes("300");
+    for (timeout, expected) in [("1234", "1234"), ("9999999", "604800")] {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("tls-session-cache-timeout")
+            .arg(timeout)
+            .query::<()>(&mut c)
+            .unwrap();
+        lifetimes(expected);
+    }
+    // No cache, no ticket.
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("tls-session-caching")
+        .arg("no")
+        .query::<()>(&mut c)
+        .unwrap();
+    lifetimes("no ticket");
+}
+
 #[test]
 fn tls_session_cache_settings_decide_resumption() {
     let s = setup(&["--tls-auth-clients", "no"]);

@@ -19,7 +19,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{StoresServerSessions, WebPkiClientVerifier};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
     SignatureScheme, SupportedCipherSuite, SupportedProtocolVersion,
@@ -97,7 +97,7 @@ impl Default for SessionCache {
 /// carries the second it was stored, and one older than the timeout is not resumed.
 #[derive(Debug)]
 struct TimedSessions {
-    inner: Arc<dyn rustls::server::StoresServerSessions>,
+    inner: Arc<dyn StoresServerSessions>,
     timeout_secs: u64,
 }
 
@@ -114,7 +114,7 @@ impl TimedSessions {
     }
 }
 
-impl rustls::server::StoresServerSessions for TimedSessions {
+impl StoresServerSessions for TimedSessions {
     fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
         let mut stored = Self::now().to_be_bytes().to_vec();
         stored.extend_from_slice(&value);
@@ -134,13 +134,59 @@ impl rustls::server::StoresServerSessions for TimedSessions {
     }
 }
 
+/// The longest ticket lifetime a TLS 1.3 server may advertise (RFC 8446, 4.6.1: seven days).
+pub const MAX_TICKET_LIFETIME_SECS: u32 = 7 * 24 * 60 * 60;
+
+/// Session tickets that name a session in [`TimedSessions`] (the cache is the state; the
+/// ticket is a random 32-byte id, as rustls's own stateful tickets), so that the lifetime a
+/// client is told is `tls-session-cache-timeout`, as Redis (OpenSSL) tells it. rustls
+/// advertises a fixed 86,400 s for the tickets of its `session_storage` (a constant in
+/// `server/tls13.rs`); the lifetime of a [`rustls::server::ProducesTickets`] is what it sends
+/// instead (TLS 1.3 `ticket_lifetime`, TLS 1.2 RFC 5077 `ticket_lifetime_hint`).
+/// A ticket can be offered again until the timeout (`get`, not `take`), as an OpenSSL ticket
+/// can; rustls accepts no early data here, so a replayed ticket is only a resumed handshake.
+#[derive(Debug)]
+struct CachedTickets {
+    sessions: Arc<TimedSessions>,
+    random: &'static dyn rustls::crypto::SecureRandom,
+    lifetime: u32,
+}
+
+impl rustls::server::ProducesTickets for CachedTickets {
+    fn enabled(&self) -> bool {
+        true
+    }
+
+    fn lifetime(&self) -> u32 {
+        self.lifetime
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        let mut id = vec![0; 32];
+        self.random.fill(&mut id).ok()?;
+        self.sessions.put(id.clone(), plain.to_vec()).then_some(id)
+    }
+
+    fn decrypt(&self, ticket: &[u8]) -> Option<Vec<u8>> {
+        self.sessions.get(ticket)
+    }
+}
+
 /// Give `config` the session cache `cache` describes (off: no session is kept and no
 /// TLS 1.3 ticket is sent, so every connection makes a full handshake).
 fn set_session_cache(config: &mut ServerConfig, cache: SessionCache) {
     if cache.enabled && cache.size > 0 && cache.timeout_secs > 0 {
-        config.session_storage = Arc::new(TimedSessions {
+        let sessions = Arc::new(TimedSessions {
             inner: rustls::server::ServerSessionMemoryCache::new(cache.size),
             timeout_secs: cache.timeout_secs,
+        });
+        config.session_storage = sessions.clone();
+        config.ticketer = Arc::new(CachedTickets {
+            sessions,
+            random: config.crypto_provider().secure_random,
+            lifetime: u32::try_from(cache.timeout_secs)
+                .unwrap_or(u32::MAX)
+                .min(MAX_TICKET_LIFETIME_SECS),
         });
     } else {
         config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
