@@ -431,13 +431,9 @@ impl<S: StateMachine> RaftNode<S> {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
-        let sm = &self.inner.sm;
         let encoded = cmds
             .iter()
-            .map(|cmd| match sm.encode_command(cmd) {
-                Some(bytes) => Ok(bytes::Bytes::from(bytes)),
-                None => crate::types::encode_exact(cmd).map(bytes::Bytes::from),
-            })
+            .map(|cmd| crate::types::encode_exact(cmd).map(bytes::Bytes::from))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ClusterError::Codec(format!("encode command: {e}")))?;
         self.propose_encoded(encoded, cmds).await

@@ -56,14 +56,6 @@ pub trait StateMachine: Send + Sync + 'static {
     /// command sits in the log (a seed for deterministic randomness). Uses interior locking
     /// (`&self`) because the server also reads the state directly after a read barrier.
     fn apply(&self, cmd: &Self::Command, at: Stamp) -> Self::Output;
-    /// `cmd`'s bytes for the log and the cluster link, when the state machine writes them
-    /// itself (a hand-written encoder of its most common commands, cheaper than going through
-    /// serde). They must be exactly postcard's encoding of `cmd`: every copy of a command that
-    /// is not the leader's own (a follower's, a forwarded one, the log replayed after a
-    /// restart) is decoded with postcard. `None`, the default, leaves the encoding to postcard.
-    fn encode_command(&self, _cmd: &Self::Command) -> Option<Vec<u8>> {
-        None
-    }
     /// How many microseconds `cmd` occupies: the next command runs at least that much later
     /// (a command made of several steps that may each read the time takes one per step, as
     /// on a server where each step runs a little after the one before). At least 1.

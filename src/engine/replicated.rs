@@ -107,79 +107,6 @@ impl Serialize for ArgBytes<'_> {
     }
 }
 
-/// `p`'s postcard bytes written by hand, when it is what nearly every write is: commands and
-/// parsed frames without WATCH digests (`None` otherwise: postcard encodes it). The layout is
-/// postcard's for [`Proposal`] (with each frame as its `Command`, see [`serialize_ops`]):
-/// `db` as a varint, `resp` as one byte, the number of operations as a varint, and per
-/// operation `Op::Command`'s variant index (a varint, 0), its argument count and each
-/// argument's length (varints) and bytes; then `watch`'s `None` (a 0 byte). The vector is
-/// sized exactly first (lengths only), so it is allocated once at the size the log keeps.
-/// The unit tests compare the bytes with postcard's for every shape this writes.
-pub fn encode_proposal(p: &Proposal) -> Option<Vec<u8>> {
-    if p.watch.is_some() {
-        return None;
-    }
-    let mut size = varint_len(p.db as u64) + 1 + varint_len(p.ops.len() as u64) + 1;
-    for op in &p.ops {
-        size += 1 + match op {
-            Op::Frame(frame, _) => args_len((0..frame.len()).map(|i| frame.arg(i))),
-            Op::Command(args, _) => args_len(args.iter().map(|a| &a[..])),
-            _ => return None,
-        };
-    }
-    let mut out = Vec::with_capacity(size);
-    put_varint(&mut out, p.db as u64);
-    out.push(p.resp);
-    put_varint(&mut out, p.ops.len() as u64);
-    for op in &p.ops {
-        put_varint(&mut out, u64::from(COMMAND_VARIANT));
-        match op {
-            Op::Frame(frame, _) => put_args(
-                &mut out,
-                frame.len(),
-                (0..frame.len()).map(|i| frame.arg(i)),
-            ),
-            Op::Command(args, _) => put_args(&mut out, args.len(), args.iter().map(|a| &a[..])),
-            _ => unreachable!("sized above"),
-        }
-    }
-    // `watch: None`.
-    out.push(0);
-    debug_assert_eq!(out.len(), size);
-    Some(out)
-}
-
-/// Encoded size of an argument list: its count, then each argument's length and bytes.
-fn args_len<'a>(args: impl ExactSizeIterator<Item = &'a [u8]>) -> usize {
-    varint_len(args.len() as u64)
-        + args
-            .map(|a| varint_len(a.len() as u64) + a.len())
-            .sum::<usize>()
-}
-
-fn put_args<'a>(out: &mut Vec<u8>, count: usize, args: impl Iterator<Item = &'a [u8]>) {
-    put_varint(out, count as u64);
-    for a in args {
-        put_varint(out, a.len() as u64);
-        out.extend_from_slice(a);
-    }
-}
-
-/// Bytes of `v` as a postcard (LEB128) varint.
-fn varint_len(v: u64) -> usize {
-    1 + (63 - (v | 1).leading_zeros() as usize) / 7
-}
-
-/// Append `v` as a postcard (LEB128) varint: seven bits a byte, low first, the top bit set on
-/// every byte but the last.
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// What a snapshot stores.
 #[derive(Serialize, Deserialize)]
 struct SnapshotData {
@@ -233,10 +160,6 @@ pub fn apply_proposal(state: &mut State, p: &Proposal, stamp: Stamp) -> BatchRes
 impl tollgate_raft::StateMachine for ReplicatedState {
     type Command = Proposal;
     type Output = BatchResult;
-
-    fn encode_command(&self, cmd: &Proposal) -> Option<Vec<u8>> {
-        encode_proposal(cmd)
-    }
 
     fn apply(&self, cmd: &Proposal, at: tollgate_raft::Stamp) -> BatchResult {
         // The seed of the proposal's random choices: its place in the log, the same on
@@ -526,103 +449,6 @@ mod tests {
                 format!("{:?}", cmd(&["GET", "k"])),
             ]
         );
-    }
-
-    /// A frame parsed from the RESP array of `args`.
-    fn frame(args: &[&[u8]]) -> crate::protocol::parser::Frame {
-        use crate::protocol::parser::{parse_request, Limits, Request};
-        let mut wire = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            wire.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            wire.extend_from_slice(a);
-            wire.extend_from_slice(b"\r\n");
-        }
-        let mut buf = bytes::BytesMut::from(&wire[..]);
-        let limits = Limits {
-            max_bulk: 1 << 20,
-            max_multibulk: 1 << 10,
-            max_inline: 1 << 10,
-        };
-        match parse_request(&mut buf, &limits, |_| ((), true)).unwrap() {
-            Some((Request::Frame(frame), ())) => frame,
-            _ => panic!("{} arguments did not parse to a frame", args.len()),
-        }
-    }
-
-    #[test]
-    fn the_hand_encoder_writes_what_postcard_writes() {
-        let spec = crate::command::lookup(b"limit.token").unwrap();
-        let long = |n: usize| vec![b'x'; n];
-        // Lengths on both sides of each varint width.
-        let (l127, l128, l16383, l16384) = (long(127), long(128), long(16_383), long(16_384));
-        let shapes: Vec<Vec<Op>> = vec![
-            vec![Op::Frame(
-                frame(&[b"LIMIT.TOKEN", b"k", b"10", b"1", b"1s"]),
-                spec,
-            )],
-            vec![Op::Frame(frame(&[b"INCR", b""]), spec)],
-            vec![Op::Frame(frame(&[b"SET", &l127, &l128]), spec)],
-            vec![
-                cmd(&["SET", "k", "v"]),
-                Op::Frame(frame(&[b"GET", &l16383]), spec),
-            ],
-            vec![Op::Command(
-                vec![Bytes::from(l16384.clone()), Bytes::new()],
-                None,
-            )],
-            (0..200).map(|i| cmd(&["INCR", &format!("n{i}")])).collect(),
-            vec![],
-        ];
-        for ops in shapes {
-            for (db, resp) in [(0, 2), (15, 3), (127, 2), (128, 2), (100_000, 3)] {
-                let p = Proposal {
-                    db,
-                    resp,
-                    ops: ops.clone(),
-                    watch: None,
-                };
-                let by_hand = encode_proposal(&p).expect("commands and frames are encoded by hand");
-                assert_eq!(
-                    by_hand,
-                    postcard::to_allocvec(&p).unwrap(),
-                    "db {db}, {} ops",
-                    ops.len()
-                );
-                assert_eq!(by_hand.capacity(), by_hand.len(), "allocated at its size");
-                assert_eq!(sm().encode_command(&p), Some(by_hand.clone()));
-                // And it decodes as what a follower applies: the commands.
-                let back: Proposal = postcard::from_bytes(&by_hand).unwrap();
-                assert_eq!((back.db, back.resp, back.ops.len()), (db, resp, ops.len()));
-            }
-        }
-        // Everything else is left to postcard.
-        let mut watched = proposal(vec![cmd(&["INCR", "w"])]);
-        watched.watch = Some(vec![(0, Bytes::from("w"), 7)]);
-        assert_eq!(encode_proposal(&watched), None);
-        assert_eq!(
-            encode_proposal(&proposal(vec![cmd(&["GET", "k"]), Op::Select(1)])),
-            None
-        );
-    }
-
-    #[test]
-    fn varints_are_leb128() {
-        for (v, bytes) in [
-            (0u64, &[0u8][..]),
-            (127, &[127]),
-            (128, &[0x80, 1]),
-            (300, &[0xac, 0x02]),
-            (16_384, &[0x80, 0x80, 1]),
-            (
-                u64::MAX,
-                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1],
-            ),
-        ] {
-            let mut out = Vec::new();
-            put_varint(&mut out, v);
-            assert_eq!(out, bytes, "{v}");
-            assert_eq!(varint_len(v), bytes.len(), "{v}");
-        }
     }
 
     #[test]
