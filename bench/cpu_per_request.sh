@@ -34,7 +34,9 @@
 #   N (requests per counted run, default 200000), CLIENTS (50), PIPELINE (1), ROUNDS (3),
 #   ROWS ("SETBIT BITCOUNT PFADD GET TLS:GET"), PORT (25400; the four servers use PORT to
 #   PORT+3), TOLLGATE_BIN (skips the release build), TOLLGATE_ARGS (extra flags for Tollgate,
-#   e.g. "--threads 2").
+#   e.g. "--threads 2"), DURABLE (everysec or always: the plaintext pair runs durable, Redis
+#   with `appendonly yes appendfsync DURABLE` and Tollgate with `--data-dir` and
+#   `--appendfsync DURABLE`, each in a fresh folder; the TLS pair stays in memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-200000}
@@ -54,9 +56,20 @@ tls_workdir bench-cpu-per-request
 # The four servers: plaintext Redis and Tollgate on PORT and PORT+1, TLS-only ones on PORT+2
 # and PORT+3.
 RPORT=$PORT TPORT=$((PORT + 1)) RTLS=$((PORT + 2)) TTLS=$((PORT + 3))
-redis-server --port "$RPORT" --io-threads 1 --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
+REDIS_DURABLE=(--appendonly no) TOLLGATE_DURABLE=()
+case ${DURABLE:-} in
+  "") ;;
+  everysec | always)
+    mkdir -p "$WORK/redis-aof"
+    REDIS_DURABLE=(--appendonly yes --appendfsync "$DURABLE" --dir "$WORK/redis-aof")
+    TOLLGATE_DURABLE=(--data-dir "$WORK/tollgate-data" --appendfsync "$DURABLE")
+    ;;
+  *) echo "DURABLE must be everysec or always" >&2; exit 1 ;;
+esac
+redis-server --port "$RPORT" --io-threads 1 --save "" "${REDIS_DURABLE[@]}" >"$WORK/redis.log" 2>&1 &
 RPID=$!
-"$TOLLGATE_BIN" --port "$TPORT" --log warn "${TOLLGATE_EXTRA[@]}" >"$WORK/tollgate.log" 2>&1 &
+"$TOLLGATE_BIN" --port "$TPORT" --log warn "${TOLLGATE_DURABLE[@]}" "${TOLLGATE_EXTRA[@]}" \
+  >"$WORK/tollgate.log" 2>&1 &
 TPID=$!
 redis-server --port 0 --tls-port "$RTLS" "${TLS_FILES[@]}" --io-threads 1 --save "" \
   --appendonly no >"$WORK/redis-tls.log" 2>&1 &
@@ -171,5 +184,7 @@ ratio = lambda i: f"{t[i] / r[i]:.2f}x" if r[i] > 0 else "-"
 print(f"{sys.argv[1]:<16} tollgate/redis: cpu_us {ratio(0)}, syscalls {ratio(3)}, client cpu_us {ratio(12)}")
 ' "$row" "$r" "$t"
 done
-echo "(per request, medians of $ROUNDS rounds of $N requests, $CLIENTS clients, -P $PIPELINE;"
+echo "(per request, medians of $ROUNDS rounds of $N requests, $CLIENTS clients, -P $PIPELINE,"
+if [ -n "${DURABLE:-}" ]; then pair="durable, appendfsync $DURABLE"; else pair="in memory"; fi
+echo " plaintext pair $pair;"
 echo " TLS:LIMIT.TOKEN's redis row runs INCR; cpu_us from /proc/<pid>/stat at $TICK ticks/s)"
