@@ -17,7 +17,7 @@
 //! allocates nothing unless the key is one they wait on. Against std's SipHash and an
 //! owned copy of the key per look-up this took the registry's share of a blocking
 //! RPUSH -> BLPOP round trip from about 5,800 to 2,200 instructions (callgrind; see the
-//! README's blocking-commands benchmark paragraph).
+//! README.s blocking-commands benchmark paragraph).
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
