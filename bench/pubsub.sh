@@ -7,8 +7,10 @@
 #                   that 50 subscribers read (bench/pubsub_drain.py drains them and checks
 #                   that every message reached every subscriber);
 #   rpush-blpop     25 redis-benchmark clients RPUSH one list while 25 others BLPOP it
-#                   (timeout 0): every pop is a blocked client woken by a push; rate =
-#                   pops per second of the two runs side by side.
+#                   (timeout 0); rate = pops per second of the two runs side by side.
+#                   The pushers run ahead (the list holds thousands of elements through
+#                   most of a run), so most pops find the list full and do not block;
+#                   bench/blocking_roundtrip.sh counts the round trip of a woken client.
 #
 #   bench/pubsub.sh [requests]       (default 100000 per row and round)
 #   ROUNDS=n (default 3): medians of n alternating runs. RPORT/TPORT (default 16491/16492).
