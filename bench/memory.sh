@@ -2,7 +2,9 @@
 # Memory per small collection, side by side: RSS and INFO used_memory growth of redis-server
 # and Tollgate after writing 100,000 small hashes (5 fields), sorted sets (10 members), sets
 # (10 integers) and lists (10 items), each type into a fresh server. The seed limiters keep
-# one such collection per client.
+# one such collection per client. The `ttl` row is 100,000 small counters with a TTL
+# (`SET rl:ttl:<i> 17 PX 3600000`, a fixed window's key): what a key with a deadline
+# costs, which a change to where the keyspace keeps deadlines must be measured on too.
 #
 #   bench/memory.sh [count]      (default 100000; RPORT/TPORT override the ports,
 #   TOLLGATE_BIN the binary, which is then not built)
@@ -29,6 +31,7 @@ loads = {
     "zset": lambda i: ["ZADD", f"rl:log:{i}"] + [x for j in range(10) for x in (str(1700000000000 + j), f"{1700000000000 + j}-{j}")],
     "set": lambda i: ["SADD", f"rl:set:{i}"] + [str(j * 7) for j in range(10)],
     "list": lambda i: ["RPUSH", f"rl:list:{i}"] + [f"item{j}" for j in range(10)],
+    "ttl": lambda i: ["SET", f"rl:ttl:{i}", "17", "PX", "3600000"],
 }
 for name, f in loads.items():
     with open(f"{out}/{name}.resp", "w") as fh:
@@ -61,7 +64,7 @@ measure() {
 }
 
 printf '%-6s %16s %16s %7s %16s %16s %7s\n' type redis_rss/key tollgate_rss/key ratio redis_used/key tollgate_used/key ratio
-for type in hash zset set list; do
+for type in hash zset set list ttl; do
   read -r rr ru < <(measure redis "$type")
   read -r tr tu < <(measure tollgate "$type")
   python3 - "$type" "$COUNT" "$rr" "$ru" "$tr" "$tu" <<'PY'
