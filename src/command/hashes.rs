@@ -31,7 +31,7 @@ fn lookup_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashVal
 }
 
 /// Set field/value pairs from `a[2..]`; returns how many fields were new.
-fn set_pairs(ctx: &mut Ctx, a: &[Bytes], name: &str) -> CmdResult<i64> {
+fn set_pairs(ctx: &mut Ctx, a: &[&[u8]], name: &str) -> CmdResult<i64> {
     if !a.len().is_multiple_of(2) {
         return Err(super::arity_error(name));
     }
@@ -52,12 +52,12 @@ fn set_pairs(ctx: &mut Ctx, a: &[Bytes], name: &str) -> CmdResult<i64> {
 }
 
 /// HSET key field value [field value ...]
-pub fn hset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn hset(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     set_pairs(ctx, a, "hset").map_or_else(|e| e, Reply::Integer)
 }
 
 /// HMSET key field value [field value ...]
-pub fn hmset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn hmset(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     set_pairs(ctx, a, "hmset").map_or_else(|e| e, |_| Reply::ok())
 }
 
@@ -331,9 +331,9 @@ use super::flags::{DENYOOM, FAST, RANDOM, READONLY, WRITE};
 
 /// Hash commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("hset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hset),
+    crate::cmd!("hset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, fast: hset),
     crate::cmd!("hsetnx", 4, WRITE | DENYOOM | FAST, 1, 1, 1, hsetnx),
-    crate::cmd!("hmset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hmset),
+    crate::cmd!("hmset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, fast: hmset),
     crate::cmd!("hget", 3, READONLY | FAST, 1, 1, 1, hget),
     crate::cmd!("hmget", -3, READONLY | FAST, 1, 1, 1, hmget),
     crate::cmd!("hgetall", 2, READONLY, 1, 1, 1, hgetall),

@@ -409,7 +409,7 @@ impl SetValue {
 
     /// Add `member`, converting to a table first when it is not an integer or the intset
     /// would pass `max_intset` members (Redis's `setTypeAdd`); false if it was there.
-    pub fn insert(&mut self, member: &Bytes, max_intset: usize) -> bool {
+    pub fn insert(&mut self, member: &[u8], max_intset: usize) -> bool {
         if let SetValue::Ints(s) = self {
             match parse_canonical_i64(member) {
                 Some(v) => {
