@@ -38,16 +38,16 @@ fn set_pairs(ctx: &mut Ctx, a: &[&[u8]], name: &str) -> CmdResult<i64> {
     let limits = ctx.ks.encodings.hash();
     let set = |h: &mut HashValue| {
         let pairs = a[2..].chunks_exact(2);
-        Ok(pairs.filter(|p| h.insert(&p[0], &p[1], limits)).count() as i64)
+        Ok(pairs.filter(|p| h.insert(p[0], p[1], limits)).count() as i64)
     };
     // HSET and HMSET both fire `hset`, and signal the key, whether or not anything changed
     // (as Redis's `hsetCommand`). An existing hash: one keyspace lookup; an absent (or
     // expired) key takes `update_notify`'s path, which creates it.
     let event = |_: &i64| Some("hset");
-    if let Some(added) = update_live::<HashValue, _>(ctx, &a[1], HASH, event, set) {
+    if let Some(added) = update_live::<HashValue, _>(ctx, a[1], HASH, event, set) {
         return added;
     }
-    let added = update_notify::<HashValue, _>(ctx, &a[1], true, HASH, event, set)?;
+    let added = update_notify::<HashValue, _>(ctx, a[1], true, HASH, event, set)?;
     Ok(added.unwrap_or(0))
 }
 

@@ -108,9 +108,9 @@ fn push_generic(ctx: &mut Ctx, a: &[&[u8]], end: End, create: bool) -> Reply {
     };
     // An existing list: one keyspace lookup. An absent (or expired) key takes
     // `update_notify`'s path, which creates it unless LPUSHX/RPUSHX.
-    let len = match update_live::<List, _>(ctx, &a[1], LIST, event, add) {
+    let len = match update_live::<List, _>(ctx, a[1], LIST, event, add) {
         Some(len) => len.map(Some),
-        None => update_notify::<List, _>(ctx, &a[1], create, LIST, event, add),
+        None => update_notify::<List, _>(ctx, a[1], create, LIST, event, add),
     };
     len.map_or_else(|e| e, |n| Reply::Integer(n.unwrap_or(0)))
 }

@@ -39,10 +39,10 @@ pub fn sadd(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run((|| {
         // An existing set: one keyspace lookup and one hash of each member. An absent (or
         // expired) key takes `update_notify`'s path, which creates it.
-        if let Some(added) = update_live::<SetValue, _>(ctx, &a[1], SET, event, add) {
+        if let Some(added) = update_live::<SetValue, _>(ctx, a[1], SET, event, add) {
             return added.map(Reply::Integer);
         }
-        let added = update_notify::<SetValue, _>(ctx, &a[1], true, SET, event, add)?;
+        let added = update_notify::<SetValue, _>(ctx, a[1], true, SET, event, add)?;
         Ok(Reply::Integer(added.unwrap_or(0)))
     })())
 }

@@ -156,7 +156,7 @@ fn zadd_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
         .chunks_exact(2)
         .map(|p| Ok((parse_score(p[0]).map_err(Reply::err)?, p[1])))
         .collect::<CmdResult<smallvec::SmallVec<[(f64, &[u8]); 4]>>>()?;
-    apply_add(ctx, &a[1], &pairs, flags, ch)
+    apply_add(ctx, a[1], &pairs, flags, ch)
 }
 
 /// Apply validated ZADD pairs to `key` and build the ZADD / ZINCRBY reply.

@@ -430,7 +430,7 @@ impl SetValue {
             // make, so it is made first and the table searched once; a longer one is
             // allocated only when it is new.
             SetValue::Table(t) if member.len() <= INLINE_MAX => t.insert(Member::new(member)),
-            SetValue::Table(t) => !t.contains(&member[..]) && t.insert(Member::new(member)),
+            SetValue::Table(t) => !t.contains(member) && t.insert(Member::new(member)),
             SetValue::Ints(_) => unreachable!("converted above"),
         }
     }
