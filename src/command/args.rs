@@ -163,7 +163,7 @@ fn typed<T: Kind>(entry: Option<&crate::store::Entry>) -> CmdResult<Option<&T>> 
 /// Callers that may empty a collection call `Db::remove_if_empty` afterwards.
 pub fn write<'a, T: Kind>(
     db: &'a mut Db,
-    key: &Bytes,
+    key: &[u8],
     now_ms: u64,
     create: bool,
 ) -> CmdResult<Option<&'a mut T>> {

@@ -24,7 +24,7 @@ use crate::pubsub::notify;
 /// value as it was.
 pub fn update<T: Kind, R>(
     ctx: &mut Ctx,
-    key: &Bytes,
+    key: &[u8],
     create: bool,
     f: impl FnOnce(&mut T) -> CmdResult<R>,
 ) -> CmdResult<Option<R>> {
@@ -36,7 +36,7 @@ pub fn update<T: Kind, R>(
 /// orders them.
 pub fn update_notify<T: Kind, R>(
     ctx: &mut Ctx,
-    key: &Bytes,
+    key: &[u8],
     create: bool,
     class: u32,
     event: impl FnOnce(&R) -> Option<&'static str>,
@@ -63,7 +63,7 @@ pub fn update_notify<T: Kind, R>(
 /// expired, for the caller to take [`update_notify`]'s path, which creates or expires it.
 pub fn update_live<T: Kind, R>(
     ctx: &mut Ctx,
-    key: &Bytes,
+    key: &[u8],
     class: u32,
     event: impl FnOnce(&R) -> Option<&'static str>,
     f: impl FnOnce(&mut T) -> CmdResult<R>,

@@ -626,7 +626,7 @@ pub fn geoadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             zadd.push(Bytes::from(align52(hash).to_string()));
             zadd.push(p[2].clone());
         }
-        Ok(super::zsets::zadd(ctx, &zadd))
+        Ok(super::with_slices(&zadd, |a| super::zsets::zadd(ctx, a)))
     })())
 }
 

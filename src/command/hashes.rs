@@ -31,33 +31,33 @@ fn lookup_hash<'a>(ctx: &'a mut Ctx, key: &[u8]) -> CmdResult<Option<&'a HashVal
 }
 
 /// Set field/value pairs from `a[2..]`; returns how many fields were new.
-fn set_pairs(ctx: &mut Ctx, a: &[Bytes], name: &str) -> CmdResult<i64> {
+fn set_pairs(ctx: &mut Ctx, a: &[&[u8]], name: &str) -> CmdResult<i64> {
     if !a.len().is_multiple_of(2) {
         return Err(super::arity_error(name));
     }
     let limits = ctx.ks.encodings.hash();
     let set = |h: &mut HashValue| {
         let pairs = a[2..].chunks_exact(2);
-        Ok(pairs.filter(|p| h.insert(&p[0], &p[1], limits)).count() as i64)
+        Ok(pairs.filter(|p| h.insert(p[0], p[1], limits)).count() as i64)
     };
     // HSET and HMSET both fire `hset`, and signal the key, whether or not anything changed
     // (as Redis's `hsetCommand`). An existing hash: one keyspace lookup; an absent (or
     // expired) key takes `update_notify`'s path, which creates it.
     let event = |_: &i64| Some("hset");
-    if let Some(added) = update_live::<HashValue, _>(ctx, &a[1], HASH, event, set) {
+    if let Some(added) = update_live::<HashValue, _>(ctx, a[1], HASH, event, set) {
         return added;
     }
-    let added = update_notify::<HashValue, _>(ctx, &a[1], true, HASH, event, set)?;
+    let added = update_notify::<HashValue, _>(ctx, a[1], true, HASH, event, set)?;
     Ok(added.unwrap_or(0))
 }
 
 /// HSET key field value [field value ...]
-pub fn hset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn hset(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     set_pairs(ctx, a, "hset").map_or_else(|e| e, Reply::Integer)
 }
 
 /// HMSET key field value [field value ...]
-pub fn hmset(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn hmset(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     set_pairs(ctx, a, "hmset").map_or_else(|e| e, |_| Reply::ok())
 }
 
@@ -331,9 +331,9 @@ use super::flags::{DENYOOM, FAST, RANDOM, READONLY, WRITE};
 
 /// Hash commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("hset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hset),
+    crate::cmd!("hset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, fast: hset),
     crate::cmd!("hsetnx", 4, WRITE | DENYOOM | FAST, 1, 1, 1, hsetnx),
-    crate::cmd!("hmset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, hmset),
+    crate::cmd!("hmset", -4, WRITE | DENYOOM | FAST, 1, 1, 1, fast: hmset),
     crate::cmd!("hget", 3, READONLY | FAST, 1, 1, 1, hget),
     crate::cmd!("hmget", -3, READONLY | FAST, 1, 1, 1, hmget),
     crate::cmd!("hgetall", 2, READONLY, 1, 1, 1, hgetall),

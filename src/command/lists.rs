@@ -98,7 +98,7 @@ fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     Some((start as usize, end.min(n - 1) as usize))
 }
 
-fn push_generic(ctx: &mut Ctx, a: &[Bytes], end: End, create: bool) -> Reply {
+fn push_generic(ctx: &mut Ctx, a: &[&[u8]], end: End, create: bool) -> Reply {
     let event = |_: &i64| Some(push_event(end));
     let add = |l: &mut List| {
         for v in &a[2..] {
@@ -108,30 +108,30 @@ fn push_generic(ctx: &mut Ctx, a: &[Bytes], end: End, create: bool) -> Reply {
     };
     // An existing list: one keyspace lookup. An absent (or expired) key takes
     // `update_notify`'s path, which creates it unless LPUSHX/RPUSHX.
-    let len = match update_live::<List, _>(ctx, &a[1], LIST, event, add) {
+    let len = match update_live::<List, _>(ctx, a[1], LIST, event, add) {
         Some(len) => len.map(Some),
-        None => update_notify::<List, _>(ctx, &a[1], create, LIST, event, add),
+        None => update_notify::<List, _>(ctx, a[1], create, LIST, event, add),
     };
     len.map_or_else(|e| e, |n| Reply::Integer(n.unwrap_or(0)))
 }
 
 /// LPUSH key element [element ...]
-pub fn lpush(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn lpush(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     push_generic(ctx, a, End::Head, true)
 }
 
 /// RPUSH key element [element ...]
-pub fn rpush(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn rpush(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     push_generic(ctx, a, End::Tail, true)
 }
 
 /// LPUSHX key element [element ...]
-pub fn lpushx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn lpushx(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     push_generic(ctx, a, End::Head, false)
 }
 
 /// RPUSHX key element [element ...]
-pub fn rpushx(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn rpushx(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     push_generic(ctx, a, End::Tail, false)
 }
 
@@ -494,10 +494,10 @@ use super::flags::{DENYOOM, FAST, READONLY, WRITE};
 
 /// List commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("lpush", -3, WRITE | DENYOOM | FAST, 1, 1, 1, lpush),
-    crate::cmd!("rpush", -3, WRITE | DENYOOM | FAST, 1, 1, 1, rpush),
-    crate::cmd!("lpushx", -3, WRITE | DENYOOM | FAST, 1, 1, 1, lpushx),
-    crate::cmd!("rpushx", -3, WRITE | DENYOOM | FAST, 1, 1, 1, rpushx),
+    crate::cmd!("lpush", -3, WRITE | DENYOOM | FAST, 1, 1, 1, fast: lpush),
+    crate::cmd!("rpush", -3, WRITE | DENYOOM | FAST, 1, 1, 1, fast: rpush),
+    crate::cmd!("lpushx", -3, WRITE | DENYOOM | FAST, 1, 1, 1, fast: lpushx),
+    crate::cmd!("rpushx", -3, WRITE | DENYOOM | FAST, 1, 1, 1, fast: rpushx),
     crate::cmd!("lpop", -2, WRITE | FAST, 1, 1, 1, lpop),
     crate::cmd!("rpop", -2, WRITE | FAST, 1, 1, 1, rpop),
     crate::cmd!("llen", 2, READONLY | FAST, 1, 1, 1, llen),

@@ -27,8 +27,9 @@ fn set_reply(members: impl IntoIterator<Item = Bytes>) -> Reply {
     Reply::Set(members.into_iter().map(Reply::Bulk).collect())
 }
 
-/// SADD key member [member ...]
-pub fn sadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+/// SADD key member [member ...] (a `fast` row: the connection hands it the request's
+/// frame, without an argument list; it keeps copies of the members, never the slices)
+pub fn sadd(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     let members = &a[2..];
     let limit = ctx.ks.encodings.set();
     let add = |s: &mut SetValue| Ok(members.iter().filter(|m| s.insert(m, limit)).count() as i64);
@@ -38,10 +39,10 @@ pub fn sadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     run((|| {
         // An existing set: one keyspace lookup and one hash of each member. An absent (or
         // expired) key takes `update_notify`'s path, which creates it.
-        if let Some(added) = update_live::<SetValue, _>(ctx, &a[1], SET, event, add) {
+        if let Some(added) = update_live::<SetValue, _>(ctx, a[1], SET, event, add) {
             return added.map(Reply::Integer);
         }
-        let added = update_notify::<SetValue, _>(ctx, &a[1], true, SET, event, add)?;
+        let added = update_notify::<SetValue, _>(ctx, a[1], true, SET, event, add)?;
         Ok(Reply::Integer(added.unwrap_or(0)))
     })())
 }
@@ -402,7 +403,7 @@ use super::flags::{DENYOOM, FAST, RANDOM, READONLY, WRITE};
 
 /// Set commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("sadd", -3, WRITE | DENYOOM | FAST, 1, 1, 1, sadd),
+    crate::cmd!("sadd", -3, WRITE | DENYOOM | FAST, 1, 1, 1, fast: sadd),
     crate::cmd!("srem", -3, WRITE | FAST, 1, 1, 1, srem),
     crate::cmd!("smembers", 2, READONLY, 1, 1, 1, smembers),
     crate::cmd!("sismember", 3, READONLY | FAST, 1, 1, 1, sismember),

@@ -103,11 +103,11 @@ fn lex_range(min: &[u8], max: &[u8]) -> CmdResult<(LexBound, LexBound)> {
 }
 
 /// ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]
-pub fn zadd(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
+pub fn zadd(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
     run(zadd_inner(ctx, a))
 }
 
-fn zadd_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
+fn zadd_inner(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     let mut flags = AddFlags::default();
     let mut ch = false;
     let mut i = 2;
@@ -151,18 +151,19 @@ fn zadd_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
         ));
     }
     // Every score is parsed before anything changes: ZADD applies fully or not at all.
+    // The usual call's few pairs stay on the stack (no allocation per request).
     let pairs = elements
         .chunks_exact(2)
-        .map(|p| Ok((parse_score(&p[0]).map_err(Reply::err)?, &p[1])))
-        .collect::<CmdResult<Vec<_>>>()?;
-    apply_add(ctx, &a[1], &pairs, flags, ch)
+        .map(|p| Ok((parse_score(p[0]).map_err(Reply::err)?, p[1])))
+        .collect::<CmdResult<smallvec::SmallVec<[(f64, &[u8]); 4]>>>()?;
+    apply_add(ctx, a[1], &pairs, flags, ch)
 }
 
 /// Apply validated ZADD pairs to `key` and build the ZADD / ZINCRBY reply.
 fn apply_add(
     ctx: &mut Ctx,
-    key: &Bytes,
-    pairs: &[(f64, &Bytes)],
+    key: &[u8],
+    pairs: &[(f64, &[u8])],
     flags: AddFlags,
     ch: bool,
 ) -> CmdResult<Reply> {
@@ -197,7 +198,7 @@ fn apply_add(
 /// score for the INCR reply).
 fn add_pairs(
     z: &mut SortedSet,
-    pairs: &[(f64, &Bytes)],
+    pairs: &[(f64, &[u8])],
     flags: AddFlags,
     limits: ZsetLimits,
 ) -> CmdResult<(i64, i64, Option<f64>)> {
@@ -239,7 +240,7 @@ pub fn zincrby(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             incr: true,
             ..AddFlags::default()
         };
-        apply_add(ctx, &a[1], &[(by, &a[3])], flags, false)
+        apply_add(ctx, &a[1], &[(by, &a[3][..])], flags, false)
     })())
 }
 
@@ -741,7 +742,7 @@ use super::flags::{DENYOOM, FAST, RANDOM, READONLY, WRITE};
 
 /// Sorted-set commands.
 pub const COMMANDS: &[super::CommandSpec] = &[
-    crate::cmd!("zadd", -4, WRITE | DENYOOM | FAST, 1, 1, 1, zadd),
+    crate::cmd!("zadd", -4, WRITE | DENYOOM | FAST, 1, 1, 1, fast: zadd),
     crate::cmd!("zincrby", 4, WRITE | DENYOOM | FAST, 1, 1, 1, zincrby),
     crate::cmd!("zrem", -3, WRITE | FAST, 1, 1, 1, zrem),
     crate::cmd!("zcard", 2, READONLY | FAST, 1, 1, 1, zcard),

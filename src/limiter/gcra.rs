@@ -64,6 +64,7 @@ pub struct State {
 
 impl Codec for State {
     /// Compact binary form: header, scaled TAT (u128), scale (28 bytes).
+    #[inline]
     fn encode(&self) -> Vec<u8> {
         encode_scaled(State::TAG, self.tat, self.scale, &[])
     }

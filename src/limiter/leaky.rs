@@ -63,6 +63,7 @@ pub struct State {
 
 impl Codec for State {
     /// Compact binary form: header, scaled level (u128), scale, time (36 bytes).
+    #[inline]
     fn encode(&self) -> Vec<u8> {
         encode_scaled(State::TAG, self.level, self.scale, &[self.updated_ms])
     }

@@ -110,6 +110,7 @@ impl Metered {
 
 /// Encodes a quantity in units of `1/scale` (u128, then the scale) followed
 /// by `times` (u64 each), after the algorithm's header.
+#[inline]
 pub(super) fn encode_scaled(tag: u8, value: u128, scale: u64, times: &[u64]) -> Vec<u8> {
     let mut out = encoder(tag, 24 + 8 * times.len());
     put_u128(&mut out, value);

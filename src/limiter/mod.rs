@@ -535,6 +535,7 @@ pub fn algorithm_of(bytes: &[u8]) -> Option<&'static str> {
 const MAGIC: [u8; 3] = *b"TGL";
 
 /// Starts an encoding with the magic and the algorithm's tag.
+#[inline]
 fn encoder(tag: u8, capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + capacity);
     out.extend_from_slice(&MAGIC);

@@ -409,7 +409,7 @@ impl SetValue {
 
     /// Add `member`, converting to a table first when it is not an integer or the intset
     /// would pass `max_intset` members (Redis's `setTypeAdd`); false if it was there.
-    pub fn insert(&mut self, member: &Bytes, max_intset: usize) -> bool {
+    pub fn insert(&mut self, member: &[u8], max_intset: usize) -> bool {
         if let SetValue::Ints(s) = self {
             match parse_canonical_i64(member) {
                 Some(v) => {
@@ -430,7 +430,7 @@ impl SetValue {
             // make, so it is made first and the table searched once; a longer one is
             // allocated only when it is new.
             SetValue::Table(t) if member.len() <= INLINE_MAX => t.insert(Member::new(member)),
-            SetValue::Table(t) => !t.contains(&member[..]) && t.insert(Member::new(member)),
+            SetValue::Table(t) => !t.contains(member) && t.insert(Member::new(member)),
             SetValue::Ints(_) => unreachable!("converted above"),
         }
     }
