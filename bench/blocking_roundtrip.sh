@@ -27,15 +27,8 @@ total_of() {
 count() {
   local server=$1 file="$OUT/cg.out"
   rm -f "$OUT"/cg.out*
-  if [ "$server" = tollgate ]; then
-    valgrind --tool=callgrind --callgrind-out-file="$file" \
-      "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
-  else
-    valgrind --tool=callgrind --callgrind-out-file="$file" \
-      redis-server --port "$PORT" --save "" --appendonly no >/dev/null 2>&1 &
-  fi
-  local pid=$!
-  for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  start_callgrind_server "$server" "$file"
+  local pid=$SPID
   # Warm-up, then the idle rate over 5 s (dump 1), then the round trips (dump 2).
   python3 bench/blpop_pingpong.py "$PORT" 200 "$DELAY"
   callgrind_control -z "$pid" >/dev/null 2>&1

@@ -60,15 +60,8 @@ count() {
   shift
   local file="$OUT/cg.out"
   rm -f "$file"
-  if [ "$server" = tollgate ]; then
-    valgrind --tool=callgrind --callgrind-out-file="$file" \
-      "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
-  else
-    valgrind --tool=callgrind --callgrind-out-file="$file" \
-      redis-server --port "$PORT" --save "" --appendonly no >/dev/null 2>&1 &
-  fi
-  local pid=$!
-  for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  start_callgrind_server "$server" "$file"
+  local pid=$SPID
   local auth=()
   if [ "$server" = tollgate ] && [ -n "${ACL_USER:-}" ]; then
     # shellcheck disable=SC2086

@@ -47,6 +47,47 @@ tls_workdir() {
   CLIENT_TLS=(--tls --cacert "$WORK/ca.crt" --cert "$WORK/client.crt" --key "$WORK/client.key")
 }
 
+# start_callgrind_server <redis|tollgate> <callgrind-out-file>: the server in plaintext on
+# $PORT under callgrind (Redis with no persistence); sets SPID (callgrind's pid, which
+# callgrind_control takes) and returns once it answers PING or after 30 s.
+start_callgrind_server() {
+  local server=$1 file=$2
+  if [ "$server" = tollgate ]; then
+    valgrind --tool=callgrind --callgrind-out-file="$file" \
+      "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
+  else
+    valgrind --tool=callgrind --callgrind-out-file="$file" \
+      redis-server --port "$PORT" --save "" --appendonly no >/dev/null 2>&1 &
+  fi
+  SPID=$!
+  for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+}
+
+# start_tls_server <redis|tollgate> [wrapper...]: a TLS-only server on $PORT with
+# tls_workdir's certificates, under the wrapper if one is given, its log in
+# $WORK/server.log; sets SPID and returns once it answers PING (prints the log and exits if
+# it never does).
+start_tls_server() {
+  local server=$1
+  shift
+  if [ "$server" = redis ]; then
+    "$@" redis-server --port 0 --tls-port "$PORT" "${TLS_FILES[@]}" --save "" --appendonly no \
+      >"$WORK/server.log" 2>&1 &
+  else
+    "$@" "$TOLLGATE_BIN" --port 0 --tls-port "$PORT" "${TLS_FILES[@]}" --log warn \
+      >"$WORK/server.log" 2>&1 &
+  fi
+  SPID=$!
+  PIDS+=("$SPID")
+  for _ in $(seq 1 300); do
+    redis-cli "${CLIENT_TLS[@]}" -p "$PORT" ping >/dev/null 2>&1 && return
+    sleep 0.1
+  done
+  echo "$server did not start:" >&2
+  cat "$WORK/server.log" >&2
+  exit 1
+}
+
 row_commands() {
   case $1 in
     SETBIT) tcmd=(setbit "bits:__rand_int__" 7 1) ;;

@@ -53,25 +53,8 @@ counted() {
   local wrap=(valgrind --tool=callgrind --callgrind-out-file="$out") cwrap=()
   if [ -n "$CACHE_SIM" ]; then wrap+=(--cache-sim=yes "--LL=$LL"); fi
   if [ -n "$CLIENT" ]; then cwrap=("${wrap[@]}") wrap=(); fi
-  if [ "$server" = redis ]; then
-    "${wrap[@]}" redis-server --port 0 --tls-port "$PORT" "${TLS_FILES[@]}" --save "" --appendonly no \
-      >"$WORK/server.log" 2>&1 &
-  else
-    "${wrap[@]}" "$TOLLGATE_BIN" --port 0 --tls-port "$PORT" "${TLS_FILES[@]}" --log warn \
-      >"$WORK/server.log" 2>&1 &
-  fi
-  local pid=$!
-  PIDS=("$pid")
-  local up=""
-  for _ in $(seq 1 300); do
-    if redis-cli "${CLIENT_TLS[@]}" -p "$PORT" ping >/dev/null 2>&1; then up=1; break; fi
-    sleep 0.1
-  done
-  if [ -z "$up" ]; then
-    echo "$server did not start:" >&2
-    cat "$WORK/server.log" >&2
-    exit 1
-  fi
+  start_tls_server "$server" "${wrap[@]}"
+  local pid=$SPID
   "${cwrap[@]}" redis-benchmark "${CLIENT_TLS[@]}" -p "$PORT" -n "$n" -c "$CLIENTS" -P "$p" \
     -r 100000 -q "$@" >/dev/null 2>&1
   redis-cli "${CLIENT_TLS[@]}" -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true

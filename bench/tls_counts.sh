@@ -42,7 +42,7 @@ source bench/lib.sh
 require_tools valgrind callgrind_annotate perf strace redis-benchmark redis-server openssl
 tollgate_binary
 port_free "$PORT"
-WORK=$(mktemp -d /tmp/bench-tls-counts.XXXXXX)
+tls_workdir bench-tls-counts
 SPID=""
 stop() {
   if [ -n "$SPID" ]; then
@@ -50,31 +50,6 @@ stop() {
     wait "$SPID" 2>/dev/null || true
   fi
   SPID=""
-}
-trap 'stop; rm -rf "$WORK"' EXIT
-bash tests/tls_support/make_certs.sh "$WORK" bench-ca
-TLS_FILES=(--tls-cert-file "$WORK/server.crt" --tls-key-file "$WORK/server.key" --tls-ca-cert-file "$WORK/ca.crt")
-CLIENT_TLS=(--tls --cacert "$WORK/ca.crt" --cert "$WORK/client.crt" --key "$WORK/client.key")
-
-# start <redis|tollgate> [wrapper...]: the server on PORT, once it answers PING; sets SPID.
-start() {
-  local server=$1
-  shift
-  if [ "$server" = redis ]; then
-    "$@" redis-server --port 0 --tls-port "$PORT" "${TLS_FILES[@]}" --save "" --appendonly no \
-      >"$WORK/server.log" 2>&1 &
-  else
-    "$@" "$TOLLGATE_BIN" --port 0 --tls-port "$PORT" "${TLS_FILES[@]}" --log warn \
-      >"$WORK/server.log" 2>&1 &
-  fi
-  SPID=$!
-  for _ in $(seq 1 300); do
-    redis-cli "${CLIENT_TLS[@]}" -p "$PORT" ping >/dev/null 2>&1 && return
-    sleep 0.1
-  done
-  echo "$server did not start:" >&2
-  cat "$WORK/server.log" >&2
-  exit 1
 }
 
 # The server's pid under a wrapper (valgrind execs the server itself; strace forks it).
@@ -103,7 +78,7 @@ instructions() {
   local server=$1 n=$2 p=$3
   shift 3
   rm -f "$WORK/cg.out"
-  start "$server" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out"
+  start_tls_server "$server" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out"
   load "$n" "$p" "$@"
   shutdown_server
   callgrind_annotate "$WORK/cg.out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
@@ -120,7 +95,7 @@ EVENTS=$EVENTS,task-clock,context-switches
 syscalls() {
   local server=$1 p=$2
   shift 2
-  start "$server"
+  start_tls_server "$server"
   load $((N / 10)) "$p" "$@"
   perf stat -x, -e "$EVENTS" -p "$SPID" -o "$WORK/perf" -- \
     redis-benchmark "${CLIENT_TLS[@]}" -p "$PORT" -n "$N" -c "$CLIENTS" -P "$p" -r 100000 -q \
@@ -141,7 +116,7 @@ syscalls() {
 io_raw() {
   local server=$1 n=$2 p=$3
   shift 3
-  start "$server"
+  start_tls_server "$server"
   strace -f -qq -e trace=read,recvfrom,readv,recvmsg,write,sendto,writev,sendmsg -e signal=none \
     -o "$WORK/strace" -p "$SPID" 2>/dev/null &
   local tracer=$!
@@ -217,7 +192,7 @@ done
 echo "(per request; LIMIT.TOKEN's redis row runs INCR; instr without start-up and handshakes)"
 echo
 for server in redis tollgate; do
-  start "$server"
+  start_tls_server "$server"
   openssl s_client -connect "127.0.0.1:$PORT" -CAfile "$WORK/ca.crt" -cert "$WORK/client.crt" \
     -key "$WORK/client.key" </dev/null 2>/dev/null >"$WORK/s_client" || true
   shutdown_server
