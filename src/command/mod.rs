@@ -247,9 +247,16 @@ pub fn arity_error(name: &str) -> Reply {
     ))
 }
 
-/// A HELP subcommand's reply: one status line each, as Redis's `addReplyHelp` sends them.
-pub fn help_reply(lines: &[&str]) -> Reply {
-    Reply::Array(lines.iter().map(|l| Reply::Status((*l).into())).collect())
+/// A container's HELP reply, as Redis's `addReplyHelp` builds it: a header naming the
+/// container, its `lines`, then HELP's own two lines; each a status line.
+pub fn help_reply(container: &str, lines: &[&str]) -> Reply {
+    let header = format!("{container} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+    let footer = ["HELP", "    Prints this help."];
+    let body = lines
+        .iter()
+        .chain(&footer)
+        .map(|l| Reply::Status((*l).into()));
+    Reply::Array(std::iter::once(Reply::Status(header)).chain(body).collect())
 }
 
 /// Redis's error for a subcommand a container does not have: `ERR unknown subcommand

@@ -13,7 +13,6 @@ use crate::protocol::Reply;
 use crate::store::encoding;
 
 const HELP: &[&str] = &[
-    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "ENCODING <key>",
     "    Return the kind of internal representation used in order to store the value",
     "    associated with a <key>.",
@@ -26,15 +25,13 @@ const HELP: &[&str] = &[
     "REFCOUNT <key>",
     "    Return the number of references of the value associated with the specified",
     "    <key>.",
-    "HELP",
-    "    Prints this help.",
 ];
 
 /// OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key, OBJECT HELP. The subcommand and its arity
 /// were checked against the command table before this runs (`command::execute_spec`).
 pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let sub = if is(&a[1], "help") {
-        return super::help_reply(HELP);
+        return super::help_reply("OBJECT", HELP);
     } else if is(&a[1], "encoding") {
         "encoding"
     } else if is(&a[1], "refcount") {

@@ -11,8 +11,8 @@ use super::convert::error_reply_text;
 use super::exec::{self, Invocation};
 use super::lua::{error_text, ffi, load_text, Vm, VmKind};
 use super::{
-    ascii_lowercase, help_reply, parse_i64, Reply, ScriptContext, ScriptFlags, ScriptHost,
-    ScriptLimits, NOSCRIPT_ERROR,
+    ascii_lowercase, parse_i64, Reply, ScriptContext, ScriptFlags, ScriptHost, ScriptLimits,
+    NOSCRIPT_ERROR,
 };
 
 struct EvalScript {
@@ -197,7 +197,7 @@ impl EvalScripts {
     ) -> Reply {
         let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
         match sub.as_str() {
-            "help" => help_reply("SCRIPT", &SCRIPT_HELP),
+            "help" => crate::command::help_reply("SCRIPT", &SCRIPT_HELP),
             "kill" => ctx.control.request_kill(false),
             "load" => match self.create(&args[2]) {
                 Ok(sha) => Reply::bulk(sha),

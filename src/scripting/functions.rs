@@ -20,8 +20,7 @@ use super::lua::{
 };
 use super::sandbox::{mark_readonly, nonexistent_global, push_proxy, ENV_META, STORAGE};
 use super::{
-    help_reply, parse_i64, Reply, ScriptContext, ScriptControl, ScriptFlags, ScriptHost,
-    ScriptLimits,
+    parse_i64, Reply, ScriptContext, ScriptControl, ScriptFlags, ScriptHost, ScriptLimits,
 };
 
 /// Redis's error for an invalid library or function name.
@@ -253,7 +252,7 @@ impl Functions {
     pub(crate) fn function_command(&mut self, args: &[Bytes], ctx: &ScriptContext) -> Reply {
         let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
         let reply = match sub.as_str() {
-            "help" => help_reply("FUNCTION", &FUNCTION_HELP),
+            "help" => crate::command::help_reply("FUNCTION", &FUNCTION_HELP),
             "kill" => ctx.control.request_kill(true),
             "stats" => {
                 self.publish_counts(&ctx.control);

@@ -564,17 +564,6 @@ fn lossy_lower(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_ascii_lowercase()
 }
 
-/// A help reply: the header line then each line, as status replies.
-fn help_reply(container: &str, lines: &[&str]) -> Reply {
-    let mut out = vec![Reply::Status(format!(
-        "{container} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
-    ))];
-    out.extend(lines.iter().map(|l| Reply::Status((*l).to_string())));
-    out.push(Reply::Status("HELP".into()));
-    out.push(Reply::Status("    Prints this help.".into()));
-    Reply::Array(out)
-}
-
 /// Parse a Redis integer argument (`string2ll` rules: optional '-', no '+', no spaces).
 fn parse_i64(b: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(b).ok()?;

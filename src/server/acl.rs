@@ -291,7 +291,6 @@ fn dryrun(store: &acl::Acl, a: &[Bytes]) -> Reply {
 
 fn help() -> Reply {
     let lines = [
-        "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "CAT [<category>]",
         "    List all commands that belong to <category>, or all command categories",
         "    when no category is specified.",
@@ -318,8 +317,6 @@ fn help() -> Reply {
         "    List all the registered usernames.",
         "WHOAMI",
         "    Return the current connection username.",
-        "HELP",
-        "    Prints this help.",
     ];
-    command::help_reply(&lines)
+    command::help_reply("ACL", &lines)
 }

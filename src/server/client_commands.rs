@@ -429,7 +429,7 @@ impl Client {
             // client is already never evicted.
             "no-evict" if is(&a[2], "on") || is(&a[2], "off") => Reply::ok(),
             "no-evict" => Reply::err("ERR syntax error"),
-            "help" => command::help_reply(CLIENT_HELP),
+            "help" => command::help_reply("CLIENT", CLIENT_HELP),
             _ => command::unknown_subcommand(&a[0], &a[1]),
         }
     }
@@ -707,20 +707,20 @@ pub async fn slowlog(c: &mut Client, a: &[Bytes]) -> Answer {
         log.reset();
         Reply::ok()
     } else if is(sub, "help") {
-        command::help_reply(&[
-            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GET [<count>]",
-            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-            "    Entries are made of:",
-            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
-            "    client name",
-            "LEN",
-            "    Return the length of the slowlog.",
-            "RESET",
-            "    Reset the slowlog.",
-            "HELP",
-            "    Prints this help.",
-        ])
+        command::help_reply(
+            "SLOWLOG",
+            &[
+                "GET [<count>]",
+                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                "    Entries are made of:",
+                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+                "    client name",
+                "LEN",
+                "    Return the length of the slowlog.",
+                "RESET",
+                "    Reset the slowlog.",
+            ],
+        )
     } else {
         command::unknown_subcommand(&a[0], sub)
     };
@@ -790,8 +790,7 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
     } else if is(sub, "histogram") {
         latency_histogram(metrics, &a[2..])
     } else if is(sub, "help") {
-        command::help_reply(&[
-                "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        command::help_reply("LATENCY", &[
                 "DOCTOR",
                 "    Return a human readable latency analysis report.",
                 "GRAPH <event>",
@@ -806,8 +805,6 @@ pub async fn latency(c: &mut Client, a: &[Bytes]) -> Answer {
                 "HISTOGRAM [COMMAND ...]",
                 "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
                 "    If no commands are specified then all histograms are replied.",
-                "HELP",
-                "    Prints this help.",
         ])
     } else {
         command::unknown_subcommand(&a[0], sub)
@@ -911,7 +908,6 @@ fn client_type(name: &[u8]) -> Result<ClientType, Reply> {
 /// PAUSE, UNPAUSE, TRACKING and TRACKINGINFO are not here: they answer unknown
 /// subcommand).
 const CLIENT_HELP: &[&str] = &[
-    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "GETNAME",
     "    Return the name of the current connection.",
     "ID",
@@ -944,6 +940,4 @@ const CLIENT_HELP: &[&str] = &[
     "    Unblock the specified blocked client.",
     "NO-EVICT (ON|OFF)",
     "    Protect current client connection from eviction.",
-    "HELP",
-    "    Prints this help.",
 ];

@@ -511,19 +511,19 @@ pub fn config(shared: &Shared, a: &[Bytes]) -> Reply {
                 path.display()
             )),
         },
-        "help" => help_reply(&[
-            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GET <pattern>",
-            "    Return parameters matching the glob-like <pattern> and their values.",
-            "SET <directive> <value>",
-            "    Set the configuration <directive> to <value>.",
-            "RESETSTAT",
-            "    Reset statistics reported by the INFO command.",
-            "REWRITE",
-            "    Rewrite the configuration file.",
-            "HELP",
-            "    Prints this help.",
-        ]),
+        "help" => help_reply(
+            "CONFIG",
+            &[
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "REWRITE",
+                "    Rewrite the configuration file.",
+            ],
+        ),
         _ => command::unknown_subcommand(&a[0], &a[1]),
     }
 }
@@ -713,27 +713,27 @@ pub fn command(a: &[Bytes]) -> Reply {
         command_list(&a[2..])
     } else if is(sub, "help") {
         // Redis 7.0.15's lines, without GETKEYSANDFLAGS, which Tollgate does not answer.
-        help_reply(&[
-            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "(no subcommand)",
-            "    Return details about all Redis commands.",
-            "COUNT",
-            "    Return the total number of commands in this Redis server.",
-            "LIST",
-            "    Return a list of all commands in this Redis server.",
-            "INFO [<command-name> ...]",
-            "    Return details about multiple Redis commands.",
-            "    If no command names are given, documentation details for all",
-            "    commands are returned.",
-            "DOCS [<command-name> ...]",
-            "    Return documentation details about multiple Redis commands.",
-            "    If no command names are given, documentation details for all",
-            "    commands are returned.",
-            "GETKEYS <full-command>",
-            "    Return the keys from a full Redis command.",
-            "HELP",
-            "    Prints this help.",
-        ])
+        help_reply(
+            "COMMAND",
+            &[
+                "(no subcommand)",
+                "    Return details about all Redis commands.",
+                "COUNT",
+                "    Return the total number of commands in this Redis server.",
+                "LIST",
+                "    Return a list of all commands in this Redis server.",
+                "INFO [<command-name> ...]",
+                "    Return details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "DOCS [<command-name> ...]",
+                "    Return documentation details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "GETKEYS <full-command>",
+                "    Return the keys from a full Redis command.",
+            ],
+        )
     } else if is(sub, "getkeys") {
         // Redis's order: known command, takes keys at all, arity, then the keys.
         // A container's call is its subcommand's (MEMORY USAGE's key).
@@ -804,16 +804,16 @@ pub async fn memory(shared: &Shared, db: usize, a: &[Bytes]) -> Reply {
     if is(&a[1], "help") {
         // Redis 7.0.15's lines, without DOCTOR, MALLOC-STATS and PURGE, which Tollgate
         // does not answer.
-        return help_reply(&[
-            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "STATS",
-            "    Return information about the memory usage of the server.",
-            "USAGE <key> [SAMPLES <count>]",
-            "    Return memory in bytes used by <key> and its value. Nested values are",
-            "    sampled up to <count> times (default: 5, 0 means sample all).",
-            "HELP",
-            "    Prints this help.",
-        ]);
+        return help_reply(
+            "MEMORY",
+            &[
+                "STATS",
+                "    Return information about the memory usage of the server.",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value. Nested values are",
+                "    sampled up to <count> times (default: 5, 0 means sample all).",
+            ],
+        );
     }
     if is(&a[1], "usage") {
         // Redis's options: any number of `SAMPLES count` (a count of 0 or more; Tollgate

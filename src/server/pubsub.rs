@@ -79,7 +79,6 @@ pub async fn sunsubscribe(c: &mut Client, a: &[Bytes]) -> Answer {
 }
 
 const HELP: &[&str] = &[
-    "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CHANNELS [<pattern>]",
     "    Return the currently active channels matching a <pattern> (default: '*').",
     "NUMPAT",
@@ -91,8 +90,6 @@ const HELP: &[&str] = &[
     "    Return the currently active shard level channels matching a <pattern> (default: '*').",
     "SHARDNUMSUB [<shardchannel> ...]",
     "    Return the number of subscribers for the specified shard level channel(s)",
-    "HELP",
-    "    Prints this help.",
 ];
 
 /// PUBSUB CHANNELS|NUMSUB|NUMPAT|SHARDCHANNELS|SHARDNUMSUB|HELP: this node's subscriptions
@@ -101,7 +98,7 @@ pub async fn pubsub(c: &mut Client, a: &[Bytes]) -> Answer {
     let hub = c.shared.engine.pubsub();
     let sub = &a[1];
     let reply = if is(sub, "help") {
-        command::help_reply(HELP)
+        command::help_reply("PUBSUB", HELP)
     } else if is(sub, "channels") || is(sub, "shardchannels") {
         let shard = is(sub, "shardchannels");
         if a.len() > 3 {
