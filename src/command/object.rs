@@ -30,17 +30,11 @@ const HELP: &[&str] = &[
 /// OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key, OBJECT HELP. The subcommand and its arity
 /// were checked against the command table before this runs (`command::execute_spec`).
 pub fn object(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
-    let sub = if is(&a[1], "help") {
+    if is(&a[1], "help") {
         return super::help_reply("OBJECT", HELP);
-    } else if is(&a[1], "encoding") {
-        "encoding"
-    } else if is(&a[1], "refcount") {
-        "refcount"
-    } else if is(&a[1], "idletime") {
-        "idletime"
-    } else if is(&a[1], "freq") {
-        "freq"
-    } else {
+    }
+    let subs = ["encoding", "refcount", "idletime", "freq"];
+    let Some(sub) = subs.into_iter().find(|s| is(&a[1], s)) else {
         return super::unknown_subcommand(&a[0], &a[1]);
     };
     let now = ctx.now_ms;
