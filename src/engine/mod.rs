@@ -169,8 +169,9 @@ pub enum Op {
     AsUser(String),
     /// A command with a `CommandSpec::fast` handler, its arguments as parsed. Never
     /// replicated as such: the Raft log holds it as the `Command` of its arguments (see
-    /// `replicated::Proposal::ops`), which is what other nodes decode. Last: serde numbers the variants it serializes by their declared position, but the
-    /// ones it deserializes by their position among the variants not skipped.
+    /// `replicated::Proposal::ops`), which is what other nodes decode. Last: serde numbers
+    /// the variants it serializes by their declared position, but the ones it deserializes
+    /// by their position among the variants not skipped.
     #[serde(skip)]
     Frame(
         crate::protocol::parser::Frame,

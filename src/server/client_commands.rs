@@ -6,8 +6,9 @@
 //! checked against the row before it runs, and a container's subcommand (CLIENT LIST) was
 //! looked up and its arity checked too (`acl::categories::subcommand_refusal`, from the one
 //! table of subcommands), so a handler only dispatches on the subcommand's name and checks
-//! what Redis's own handler checks beyond the arity (`command::subcommand_syntax_error`). Server-wide reports (INFO, CONFIG, COMMAND,
-//! MEMORY) are built in `info.rs`, the cluster commands in `cluster.rs`.
+//! what Redis's own handler checks beyond the arity (`command::subcommand_syntax_error`).
+//! Server-wide reports (INFO, CONFIG, COMMAND, MEMORY) are built in `info.rs`, the cluster
+//! commands in `cluster.rs`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -50,8 +50,8 @@ pub const INLINE_MAX: usize = 22;
 pub type Member = Inline<INLINE_MAX>;
 
 /// Bytes kept inside a table entry when at most `N` fit (`N + 2` bytes in all, the length
-/// and a tag included; `N` below 256, the length being one byte), else boxed. Hashes and compares as its bytes, so a table is
-/// searched by `&[u8]`.
+/// and a tag included; `N` below 256, the length being one byte), else boxed. Hashes and
+/// compares as its bytes, so a table is searched by `&[u8]`.
 #[derive(Clone)]
 pub enum Inline<const N: usize> {
     /// At most `N` bytes: `bytes[..len]`.
