@@ -724,8 +724,11 @@ fn py_resumption(ca: &Path, port: u16, max: &str, wait_secs: u64) -> String {
 fn ticket_lifetime(ca: &Path, port: u16, version: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let sess = dir.path().join("session.pem");
-    let mut client = Command::new("openssl")
+    // `timeout` bounds the wait below: a server that never answers ends in EOF, not a hang.
+    let mut client = Command::new("timeout")
         .args([
+            "20",
+            "openssl",
             "s_client",
             "-connect",
             &format!("127.0.0.1:{port}"),
@@ -736,7 +739,7 @@ fn ticket_lifetime(ca: &Path, port: u16, version: &str) -> String {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .expect("openssl s_client");
+        .expect("timeout openssl s_client");
     let mut stdin = client.stdin.take().unwrap();
     stdin.write_all(b"PING\r\n").unwrap();
     // Read until the reply: the tickets came before it.
