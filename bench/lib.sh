@@ -9,6 +9,12 @@
 #   row_commands <row>        tcmd and rcmd, the commands Tollgate and Redis run for a row of
 #                             the per-request counting scripts (LIMIT.TOKEN's Redis side is
 #                             INCR); exits on an unknown row
+#   stop_all                  stop the processes listed in PIDS
+#   start_callgrind_server <redis|tollgate> <file>
+#                             the server under callgrind on PORT (SPID), once it answers PING
+#   start_tls_server <redis|tollgate> [wrapper...]
+#                             a TLS-only server on PORT with tls_workdir's certificates
+#                             (SPID, added to PIDS), once it answers PING
 
 require_tools() {
   local tool
