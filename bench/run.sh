@@ -16,7 +16,9 @@
 # PFADD of random elements to one HyperLogLog (dense after the first few thousand).
 # EXTRA="" leaves them out. After them come command rows on prepared data (`zunionstore`:
 # ZUNIONSTORE of two 100-member sorted sets with 50 members in common). Last, the seed
-# sliding log's step as a 4-command pipeline (see below).
+# sliding log's step as a 4-command pipeline (see below). MORE (default "hincrby zunionstore
+# slidelog", space-separated) names which of these three fixed rows run; MORE="" with
+# EXTRA="" runs only TESTS.
 #
 # Rounds share the servers: LPUSH's one list and SADD's one set keep growing from round to
 # round (by the same pushes on both servers).
@@ -30,6 +32,11 @@ if ! command -v redis-benchmark >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
 cargo build --release -q
+MORE=${MORE-hincrby zunionstore slidelog}
+more() { [[ " $MORE " == *" $1 "* ]]; }
+for m in $MORE; do
+  case $m in hincrby | zunionstore | slidelog) ;; *) echo "MORE: unknown row '$m' (hincrby, zunionstore, slidelog)" >&2; exit 2 ;; esac
+done
 EXTRA=${EXTRA-setbit bits:__rand_int__ 7 1;bitcount bits;pfadd hll __rand_int__}
 RPORT=${RPORT:-16379}
 TPORT=${TPORT:-16380}
@@ -102,13 +109,16 @@ for P in 1 32; do
   for test in "${tests[@]}"; do
     row "$(echo "$test" | tr '[:lower:]' '[:upper:]')" "$P" once "$P" "test:$test"
   done
-  row HINCRBY "$P" once "$P" "hincrby rl:h:__rand_int__ tokens 1"
+  if more hincrby; then
+    row HINCRBY "$P" once "$P" "hincrby rl:h:__rand_int__ tokens 1"
+  fi
   for cmd in "${extras[@]}"; do
     row "${cmd%% *}" "$P" once "$P" "$cmd"
   done
 done
 
 # Command rows on prepared data: the same keys on both servers, then one command line.
+if more zunionstore; then
 for port in $RPORT $TPORT; do
   za=(ZADD za) zb=(ZADD zb)
   for i in $(seq 0 99); do
@@ -121,11 +131,13 @@ done
 for P in 1 32; do
   row zunionstore "$P" once "$P" "ZUNIONSTORE zdst 2 za zb"
 done
+fi
 
 # The seed sliding log's step as a pipeline (ZREMRANGEBYSCORE + ZADD + ZCARD + PEXPIRE on a
 # per-client key, 100,000 clients): redis-benchmark runs one command per test, so STEPS
 # steps are written as RESP to 4 files and sent by 4 parallel `redis-cli --pipe` (each a
 # single connection streaming its whole file), timed by wall clock; steps/s per server.
+if more slidelog; then
 STEPS=${STEPS:-200000}
 SLTMP=$(mktemp -d)
 python3 - "$STEPS" "$SLTMP" <<'PY'
@@ -163,5 +175,6 @@ slidelog() {
 }
 row slidelog pipe slidelog
 rm -rf "$SLTMP"
+fi
 echo "(medians of $ROUNDS rounds, Redis first in odd rounds and Tollgate first in even ones;"
 echo " ratio = median of the rounds' tollgate/redis)"
