@@ -935,6 +935,12 @@ pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     // relaxed load per park, nothing measurable per request).
     builder.on_thread_park(crate::alloc::collect_when_idle);
     builder.event_interval(EVENT_INTERVAL);
+    // Tasks run in the order they were woken. With tokio's LIFO slot the task woken last in
+    // one look at the sockets ran first, so of two requests that reached the server in
+    // order on two connections the second could run first: an LPUSH sent after another
+    // client's EXEC aborted that EXEC (issue 19; `bench/arrival_order.py`). Needs
+    // `--cfg tokio_unstable` (.cargo/config.toml).
+    builder.disable_lifo_slot();
     builder.enable_all().build()
 }
 
