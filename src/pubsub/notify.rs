@@ -112,10 +112,43 @@ pub fn notify(hub: &Hub, class: u32, event: &str, key: &[u8], db: usize) {
     }
 }
 
+/// Events that only remove elements or the key: they never give a blocked client something
+/// to pop (a client blocks only on a key that is missing or of another type, and is served
+/// while the key holds anything), so they do not make the key ready. Redis signals a key
+/// only on creation; before this, a served pop that emptied its list fired `lpop` and `del`
+/// on a key its client still waited on, which marked the key ready again (a copy of the
+/// key and another serving round per blocking round trip, issue 19).
+fn removes_only(event: &str) -> bool {
+    matches!(
+        event,
+        "del"
+            | "expired"
+            | "evicted"
+            | "lpop"
+            | "rpop"
+            | "lrem"
+            | "ltrim"
+            | "zpopmin"
+            | "zpopmax"
+            | "zrem"
+            | "zremrangebyscore"
+            | "zremrangebyrank"
+            | "zremrangebylex"
+            | "srem"
+            | "spop"
+            | "hdel"
+            | "rename_from"
+            | "move_from"
+    )
+}
+
 #[inline(never)]
 fn deliver(hub: &Hub, class: u32, event: &str, key: &[u8], db: usize) {
-    // A client blocked on the key may now be served (whatever the setting says).
-    hub.blocking.signal(db, key);
+    // A client blocked on the key may now be served (whatever the setting says), unless
+    // the event only took something away.
+    if !removes_only(event) {
+        hub.blocking.signal(db, key);
+    }
     let flags = hub.events();
     if flags & class == 0 {
         return;
