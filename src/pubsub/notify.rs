@@ -191,4 +191,46 @@ mod tests {
         }
         assert_eq!(parse("Q"), None);
     }
+
+    #[test]
+    fn only_events_that_can_give_something_to_pop_make_a_key_ready() {
+        use crate::pubsub::blocking::{Waiter, Want};
+        let hub = Hub::default();
+        let key = Bytes::from_static(b"q");
+        let (w, _rx) = Waiter::new(1, 0, 2, vec![], vec![key.clone()], Want::List);
+        hub.blocking.block(&w);
+        // What a served pop that empties its list fires, and other removals.
+        for event in [
+            "lpop",
+            "rpop",
+            "del",
+            "expired",
+            "evicted",
+            "zpopmin",
+            "rename_from",
+        ] {
+            notify(&hub, GENERIC | LIST | ZSET, event, b"q", 0);
+        }
+        assert!(hub.blocking.take_ready().is_empty());
+        // A key of another database or another key: not ready either.
+        notify(&hub, LIST, "lpush", b"q", 1);
+        notify(&hub, LIST, "lpush", b"other", 0);
+        assert!(hub.blocking.take_ready().is_empty());
+        for event in [
+            "lpush",
+            "rpush",
+            "linsert",
+            "rename_to",
+            "restore",
+            "zadd",
+            "sortstore",
+        ] {
+            notify(&hub, GENERIC | LIST | ZSET, event, b"q", 0);
+            assert_eq!(hub.blocking.take_ready(), vec![(0, key.clone())], "{event}");
+        }
+        // Nobody blocked: nothing is ever ready.
+        hub.blocking.unblock(&w);
+        notify(&hub, LIST, "lpush", b"q", 0);
+        assert!(hub.blocking.take_ready().is_empty());
+    }
 }
