@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
 # Side-by-side Pub/Sub and blocking-pop throughput: redis-server and Tollgate (release
 # build) on this machine, the same load on both, Tollgate's rate printed as a ratio of
-# Redis's. Two rows:
+# Redis's. Three rows:
 #
 #   publish-50subs  redis-benchmark PUBLISH (50 clients, 64-byte payload) to one channel
 #                   that 50 subscribers read (bench/pubsub_drain.py drains them and checks
 #                   that every message reached every subscriber);
-#   rpush-blpop     25 redis-benchmark clients RPUSH one list while 25 others BLPOP it
+#   pingpong-pairs  issue 19's LPUSH/BLPOP ping-pong between pairs of clients (PAIRS pairs,
+#                   default 25 = 50 clients, bench/blpop_pingpong.py): each client, woken
+#                   with an element, pushes one to its partner's list and blocks again, so
+#                   every pop is a blocked client woken by a push; run by PROCS client
+#                   processes (default 5, PAIRS/PROCS pairs each); rate = pops per second;
+#   blpop-full-list 25 redis-benchmark clients RPUSH one list while 25 others BLPOP it
 #                   (timeout 0); rate = pops per second of the two runs side by side.
 #                   The pushers run ahead (the list holds thousands of elements through
-#                   most of a run), so most pops find the list full and do not block;
-#                   bench/blocking_roundtrip.sh counts the round trip of a woken client.
+#                   most of a run), so most pops find the list full and do not block (this
+#                   row was named rpush-blpop before the ping-pong row came).
+#
+# bench/blocking_roundtrip.sh counts the instructions, system calls and context switches of
+# a round trip (PAIRS=25 for the ping-pong): on a shared machine these rates move with the
+# load, and the Python clients of the ping-pong row need more CPU than either server.
 #
 #   bench/pubsub.sh [requests]       (default 100000 per row and round)
 #   ROUNDS=n (default 3): medians of n alternating runs. RPORT/TPORT (default 16491/16492).
+#   TOLLGATE_BIN (default: build release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
 ROUNDS=${ROUNDS:-3}
 RPORT=${RPORT:-16491}
 TPORT=${TPORT:-16492}
+PAIRS=${PAIRS:-25}
+PROCS=${PROCS:-5}
 for tool in redis-server redis-cli redis-benchmark python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "missing $tool" >&2; exit 1; }
 done
-cargo build --release -q
-BIN=${CARGO_TARGET_DIR:-target}/release/tollgate
+if [ -z "${TOLLGATE_BIN:-}" ]; then
+  cargo build --release -q
+fi
+BIN=${TOLLGATE_BIN:-${CARGO_TARGET_DIR:-target}/release/tollgate}
 WORK=$(mktemp -d)
 redis-server --port "$RPORT" --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
 RPID=$!
@@ -63,10 +77,23 @@ blpop_rps() {
   python3 -c "print(f'{$N / ($end - $start):.0f}')"
 }
 
+# pingpong_rps <port>: pops/s of PAIRS pairs of clients ping-ponging LPUSH/BLPOP.
+pingpong_rps() {
+  local start end pids=() pid
+  start=$(date +%s.%N)
+  for _ in $(seq 1 "$PROCS"); do
+    python3 bench/blpop_pingpong.py "$1" $((N / PROCS)) 0 $((PAIRS / PROCS)) >/dev/null &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || { echo "ping-pong failed" >&2; exit 1; }; done
+  end=$(date +%s.%N)
+  python3 -c "print(f'{$((N / PROCS * PROCS)) / ($end - $start):.0f}')"
+}
+
 median() { tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 printf '%-16s %14s %14s %8s\n' row redis tollgate ratio
-for row in publish_rps blpop_rps; do
+for row in publish_rps pingpong_rps blpop_rps; do
   r=(); t=()
   for _ in $(seq 1 "$ROUNDS"); do
     r+=("$($row "$RPORT")")
@@ -74,6 +101,10 @@ for row in publish_rps blpop_rps; do
   done
   rm=$(echo "${r[*]}" | median)
   tm=$(echo "${t[*]}" | median)
-  name=$([ "$row" = publish_rps ] && echo publish-50subs || echo rpush-blpop)
+  case $row in
+    publish_rps) name=publish-50subs ;;
+    pingpong_rps) name=pingpong-pairs ;;
+    *) name=blpop-full-list ;;
+  esac
   printf '%-16s %14s %14s %8s\n' "$name" "$rm" "$tm" "$(python3 -c "print(f'{$tm/$rm:.2f}x')")"
 done

@@ -112,10 +112,43 @@ pub fn notify(hub: &Hub, class: u32, event: &str, key: &[u8], db: usize) {
     }
 }
 
+/// Events that only remove elements or the key: they never give a blocked client something
+/// to pop (a client blocks only on a key that is missing or of another type, and is served
+/// while the key holds anything), so they do not make the key ready. Redis signals a key
+/// only on creation; before this, a served pop that emptied its list fired `lpop` and `del`
+/// on a key its client still waited on, which marked the key ready again (a copy of the
+/// key and another serving round per blocking round trip, issue 19).
+fn removes_only(event: &str) -> bool {
+    matches!(
+        event,
+        "del"
+            | "expired"
+            | "evicted"
+            | "lpop"
+            | "rpop"
+            | "lrem"
+            | "ltrim"
+            | "zpopmin"
+            | "zpopmax"
+            | "zrem"
+            | "zremrangebyscore"
+            | "zremrangebyrank"
+            | "zremrangebylex"
+            | "srem"
+            | "spop"
+            | "hdel"
+            | "rename_from"
+            | "move_from"
+    )
+}
+
 #[inline(never)]
 fn deliver(hub: &Hub, class: u32, event: &str, key: &[u8], db: usize) {
-    // A client blocked on the key may now be served (whatever the setting says).
-    hub.blocking.signal(db, key);
+    // A client blocked on the key may now be served (whatever the setting says), unless
+    // the event only took something away.
+    if !removes_only(event) {
+        hub.blocking.signal(db, key);
+    }
     let flags = hub.events();
     if flags & class == 0 {
         return;
@@ -157,5 +190,47 @@ mod tests {
             assert_eq!(to_text(parse(set).unwrap()), get, "{set}");
         }
         assert_eq!(parse("Q"), None);
+    }
+
+    #[test]
+    fn only_events_that_can_give_something_to_pop_make_a_key_ready() {
+        use crate::pubsub::blocking::{Waiter, Want};
+        let hub = Hub::default();
+        let key = Bytes::from_static(b"q");
+        let (w, _rx) = Waiter::new(1, 0, 2, vec![], vec![key.clone()], Want::List);
+        hub.blocking.block(&w);
+        // What a served pop that empties its list fires, and other removals.
+        for event in [
+            "lpop",
+            "rpop",
+            "del",
+            "expired",
+            "evicted",
+            "zpopmin",
+            "rename_from",
+        ] {
+            notify(&hub, GENERIC | LIST | ZSET, event, b"q", 0);
+        }
+        assert!(hub.blocking.take_ready().is_empty());
+        // A key of another database or another key: not ready either.
+        notify(&hub, LIST, "lpush", b"q", 1);
+        notify(&hub, LIST, "lpush", b"other", 0);
+        assert!(hub.blocking.take_ready().is_empty());
+        for event in [
+            "lpush",
+            "rpush",
+            "linsert",
+            "rename_to",
+            "restore",
+            "zadd",
+            "sortstore",
+        ] {
+            notify(&hub, GENERIC | LIST | ZSET, event, b"q", 0);
+            assert_eq!(hub.blocking.take_ready(), vec![(0, key.clone())], "{event}");
+        }
+        // Nobody blocked: nothing is ever ready.
+        hub.blocking.unblock(&w);
+        notify(&hub, LIST, "lpush", b"q", 0);
+        assert!(hub.blocking.take_ready().is_empty());
     }
 }

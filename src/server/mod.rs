@@ -935,6 +935,20 @@ pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     // relaxed load per park, nothing measurable per request).
     builder.on_thread_park(crate::alloc::collect_when_idle);
     builder.event_interval(EVENT_INTERVAL);
+    // Tasks run in the order they were woken. With tokio's LIFO slot the task woken last in
+    // one look at the sockets ran first, so of two requests that reached the server in
+    // order on two connections the second could run first: an LPUSH sent after another
+    // client's EXEC aborted that EXEC (issue 19; `bench/arrival_order.sh`). Needs
+    // `--cfg tokio_unstable` (.cargo/config.toml); a build without it (RUSTFLAGS set in the
+    // environment replace the file's, as cargo-fuzz's do) says so when it starts.
+    #[cfg(tokio_unstable)]
+    builder.disable_lifo_slot();
+    #[cfg(not(tokio_unstable))]
+    tracing::warn!(
+        "built without --cfg tokio_unstable (RUSTFLAGS set in the environment replace \
+         .cargo/config.toml's): requests that reach the server in order on different \
+         connections may run out of that order"
+    );
     builder.enable_all().build()
 }
 
