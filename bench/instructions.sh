@@ -90,6 +90,10 @@ count() {
     echo failed
     return
   fi
+  if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"
+    cp "$file" "$KEEP/$server-${ROW_NAME:-$1}.cg"
+  fi
   local total
   total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
   echo $((total / N))
@@ -133,7 +137,7 @@ for row in "${ROWS[@]}"; do
     continue
   fi
   # shellcheck disable=SC2086
-  t=$(count tollgate $(prefixed ${row#*|}))
+  t=$(ROW_NAME=$name count tollgate $(prefixed ${row#*|}))
   if [ "$t" = failed ]; then
     printf '%-14s %14s\n' "$name" failed
     continue

@@ -212,13 +212,18 @@ struct RuleOptions {
     values: [Option<u64>; MAX_OPTIONS],
 }
 
-/// Parses a rule's options, `COST n` and the algorithm's own (`names`), each at most
-/// once and each taking a number.
-fn rule_options(names: &[&str], opts: &[&[u8]]) -> CmdResult<RuleOptions> {
-    let mut o = RuleOptions {
+impl RuleOptions {
+    /// No option given (the usual call).
+    const NONE: RuleOptions = RuleOptions {
         cost: None,
         values: [None; MAX_OPTIONS],
     };
+}
+
+/// Parses a rule's options, `COST n` and the algorithm's own (`names`), each at most
+/// once and each taking a number.
+fn rule_options(names: &[&str], opts: &[&[u8]]) -> CmdResult<RuleOptions> {
+    let mut o = RuleOptions::NONE;
     let mut i = 0;
     while i < opts.len() {
         let (opt, value) = (&opts[i], opts.get(i + 1).ok_or_else(syntax_error)?);
@@ -244,7 +249,11 @@ pub fn limit_rule<P: Algorithm>(ctx: &mut Ctx, a: &[&[u8]]) -> Reply {
 fn limit_one<P: Algorithm>(ctx: &mut Ctx, a: &[&[u8]]) -> CmdResult<Reply> {
     // The row's arity guarantees the key and the positional arguments.
     let (args, opts) = a[2..].split_at(P::ARGS);
-    let o = rule_options(P::OPTIONS, opts)?;
+    let o = if opts.is_empty() {
+        RuleOptions::NONE
+    } else {
+        rule_options(P::OPTIONS, opts)?
+    };
     let params = P::parse(args, &o.values[..P::OPTIONS.len()]).map_err(limit_error)?;
     let (now, resp) = (ctx.now_ms, ctx.resp);
     let cost = o.cost.unwrap_or(1);

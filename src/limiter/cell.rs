@@ -134,6 +134,7 @@ pub struct State {
 
 impl Codec for State {
     /// Compact binary form: header, TAT in ns (u128) (20 bytes).
+    #[inline]
     fn encode(&self) -> Vec<u8> {
         let mut out = encoder(State::TAG, 16);
         put_u128(&mut out, self.tat_ns);

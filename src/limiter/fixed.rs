@@ -27,6 +27,7 @@ pub struct State {
 
 impl Codec for State {
     /// Compact binary form: header, window start, count (20 bytes).
+    #[inline]
     fn encode(&self) -> Vec<u8> {
         let mut out = encoder(State::TAG, 16);
         put_u64(&mut out, self.window_start);

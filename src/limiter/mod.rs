@@ -469,33 +469,27 @@ pub fn plain_u64(arg: &[u8]) -> Option<u64> {
 /// Parses a duration into milliseconds: `"250"` (plain number = ms),
 /// `"250ms"`, `"1s"`, `"5m"`, `"1h"`, `"1d"` (units case-insensitive).
 pub fn parse_duration(s: &[u8]) -> Result<u64, LimitError> {
-    // The unit is the last one or two bytes: taking it off first leaves the number,
-    // which one pass then both checks and reads (this runs for every rule of every
-    // limiter call).
+    // The unit is the last one or two bytes: taking it off first leaves the number
+    // (this runs for every rule of every limiter call). `b | 0x20` equals a lower-case
+    // letter exactly when `b` is that letter in either case.
     let (number, unit): (&[u8], u64) = match s {
-        [number @ .., m, s] if m.eq_ignore_ascii_case(&b'm') && s.eq_ignore_ascii_case(&b's') => {
-            (number, 1)
-        }
-        [number @ .., u] if !u.is_ascii_digit() => match u.to_ascii_lowercase() {
+        [.., last] if last.is_ascii_digit() => (s, 1),
+        [number @ .., m, s] if *s | 0x20 == b's' && *m | 0x20 == b'm' => (number, 1),
+        [number @ .., u] => match u | 0x20 {
             b's' => (number, 1_000),
             b'm' => (number, 60_000),
             b'h' => (number, 3_600_000),
             b'd' => (number, 86_400_000),
             _ => return Err(LimitError::InvalidDuration),
         },
-        _ => (s, 1),
+        [] => return Err(LimitError::InvalidDuration),
     };
-    if number.is_empty() {
-        return Err(LimitError::InvalidDuration);
-    }
-    // `None` once the number overflows; a later non-digit still makes it invalid.
-    let mut value = Some(0u64);
-    for &c in number {
-        if !c.is_ascii_digit() {
-            return Err(LimitError::InvalidDuration);
-        }
-        value = value.and_then(|v| v.checked_mul(10)?.checked_add(u64::from(c - b'0')));
-    }
+    // The usual number is a few digits, read without overflow checks; longer ones, and
+    // anything that is not digits, take the checked pass below.
+    let value = match short_decimal(number) {
+        Some(v) => Some(v),
+        None => checked_decimal(number)?,
+    };
     let ms = value
         .and_then(|v| v.checked_mul(unit))
         .ok_or(LimitError::DurationOutOfRange)?;
@@ -503,6 +497,22 @@ pub fn parse_duration(s: &[u8]) -> Result<u64, LimitError> {
         return Err(LimitError::ZeroDuration);
     }
     Ok(ms)
+}
+
+/// A duration's number of any length: `None` once it overflows a u64 (a later non-digit
+/// still makes it invalid), an error when empty or not all digits.
+fn checked_decimal(number: &[u8]) -> Result<Option<u64>, LimitError> {
+    if number.is_empty() {
+        return Err(LimitError::InvalidDuration);
+    }
+    let mut value = Some(0u64);
+    for &c in number {
+        if !c.is_ascii_digit() {
+            return Err(LimitError::InvalidDuration);
+        }
+        value = value.and_then(|v| v.checked_mul(10)?.checked_add(u64::from(c - b'0')));
+    }
+    Ok(value)
 }
 
 /// The value of 1 to 18 ASCII digits (leading zeros allowed), `None` for anything

@@ -161,7 +161,11 @@ impl Reply {
                 buf[..4].copy_from_slice(b"*5\r\n");
                 let mut at = 4;
                 for n in items {
-                    at += put_int_line(&mut buf[at..], b':', *n);
+                    // Always a slot: the buffer holds five of the longest lines.
+                    let Some(slot) = buf[at..].first_chunk_mut() else {
+                        break;
+                    };
+                    at += put_int_line(slot, b':', *n);
                 }
                 out.extend_from_slice(&buf[..at]);
             }
@@ -233,12 +237,11 @@ fn int_line(out: &mut BytesMut, tag: u8, n: i64) {
 }
 
 /// `"00"` to `"99"`, so that integers are written two digits at a time.
-const DIGIT_PAIRS: [u8; 200] = {
-    let mut pairs = [0u8; 200];
+const DIGIT_PAIRS: [[u8; 2]; 100] = {
+    let mut pairs = [[0u8; 2]; 100];
     let mut i = 0;
     while i < 100 {
-        pairs[2 * i] = b'0' + (i / 10) as u8;
-        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        pairs[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
         i += 1;
     }
     pairs
@@ -263,34 +266,89 @@ fn decimal_digits(v: u64) -> usize {
     approx + usize::from(v >= POWERS[approx])
 }
 
-/// Writes `tag`, the decimal `n` and CR LF at the start of `buf` (at least
-/// [`INT_LINE_MAX`] bytes); returns the length written.
+/// Writes `tag`, the decimal `n` and CR LF at the start of `buf`; returns the length
+/// written.
 ///
 /// The digits go straight to their place, last first, once their count is known,
 /// rather than being formatted with `itoa` and copied (a `memcpy` call for a few
-/// bytes): integers are most of what a limiter reply is made of.
-fn put_int_line(buf: &mut [u8], tag: u8, n: i64) -> usize {
+/// bytes): integers are most of what a limiter reply is made of. Single digits and -1
+/// (a limiter's verdict, and its retry time whenever it allows) are written here, inlined
+/// into the caller; longer numbers by [`put_long_int_line`].
+#[inline(always)]
+fn put_int_line(buf: &mut [u8; INT_LINE_MAX], tag: u8, n: i64) -> usize {
+    buf[0] = tag;
+    if let Ok(digit @ 0..=9) = u8::try_from(n) {
+        buf[1..4].copy_from_slice(&[b'0' + digit, b'\r', b'\n']);
+        return 4;
+    }
+    if n == -1 {
+        buf[1..5].copy_from_slice(b"-1\r\n");
+        return 5;
+    }
+    put_long_int_line(buf, n)
+}
+
+/// [`put_int_line`] past its shortcuts: numbers of up to eight digits (a limiter's
+/// limits, counts and milliseconds) in one go by [`eight_digits`], longer ones four
+/// digits a division.
+fn put_long_int_line(buf: &mut [u8; INT_LINE_MAX], n: i64) -> usize {
     let mut v = n.unsigned_abs();
     let digits = decimal_digits(v);
-    let end = 1 + usize::from(n < 0) + digits;
-    buf[0] = tag;
+    let start = 1 + usize::from(n < 0);
+    let end = start + digits;
     // The sign, when there is one; otherwise the first digit overwrites it.
     buf[1] = b'-';
-    let mut at = end;
-    while v >= 100 {
-        let pair = (v % 100) as usize * 2;
-        v /= 100;
-        at -= 2;
-        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    }
-    if v >= 10 {
-        let pair = v as usize * 2;
-        buf[at - 2..at].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    if let Ok(short @ 0..=99_999_999) = u32::try_from(v) {
+        // The digits, then zeros that the line's end overwrites.
+        let text = eight_digits(short) >> (8 * (8 - digits));
+        buf[start..start + 8].copy_from_slice(&text.to_le_bytes());
     } else {
-        buf[at - 1] = b'0' + v as u8;
+        let mut at = end;
+        while v >= 10_000 {
+            let four = (v % 10_000) as usize;
+            v /= 10_000;
+            at -= 4;
+            buf[at..at + 2].copy_from_slice(digit_pair(four / 100));
+            buf[at + 2..at + 4].copy_from_slice(digit_pair(four % 100));
+        }
+        let mut v = v as usize;
+        if v >= 100 {
+            at -= 2;
+            buf[at..at + 2].copy_from_slice(digit_pair(v % 100));
+            v /= 100;
+        }
+        if v >= 10 {
+            buf[at - 2..at].copy_from_slice(digit_pair(v));
+        } else {
+            buf[at - 1] = b'0' + v as u8;
+        }
     }
     buf[end..end + 2].copy_from_slice(b"\r\n");
     end + 2
+}
+
+/// The eight decimal digits of `v` (below 10^8, with leading zeros) as ASCII in the bytes
+/// of a little-endian u64, most significant first: the halves of the number, their
+/// halves and theirs computed side by side in the lanes of one register (divisions by 100
+/// and 10 as exact multiply-and-shift for numbers below 10^4 and 10^2), about fifteen
+/// instructions for all eight digits.
+fn eight_digits(v: u32) -> u64 {
+    let v = u64::from(v);
+    // Digits 1-4 in the low 32-bit lane, 5-8 in the high one.
+    let x = (v / 10_000) | ((v % 10_000) << 32);
+    // Each lane's hundreds and rest into 16-bit lanes (n / 100 = n * 10486 >> 20).
+    let hundreds = ((x * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    let x = hundreds | ((x - hundreds * 100) << 16);
+    // Each 16-bit lane's tens and units into bytes (n / 10 = n * 103 >> 10).
+    let tens = ((x * 103) >> 10) & 0x000f_000f_000f_000f;
+    let x = tens | ((x - tens * 10) << 8);
+    x | 0x3030_3030_3030_3030
+}
+
+/// The two digits of `v` (below 100).
+#[inline]
+fn digit_pair(v: usize) -> &'static [u8; 2] {
+    &DIGIT_PAIRS[v % 100]
 }
 
 fn bulk(out: &mut BytesMut, b: &[u8]) {
@@ -339,6 +397,7 @@ mod tests {
             let t = 10i64.pow(p);
             values.extend([t - 1, t, t + 1, -t + 1, -t, -t - 1]);
         }
+        values.extend((1..200_000).map(|i| i * 7_919 - 600_000_000));
         for n in values {
             let text = n.to_string();
             assert_eq!(
@@ -349,6 +408,15 @@ mod tests {
             let mut buf = [0u8; INT_LINE_MAX];
             let len = put_int_line(&mut buf, b'*', n);
             assert_eq!(&buf[..len], format!("*{n}\r\n").as_bytes());
+        }
+    }
+
+    #[test]
+    fn eight_digits_match_the_padded_decimal_text() {
+        let mut values: Vec<u32> = (0..20_000).chain(99_990_000..100_000_000).collect();
+        values.extend((0..100_000_000).step_by(9_973));
+        for v in values {
+            assert_eq!(eight_digits(v).to_le_bytes(), *format!("{v:08}").as_bytes());
         }
     }
 
