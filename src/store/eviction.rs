@@ -510,8 +510,8 @@ fn sample_db(
         } else {
             (Some(r), (r >> 32) as usize)
         };
-        for key in db.expires.sample_from(start, skip) {
-            if let Some(e) = db.get_raw(key) {
+        for (second, h, keys) in db.expires.sample_from(start, skip) {
+            for (key, e) in db.keys_in_second(second, h, keys) {
                 if visit(key, e) {
                     return;
                 }

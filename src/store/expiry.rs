@@ -5,12 +5,21 @@
 //! (A B-tree ordered by `(deadline, key)` cost a third of a limiter call in key
 //! comparisons.) The expiry cycle visits buckets in time order and checks each
 //! candidate's real deadline, which the keyspace holds.
+//!
+//! A bucket holds the keys' 64-bit hashes ([`hash_key`], the keyspace's own), not copies of
+//! the keys: 9 bytes a slot (the hash and its control byte) instead of 25 (a 24-byte
+//! [`super::Key`] and its control byte), with no allocation for a long key. The keyspace
+//! finds a key from its hash (the shard and the slot come from it), as Redis's `expires`
+//! dict points to the key the main dict holds. Two keys of one hash in one second are
+//! counted (`shared`, almost always empty): the keyspace then checks every key of that hash
+//! whose deadline falls in the second, so every key is still found.
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
 
 use hashbrown::HashTable;
 
-use super::{hash_key, Key};
+use super::hash_key;
 
 const BUCKET_MS: u64 = 1000;
 /// How many keys of the current second one expiry pass checks (see [`ExpiryIndex::purge`]).
@@ -25,15 +34,25 @@ const CURRENT_SLOTS: usize = 8 * CURRENT_SCAN;
 const SPARE_FACTOR: usize = 4;
 const SPARE_FLOOR: usize = 4096;
 
-/// One deadline second's keys, hashed as the keyspace hashes them ([`hash_key`]): the
-/// expiry cycle hands each key's hash on to the keyspace lookup instead of hashing again,
-/// and walks the current second's table by slot position ([`ExpiryIndex::purge`]).
-type Keys = HashTable<Key>;
+/// One deadline second's key hashes. A hash is its own table hash (ahash's output is
+/// mixed already); the expiry cycle hands each on to the keyspace lookup, and walks the
+/// current second's table by slot position ([`ExpiryIndex::purge`]).
+type Hashes = HashTable<u64>;
 
-/// Keys with a deadline, by deadline second.
+/// The deadline second of `deadline` (the bucket a key with it is indexed in).
+#[inline]
+pub fn second_of(deadline: u64) -> u64 {
+    deadline / BUCKET_MS
+}
+
+/// Keys with a deadline, by deadline second, as their hashes.
 #[derive(Debug, Default)]
 pub struct ExpiryIndex {
-    buckets: BTreeMap<u64, Keys>,
+    buckets: BTreeMap<u64, Hashes>,
+    /// For a `(second, hash)` that more than one key has (two keys whose 64-bit hashes are
+    /// equal, with deadlines in one second), how many keys beyond the first: a bucket holds
+    /// each hash once.
+    shared: HashMap<(u64, u64), usize>,
     len: usize,
     /// The sum of the keys' deadline seconds (their buckets), for INFO's `avg_ttl`.
     seconds: u128,
@@ -44,170 +63,221 @@ pub struct ExpiryIndex {
     /// An emptied second's table, for the next second that starts
     /// ([`ExpiryIndex::retire`]): its slots are kept (the tombstones its deletions left
     /// go when the table rehashes in place, without growing).
-    spare: Keys,
+    spare: Hashes,
+}
+
+/// The number of keys of hash `h` in `second` by the `shared` counts (at least one).
+#[inline]
+fn keys_of(shared: &HashMap<(u64, u64), usize>, second: u64, h: u64) -> usize {
+    if shared.is_empty() {
+        1
+    } else {
+        1 + shared.get(&(second, h)).copied().unwrap_or(0)
+    }
 }
 
 impl ExpiryIndex {
     /// Bytes of the index's own tables: each bucket's set (slots and control bytes, a
-    /// key's fixed part inline) and its place in the tree (INFO `used_memory_overhead`).
+    /// key's hash inline) and its place in the tree (INFO `used_memory_overhead`).
     pub fn table_bytes(&self) -> usize {
-        let slot = std::mem::size_of::<Key>() + 1;
-        let node = std::mem::size_of::<(u64, Keys)>();
+        let slot = std::mem::size_of::<u64>() + 1;
+        let node = std::mem::size_of::<(u64, Hashes)>();
+        let shared = self.shared.capacity() * (std::mem::size_of::<((u64, u64), usize)>() + 1);
         self.buckets
             .values()
             .map(|set| node + set.capacity() * slot)
             .sum::<usize>()
             + self.spare.capacity() * slot
+            + shared
     }
 
     /// Keep the emptied table `set` as the spare when it is the larger one and
     /// its capacity is in proportion to the `len` keys left ([`SPARE_FACTOR`]).
-    fn retire(spare: &mut Keys, len: usize, set: Keys) {
+    fn retire(spare: &mut Hashes, len: usize, set: Hashes) {
         let cap = set.capacity();
         if cap > spare.capacity() && cap <= SPARE_FACTOR * len.max(SPARE_FLOOR) {
             *spare = set;
         }
         if len == 0 || spare.capacity() > SPARE_FACTOR * len.max(SPARE_FLOOR) {
-            *spare = Keys::new();
+            *spare = Hashes::new();
         }
     }
 
     /// Whether two deadlines share a bucket (then a move needs no index update).
     pub fn same_bucket(a: Option<u64>, b: Option<u64>) -> bool {
-        a.map(|t| t / BUCKET_MS) == b.map(|t| t / BUCKET_MS)
+        a.map(second_of) == b.map(second_of)
     }
 
     /// Record that `key`'s deadline changed from `old` to `new`.
-    pub fn moved(&mut self, key: &Key, old: Option<u64>, new: Option<u64>) {
+    pub fn moved(&mut self, key: &[u8], old: Option<u64>, new: Option<u64>) {
         if !Self::same_bucket(old, new) {
-            self.rebucket(hash_key(key), key, old, new);
+            self.rebucket(hash_key(key), old, new);
         }
     }
 
     /// [`ExpiryIndex::moved`] with the key's hash, which the keyspace's lookup computed
-    /// already (the index hashes keys as the keyspace does: [`hash_key`]).
+    /// already (the index holds keys as their [`hash_key`]).
     #[inline]
-    pub fn moved_hashed(&mut self, h: u64, key: &Key, old: Option<u64>, new: Option<u64>) {
+    pub fn moved_hashed(&mut self, h: u64, old: Option<u64>, new: Option<u64>) {
         if !Self::same_bucket(old, new) {
-            self.rebucket(h, key, old, new);
+            self.rebucket(h, old, new);
         }
     }
 
-    fn rebucket(&mut self, h: u64, key: &Key, old: Option<u64>, new: Option<u64>) {
+    fn rebucket(&mut self, h: u64, old: Option<u64>, new: Option<u64>) {
         if let Some(t) = old {
-            self.remove_hashed(t, h, key);
+            self.remove_hashed(t, h);
         }
         if let Some(t) = new {
+            let second = second_of(t);
             let spare = &mut self.spare;
             let set = self
                 .buckets
-                .entry(t / BUCKET_MS)
+                .entry(second)
                 .or_insert_with(|| std::mem::take(spare));
-            if let hashbrown::hash_table::Entry::Vacant(v) =
-                set.entry(h, |k| k[..] == key[..], |k| hash_key(k))
-            {
-                v.insert(key.clone());
-                self.len += 1;
-                self.seconds += u128::from(t / BUCKET_MS);
+            match set.entry(h, |&x| x == h, |&x| x) {
+                hashbrown::hash_table::Entry::Vacant(v) => {
+                    v.insert(h);
+                }
+                hashbrown::hash_table::Entry::Occupied(_) => {
+                    *self.shared.entry((second, h)).or_insert(0) += 1;
+                }
             }
+            self.len += 1;
+            self.seconds += u128::from(second);
         }
     }
 
     /// Forget `key`, whose deadline was `deadline`.
     pub fn remove(&mut self, deadline: u64, key: &[u8]) {
-        self.remove_hashed(deadline, hash_key(key), key);
+        self.remove_hashed(deadline, hash_key(key));
     }
 
-    fn remove_hashed(&mut self, deadline: u64, h: u64, key: &[u8]) {
-        let bucket = deadline / BUCKET_MS;
-        if let Some(set) = self.buckets.get_mut(&bucket) {
-            if let Ok(entry) = set.find_entry(h, |k| k[..] == *key) {
-                entry.remove();
-                self.len -= 1;
-                self.seconds -= u128::from(bucket);
-                if set.is_empty() {
-                    if let Some(set) = self.buckets.remove(&bucket) {
-                        Self::retire(&mut self.spare, self.len, set);
-                    }
+    fn remove_hashed(&mut self, deadline: u64, h: u64) {
+        let bucket = second_of(deadline);
+        let Some(set) = self.buckets.get_mut(&bucket) else {
+            return;
+        };
+        let Ok(entry) = set.find_entry(h, |&x| x == h) else {
+            return;
+        };
+        self.len -= 1;
+        self.seconds -= u128::from(bucket);
+        if !self.shared.is_empty() {
+            if let Some(more) = self.shared.get_mut(&(bucket, h)) {
+                // Another key of this hash stays in the second.
+                *more -= 1;
+                if *more == 0 {
+                    self.shared.remove(&(bucket, h));
                 }
+                return;
+            }
+        }
+        entry.remove();
+        if set.is_empty() {
+            if let Some(set) = self.buckets.remove(&bucket) {
+                Self::retire(&mut self.spare, self.len, set);
             }
         }
     }
 
-    /// Keys that may be due at `now_ms`, earliest first: every key of the seconds that have
-    /// fully passed (all due), then at most [`CURRENT_SCAN`] keys of the current second,
-    /// which the caller checks against their real deadlines. So a key given `PEXPIRE k 50`
-    /// goes within a cycle or two, as in Redis (whose cycle samples keys with a TTL), while
-    /// a large current second costs each cycle a bounded scan; the keys of it not reached
-    /// go when the second has passed (reads never see an expired key either way).
-    pub fn candidates(&self, now_ms: u64) -> impl Iterator<Item = &Key> + '_ {
-        let current = now_ms / BUCKET_MS;
+    /// Keys that may be due at `now_ms`, earliest first, as `(second, hash, keys)`: the
+    /// keyspace's keys of that hash whose deadline falls in that second, `keys` of them.
+    /// Every key of the seconds that have fully passed (all due), then at most
+    /// [`CURRENT_SCAN`] hashes of the current second, which the caller checks against
+    /// their real deadlines. So a key given `PEXPIRE k 50` goes within a cycle or two, as
+    /// in Redis (whose cycle samples keys with a TTL), while a large current second costs
+    /// each cycle a bounded scan; the keys of it not reached go when the second has passed
+    /// (reads never see an expired key either way).
+    pub fn candidates(&self, now_ms: u64) -> impl Iterator<Item = (u64, u64, usize)> + '_ {
+        let current = second_of(now_ms);
+        let shared = &self.shared;
         self.buckets
             .range(..current)
-            .flat_map(|(_, keys)| keys.iter())
+            .flat_map(move |(&s, hashes)| hashes.iter().map(move |&h| (s, h)))
             .chain(
                 self.buckets
                     .get(&current)
                     .into_iter()
-                    .flat_map(|keys| keys.iter().take(CURRENT_SCAN)),
+                    .flat_map(move |hashes| {
+                        hashes.iter().take(CURRENT_SCAN).map(move |&h| (current, h))
+                    }),
             )
+            .map(move |(s, h)| (s, h, keys_of(shared, s, h)))
     }
 
     /// Delete the keys that are due at `now_ms` through `expire`, earliest second first,
-    /// until `limit` are gone: `expire` gets a key and its hash, deletes the key from the
-    /// keyspace if its deadline has passed and says whether the index should forget it (it
-    /// was deleted, or the keyspace no longer holds it). The seconds that have fully passed
-    /// are all due: their sets are drained in one pass. Of the current second, a pass
-    /// checks at most [`CURRENT_SCAN`] keys (and walks at most [`CURRENT_SLOTS`] slots),
-    /// going on from where the previous pass stopped and starting again from the front
-    /// once it reached the end of the table: each key is checked once per sweep, as
-    /// Redis's cycle samples a key once, and a key leaves the index where it is found,
-    /// with no copy of it and no second lookup.
-    pub fn purge(&mut self, now_ms: u64, limit: usize, mut expire: impl FnMut(u64, &Key) -> bool) {
-        let current = now_ms / BUCKET_MS;
-        let mut taken = 0;
+    /// until about `limit` are gone: `expire` gets a second, a hash and how many keys the
+    /// index holds of that hash in that second; it deletes from the keyspace those of
+    /// them whose deadline has passed and answers how many are left (the keys of the hash
+    /// with a deadline in the second that are not due; 0 forgets the hash). The seconds
+    /// that have fully passed are all due: their sets are drained in one pass. Of the
+    /// current second, a pass checks at most [`CURRENT_SCAN`] hashes (and walks at most
+    /// [`CURRENT_SLOTS`] slots), going on from where the previous pass stopped and starting
+    /// again from the front once it reached the end of the table: each key is checked once
+    /// per sweep, as Redis's cycle samples a key once, and a key leaves the index where it
+    /// is found, with no second lookup.
+    pub fn purge(
+        &mut self,
+        now_ms: u64,
+        limit: usize,
+        mut expire: impl FnMut(u64, u64, usize) -> usize,
+    ) {
+        let current = second_of(now_ms);
+        let taken = Cell::new(0);
         let mut emptied = Vec::new();
         let Self {
             buckets,
+            shared,
             len,
             seconds,
             cursor,
             spare,
         } = self;
+        // Check the keys of hash `h` in `second`; answers whether the hash leaves the
+        // index. The keys deleted are counted off `len`, `seconds` and `taken`.
+        let mut check = |second: u64, h: u64| {
+            let n = keys_of(shared, second, h);
+            let left = expire(second, h, n).min(n);
+            let gone = n - left;
+            taken.set(taken.get() + gone);
+            *len -= gone;
+            *seconds -= u128::from(second) * gone as u128;
+            if n > 1 {
+                if left > 1 {
+                    shared.insert((second, h), left - 1);
+                } else {
+                    shared.remove(&(second, h));
+                }
+            }
+            left == 0
+        };
         for (&second, keys) in buckets.range_mut(..=current) {
-            let room = limit - taken;
-            if room == 0 {
+            if taken.get() >= limit {
                 break;
             }
-            let before = keys.len();
             if second < current {
-                keys.extract_if(|k| expire(hash_key(k), k))
-                    .take(room)
-                    .for_each(drop);
+                let mut gone = keys.extract_if(|&mut h| check(second, h));
+                while taken.get() < limit && gone.next().is_some() {}
             } else {
                 let slots = keys.num_buckets();
                 let mut at = match *cursor {
                     (s, at) if s == second && at < slots => at,
                     _ => 0,
                 };
-                let (mut checked, mut gone, end) = (0, 0, slots.min(at + CURRENT_SLOTS));
-                while at < end && checked < CURRENT_SCAN && gone < room {
+                let (mut checked, end) = (0, slots.min(at + CURRENT_SLOTS));
+                while at < end && checked < CURRENT_SCAN && taken.get() < limit {
                     if let Ok(entry) = keys.get_bucket_entry(at) {
                         checked += 1;
-                        let k = entry.get();
-                        if expire(hash_key(k), k) {
+                        let h = *entry.get();
+                        if check(second, h) {
                             entry.remove();
-                            gone += 1;
                         }
                     }
                     at += 1;
                 }
                 *cursor = (second, if at < slots { at } else { 0 });
             }
-            let removed = before - keys.len();
-            taken += removed;
-            *len -= removed;
-            *seconds -= u128::from(second) * removed as u128;
             if keys.is_empty() {
                 emptied.push(second);
             }
@@ -219,10 +289,15 @@ impl ExpiryIndex {
         }
     }
 
-    /// Keys for eviction sampling: from the bucket at or after a second picked by `r`
-    /// between the earliest and the latest deadline (the earliest bucket when `r` is None),
-    /// starting `skip` keys into it, then the later buckets and the earlier ones.
-    pub fn sample_from(&self, r: Option<u64>, skip: usize) -> Box<dyn Iterator<Item = &Key> + '_> {
+    /// Keys for eviction sampling, as [`ExpiryIndex::candidates`] gives them: from the
+    /// bucket at or after a second picked by `r` between the earliest and the latest
+    /// deadline (the earliest bucket when `r` is None), starting `skip` hashes into it,
+    /// then the later buckets and the earlier ones.
+    pub fn sample_from(
+        &self,
+        r: Option<u64>,
+        skip: usize,
+    ) -> Box<dyn Iterator<Item = (u64, u64, usize)> + '_> {
         let (Some(&first), Some(&last)) =
             (self.buckets.keys().next(), self.buckets.keys().next_back())
         else {
@@ -236,9 +311,18 @@ impl ExpiryIndex {
             .buckets
             .range(start..)
             .chain(self.buckets.range(..start));
-        Box::new(buckets.enumerate().flat_map(move |(i, (_, keys))| {
-            let skip = if i == 0 { skip % keys.len().max(1) } else { 0 };
-            keys.iter().skip(skip).chain(keys.iter().take(skip))
+        let shared = &self.shared;
+        Box::new(buckets.enumerate().flat_map(move |(i, (&s, hashes))| {
+            let skip = if i == 0 {
+                skip % hashes.len().max(1)
+            } else {
+                0
+            };
+            hashes
+                .iter()
+                .skip(skip)
+                .chain(hashes.iter().take(skip))
+                .map(move |&h| (s, h, keys_of(shared, s, h)))
         }))
     }
 
@@ -255,10 +339,11 @@ impl ExpiryIndex {
     /// Forget every key.
     pub fn clear(&mut self) {
         self.buckets.clear();
+        self.shared = HashMap::new();
         self.len = 0;
         self.seconds = 0;
         self.cursor = (0, 0);
-        self.spare = Keys::new();
+        self.spare = Hashes::new();
     }
 
     /// The average time left to the keys' deadlines at `now_ms`, in milliseconds (INFO
@@ -282,27 +367,29 @@ mod tests {
     #[test]
     fn moves_within_a_second_are_free_and_others_rebucket() {
         let mut ix = ExpiryIndex::default();
-        let k = Key::new(b"k");
-        ix.moved(&k, None, Some(1_500));
-        ix.moved(&k, Some(1_500), Some(1_900));
+        let k = b"k";
+        ix.moved(k, None, Some(1_500));
+        ix.moved(k, Some(1_500), Some(1_900));
         assert_eq!(ix.len(), 1);
         // A key of the current second is a candidate (its deadline decides), of an earlier
         // one always, of a later one never.
         assert_eq!(ix.candidates(1_000).count(), 1);
         assert_eq!(ix.candidates(999).count(), 0);
-        assert_eq!(ix.candidates(2_000).count(), 1);
-        ix.moved(&k, Some(1_900), Some(5_000));
+        assert_eq!(
+            ix.candidates(2_000).collect::<Vec<_>>(),
+            [(1, hash_key(k), 1)]
+        );
+        ix.moved(k, Some(1_900), Some(5_000));
         assert_eq!(ix.len(), 1);
         assert_eq!(ix.candidates(4_999).count(), 0);
         assert_eq!(ix.candidates(5_000).count(), 1);
         assert_eq!(ix.candidates(6_000).count(), 1);
-        ix.moved(&k, Some(5_000), None);
+        ix.moved(k, Some(5_000), None);
         assert!(ix.is_empty());
         assert_eq!(ix.candidates(u64::MAX).count(), 0);
         assert_eq!(ix.average_ttl_ms(0), 0);
-        let j = Key::new(b"j");
-        ix.moved(&k, None, Some(100_200));
-        ix.moved(&j, None, Some(200_900));
+        ix.moved(k, None, Some(100_200));
+        ix.moved(b"j", None, Some(200_900));
         // Deadline seconds 100 and 200, each counted at its middle: 150.5 s on average.
         assert_eq!(ix.average_ttl_ms(500), 150_000);
         assert_eq!(ix.average_ttl_ms(300_000), 0);
@@ -312,16 +399,90 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_holds_a_hash_not_a_copy_of_the_key() {
+        let mut ix = ExpiryIndex::default();
+        for i in 0..100_000u64 {
+            ix.moved(format!("rl:ttl:{i}").as_bytes(), None, Some(3_600_500));
+        }
+        // 131,072 slots of 9 bytes for 100,000 keys of one second: under 12 bytes a key
+        // (a copy of each key took 25 bytes a slot, 33 a key).
+        assert_eq!(ix.buckets[&3_600].num_buckets(), 131_072);
+        assert!(ix.table_bytes() < 12 * 100_000, "{}", ix.table_bytes());
+    }
+
+    #[test]
+    fn keys_of_one_hash_in_one_second_are_counted() {
+        let mut ix = ExpiryIndex::default();
+        // Three keys of hash 7 with deadlines in second 5, one in second 6, one of hash 8.
+        for t in [5_100, 5_200, 5_300, 6_100] {
+            ix.moved_hashed(7, None, Some(t));
+        }
+        ix.moved_hashed(8, None, Some(5_400));
+        assert_eq!(ix.len(), 5);
+        let mut seen: Vec<_> = ix.candidates(7_000).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, [(5, 7, 3), (5, 8, 1), (6, 7, 1)]);
+        // One key of the three moves away: two stay behind the one slot.
+        ix.moved_hashed(7, Some(5_100), Some(9_000));
+        assert_eq!(ix.len(), 5);
+        assert_eq!(ix.candidates(5_999).filter(|c| c.1 == 7).count(), 1);
+        assert_eq!(ix.candidates(5_999).find(|c| c.1 == 7), Some((5, 7, 2)));
+        // A pass where one of the two is not due (the keyspace says one is left): the
+        // hash stays, counted once.
+        let mut offered = Vec::new();
+        ix.purge(5_999, usize::MAX, |s, h, n| {
+            offered.push((s, h, n));
+            usize::from(h == 7)
+        });
+        offered.sort_unstable();
+        assert_eq!(offered, [(5, 7, 2), (5, 8, 1)]);
+        assert_eq!(ix.len(), 3);
+        assert!(ix.shared.is_empty());
+        assert_eq!(ix.candidates(5_999).collect::<Vec<_>>(), [(5, 7, 1)]);
+        ix.remove(5_300, &[]); // another hash: nothing
+        assert_eq!(ix.len(), 3);
+        ix.remove_hashed(5_300, 7);
+        assert_eq!(ix.len(), 2);
+        assert!(!ix.buckets.contains_key(&5));
+        // Removing one of two keys of a hash keeps the hash for the other.
+        ix.moved_hashed(7, None, Some(6_900));
+        ix.remove_hashed(6_100, 7);
+        assert_eq!(ix.candidates(7_000).collect::<Vec<_>>(), [(6, 7, 1)]);
+        ix.remove_hashed(6_900, 7);
+        ix.remove_hashed(9_000, 7);
+        assert!(ix.is_empty() && ix.buckets.is_empty() && ix.shared.is_empty());
+        assert_eq!(ix.average_ttl_ms(0), 0);
+    }
+
+    #[test]
+    fn a_passed_second_is_drained_to_the_limit_counting_keys() {
+        let mut ix = ExpiryIndex::default();
+        for _ in 0..4 {
+            ix.moved_hashed(1, None, Some(2_500));
+        }
+        for h in 2..10 {
+            ix.moved_hashed(h, None, Some(2_500));
+        }
+        assert_eq!(ix.len(), 12);
+        let mut calls = 0;
+        ix.purge(3_000, 5, |_, _, _| {
+            calls += 1;
+            0
+        });
+        // At least five keys go, and the pass stops once they have.
+        assert!(ix.len() <= 7 && calls < 9, "{} {calls}", ix.len());
+        ix.purge(3_000, usize::MAX, |_, _, _| 0);
+        assert!(ix.is_empty() && ix.buckets.is_empty() && ix.shared.is_empty());
+        assert_eq!(ix.seconds, 0);
+    }
+
+    #[test]
     fn a_pass_checks_a_bounded_part_of_the_current_second() {
         let mut ix = ExpiryIndex::default();
         for i in 0..(CURRENT_SCAN as u64 + 500) {
-            ix.moved(
-                &Key::new(format!("k{i}").as_bytes()),
-                None,
-                Some(7_000 + i % 1000),
-            );
+            ix.moved(format!("k{i}").as_bytes(), None, Some(7_000 + i % 1000));
         }
-        ix.moved(&Key::new(b"past"), None, Some(6_500));
+        ix.moved(b"past", None, Some(6_500));
         assert_eq!(ix.candidates(7_100).count(), 1 + CURRENT_SCAN);
         assert_eq!(ix.candidates(8_000).count(), 1 + CURRENT_SCAN + 500);
     }
@@ -329,21 +490,25 @@ mod tests {
     #[test]
     fn purge_checks_a_key_that_is_not_due_once_per_cycle() {
         let mut ix = ExpiryIndex::default();
-        let keys: Vec<Key> = (0..100u64)
-            .map(|i| Key::new(format!("k{i}").as_bytes()))
+        let keys: HashMap<u64, u64> = (0..100u64)
+            .map(|i| (hash_key(format!("k{i}").as_bytes()), i))
             .collect();
-        for k in &keys {
-            ix.moved(k, None, Some(7_500));
+        for &h in keys.keys() {
+            ix.moved_hashed(h, None, Some(7_500));
         }
         // Every third key is not due; passes of at most 10 deletions, as the cycle runs them.
-        let not_due = |k: &Key| keys.iter().position(|x| x == k).unwrap() % 3 == 0;
-        let mut offered = std::collections::HashMap::new();
+        let not_due = |h: u64| keys[&h].is_multiple_of(3);
+        let mut offered = HashMap::new();
         let mut deleted = 0;
         loop {
             let before = ix.len();
-            ix.purge(7_600, 10, |_, k| {
-                *offered.entry(k.clone()).or_insert(0) += 1;
-                !not_due(k)
+            ix.purge(7_600, 10, |_, h, n| {
+                *offered.entry(h).or_insert(0) += 1;
+                if not_due(h) {
+                    n
+                } else {
+                    0
+                }
             });
             deleted += before - ix.len();
             if before - ix.len() < 10 {
@@ -355,13 +520,13 @@ mod tests {
         assert!(offered.values().all(|&n| n == 1), "{offered:?}");
         // The next cycle starts from the front again.
         let mut again = 0;
-        ix.purge(7_600, 10, |_, _| {
+        ix.purge(7_600, 10, |_, _, n| {
             again += 1;
-            false
+            n
         });
         assert_eq!(again, 34);
         // A second that has passed is drained whole, up to the limit.
-        ix.purge(8_000, 20, |_, _| true);
+        ix.purge(8_000, 20, |_, _, _| 0);
         assert_eq!(ix.len(), 14);
         assert_eq!(ix.average_ttl_ms(0), 7_500);
     }
@@ -369,20 +534,19 @@ mod tests {
     #[test]
     fn a_drained_second_lends_its_table_to_the_next_and_the_last_key_frees_it() {
         let mut ix = ExpiryIndex::default();
-        let stay = Key::new(b"stay");
-        ix.moved(&stay, None, Some(100_000));
+        ix.moved(b"stay", None, Some(100_000));
         for i in 0..5000u64 {
-            ix.moved(&Key::new(format!("k{i}").as_bytes()), None, Some(7_500));
+            ix.moved(format!("k{i}").as_bytes(), None, Some(7_500));
         }
         let grown = ix.buckets[&7].num_buckets();
         assert!(grown >= 5000);
-        ix.purge(8_000, usize::MAX, |_, _| true);
+        ix.purge(8_000, usize::MAX, |_, _, _| 0);
         assert_eq!(ix.len(), 1);
         assert_eq!(ix.spare.num_buckets(), grown);
         // The next second starts with that room; the spare is counted as the index's.
         let bytes = ix.table_bytes();
-        assert!(bytes >= ix.spare.capacity() * std::mem::size_of::<Key>());
-        ix.moved(&Key::new(b"new"), None, Some(9_100));
+        assert!(bytes >= ix.spare.capacity() * std::mem::size_of::<u64>());
+        ix.moved(b"new", None, Some(9_100));
         assert_eq!(ix.buckets[&9].num_buckets(), grown);
         assert_eq!(ix.spare.capacity(), 0);
         assert!(
