@@ -13,40 +13,14 @@ unexpected reply. Each round is bounded (socket timeouts of 10 s).
 import sys
 import time
 
-import socket
+import resp_wire
+from resp_wire import cmd, expect, read
 
 port, rounds = int(sys.argv[1]), int(sys.argv[2])
 
 
 def conn():
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.settimeout(10)
-    return s
-
-
-def cmd(*args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a.encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
-
-
-def read(s, want):
-    buf = b""
-    while len(buf) < len(want):
-        chunk = s.recv(4096)
-        if not chunk:
-            sys.exit("connection closed")
-        buf += chunk
-    return buf
-
-
-def expect(s, want):
-    buf = read(s, want)
-    if buf != want:
-        sys.exit(f"unexpected reply {buf!r}, wanted {want!r}")
+    return resp_wire.conn(port, 10)
 
 
 def blocked_clients(s):

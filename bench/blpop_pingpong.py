@@ -20,9 +20,11 @@ does).
 import os
 import re
 import selectors
-import socket
 import sys
 import time
+
+import resp_wire
+from resp_wire import cmd, expect
 
 port, n, delay = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 0
@@ -30,28 +32,7 @@ LIMIT_S = 300
 
 
 def conn():
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.settimeout(LIMIT_S)
-    return s
-
-
-def cmd(*args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
-
-
-def expect(s, want):
-    buf = b""
-    while len(buf) < len(want):
-        chunk = s.recv(4096)
-        if not chunk:
-            sys.exit("connection closed")
-        buf += chunk
-    if buf != want:
-        sys.exit(f"unexpected reply {buf!r}, wanted {want!r}")
+    return resp_wire.conn(port, LIMIT_S)
 
 
 def one_pair():

@@ -57,13 +57,7 @@ PY
 printf '%-22s %8s %9s %9s %9s %9s %9s\n' "server row" fsyncs req/fsync \
   fsync_med fsync_avg gap_med gap_avg
 for row in $ROWS; do
-  # The rows of bench/durable_syscalls.sh.
-  case $row in
-    INCR) rcmd="INCR n:__rand_int__" tcmd=$rcmd ;;
-    SET) rcmd="SET s:__rand_int__ xxx" tcmd=$rcmd ;;
-    LIMIT.TOKEN) rcmd="INCR n:__rand_int__" tcmd="LIMIT.TOKEN t:__rand_int__ 1000000 1000 1s" ;;
-    *) echo "unknown row $row" >&2; exit 1 ;;
-  esac
+  durable_row_commands "$row"
   # shellcheck disable=SC2086
   gaps "redis $row" "$RPID" "$RPORT" $rcmd
   # shellcheck disable=SC2086

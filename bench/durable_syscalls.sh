@@ -24,6 +24,8 @@ TPORT=${TPORT:-6399}
 command -v perf >/dev/null || { echo "perf is needed (apt-get install linux-perf)" >&2; exit 1; }
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release -q
 BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 # shellcheck source=bench/durable_servers.sh
 source "$(dirname "$0")/durable_servers.sh"
 EVENTS=raw_syscalls:sys_enter,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_pwrite64
@@ -52,12 +54,7 @@ for MODE in $MODES; do
   start_servers "$MODE"
   for P in $PIPELINES; do
     for row in $ROWS; do
-      case $row in
-        INCR) rcmd="INCR n:__rand_int__" tcmd=$rcmd ;;
-        SET) rcmd="SET s:__rand_int__ xxx" tcmd=$rcmd ;;
-        LIMIT.TOKEN) rcmd="INCR n:__rand_int__" tcmd="LIMIT.TOKEN t:__rand_int__ 1000000 1000 1s" ;;
-        *) echo "unknown row $row" >&2; exit 1 ;;
-      esac
+      durable_row_commands "$row"
       # shellcheck disable=SC2086
       printf '%-9s %-12s %-4s %-8s %s\n' "$MODE" "$row" "$P" redis "$(measure "$RPID" "$RPORT" "$P" $rcmd)"
       # shellcheck disable=SC2086

@@ -9,6 +9,9 @@
 #   row_commands <row>        tcmd and rcmd, the commands Tollgate and Redis run for a row of
 #                             the per-request counting scripts (LIMIT.TOKEN's Redis side is
 #                             INCR); exits on an unknown row
+#   durable_row_commands <row>
+#                             tcmd and rcmd (strings, split at use) for a row of the durable
+#                             counting scripts: INCR, SET, LIMIT.TOKEN (Redis side: INCR)
 #   stop_all                  stop the processes listed in PIDS
 #   start_callgrind_server <redis|tollgate> <file>
 #                             the server under callgrind on PORT (SPID), once it answers PING
@@ -107,4 +110,16 @@ row_commands() {
   esac
   rcmd=("${tcmd[@]}")
   if [ "$1" = LIMIT.TOKEN ]; then rcmd=(incr "n:__rand_int__"); fi
+}
+
+# durable_row_commands <row>: the commands of a row of bench/durable_syscalls.sh and
+# bench/durable_fsync_gaps.sh, as strings (tcmd Tollgate's, rcmd Redis's, word-split where
+# used); exits on an unknown row.
+durable_row_commands() {
+  case $1 in
+    INCR) rcmd="INCR n:__rand_int__" tcmd=$rcmd ;;
+    SET) rcmd="SET s:__rand_int__ xxx" tcmd=$rcmd ;;
+    LIMIT.TOKEN) rcmd="INCR n:__rand_int__" tcmd="LIMIT.TOKEN t:__rand_int__ 1000000 1000 1s" ;;
+    *) echo "unknown row $1" >&2; exit 1 ;;
+  esac
 }
