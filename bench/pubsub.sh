@@ -32,13 +32,15 @@ RPORT=${RPORT:-16491}
 TPORT=${TPORT:-16492}
 PAIRS=${PAIRS:-25}
 PROCS=${PROCS:-5}
-for tool in redis-server redis-cli redis-benchmark python3; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "missing $tool" >&2; exit 1; }
-done
-if [ -z "${TOLLGATE_BIN:-}" ]; then
-  cargo build --release -q
+if ! [[ $PAIRS =~ ^[0-9]+$ && $PROCS =~ ^[0-9]+$ ]] || ((PROCS == 0 || PAIRS == 0 || PAIRS % PROCS != 0)); then
+  echo "PAIRS ($PAIRS) must be a positive multiple of PROCS ($PROCS)" >&2
+  exit 2
 fi
-BIN=${TOLLGATE_BIN:-${CARGO_TARGET_DIR:-target}/release/tollgate}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+require_tools redis-server redis-cli redis-benchmark python3
+tollgate_binary
+BIN=$TOLLGATE_BIN
 WORK=$(mktemp -d)
 redis-server --port "$RPORT" --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
 RPID=$!

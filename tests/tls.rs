@@ -771,6 +771,16 @@ fn ticket_lifetime(ca: &Path, port: u16, version: &str) -> String {
         })
 }
 
+/// `CONFIG SET name value` on `c`, the error as its text.
+fn config_set(c: &mut redis::Connection, name: &str, value: &str) -> Result<(), String> {
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query::<()>(c)
+        .map_err(|e| e.to_string())
+}
+
 /// The session ticket a client receives advertises `tls-session-cache-timeout` as its
 /// lifetime (Redis's OpenSSL does; rustls's own stateful tickets say 86,400 s whatever the
 /// cache keeps), for TLS 1.2 and 1.3, follows CONFIG SET, and stays within RFC 8446's seven
@@ -793,21 +803,11 @@ fn tls_session_ticket_lifetime_is_the_cache_timeout() {
     };
     lifetimes("300");
     for (timeout, expected) in [("1234", "1234"), ("9999999", "604800")] {
-        redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("tls-session-cache-timeout")
-            .arg(timeout)
-            .query::<()>(&mut c)
-            .unwrap();
+        config_set(&mut c, "tls-session-cache-timeout", timeout).unwrap();
         lifetimes(expected);
     }
     // No cache, no ticket.
-    redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("tls-session-caching")
-        .arg("no")
-        .query::<()>(&mut c)
-        .unwrap();
+    config_set(&mut c, "tls-session-caching", "no").unwrap();
     lifetimes("no ticket");
 }
 
@@ -818,14 +818,6 @@ fn tls_session_cache_settings_decide_resumption() {
         .unwrap()
         .get_connection()
         .unwrap();
-    let config = |c: &mut redis::Connection, name: &str, value: &str| {
-        redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(name)
-            .arg(value)
-            .query::<()>(c)
-            .map_err(|e| e.to_string())
-    };
     // Redis's defaults: caching on, 20480 sessions, 300 s.
     let got: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
@@ -856,19 +848,19 @@ fn tls_session_cache_settings_decide_resumption() {
         }
     };
     resumption(0, "False True");
-    config(&mut c, "tls-session-caching", "no").unwrap();
+    config_set(&mut c, "tls-session-caching", "no").unwrap();
     resumption(0, "False False");
-    config(&mut c, "tls-session-caching", "yes").unwrap();
-    config(&mut c, "tls-session-cache-timeout", "1").unwrap();
+    config_set(&mut c, "tls-session-caching", "yes").unwrap();
+    config_set(&mut c, "tls-session-cache-timeout", "1").unwrap();
     // A session older than the timeout is not resumed (2 s apart: at least 1 s).
     resumption(2, "False False");
-    let e = config(&mut c, "tls-session-cache-size", "0").unwrap_err();
+    let e = config_set(&mut c, "tls-session-cache-size", "0").unwrap_err();
     assert!(
         e.contains("rustls's session cache holds a fixed number"),
         "{e}"
     );
-    config(&mut c, "tls-session-cache-size", "1").unwrap();
-    config(&mut c, "tls-session-cache-timeout", "300").unwrap();
+    config_set(&mut c, "tls-session-cache-size", "1").unwrap();
+    config_set(&mut c, "tls-session-cache-timeout", "300").unwrap();
     assert_eq!(
         py_resumption(&s.ca.pem, s.tls_port, "TLSv1_2", 0),
         "False True"
@@ -921,14 +913,14 @@ fn tls_session_cache_settings_decide_resumption() {
         ),
         ("tls-replication", "yes", "no Redis replication"),
     ] {
-        let e = config(&mut c, name, value).unwrap_err();
+        let e = config_set(&mut c, name, value).unwrap_err();
         assert!(
             e.contains(&format!(
                 "CONFIG SET failed (possibly related to argument '{name}')"
             )) && e.contains(why),
             "{name}: {e}"
         );
-        config(&mut c, name, "").unwrap_or_else(|e| {
+        config_set(&mut c, name, "").unwrap_or_else(|e| {
             assert_eq!(name, "tls-replication", "{e}");
         });
     }
