@@ -41,11 +41,7 @@ for i in range(n):
 PY
 
 file="$OUT/cg.out"
-valgrind --tool=callgrind --callgrind-out-file="$file" \
-  --toggle-collect='tollgate::store::Db::delete_expired' \
-  "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
-SPID=$!
-for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+start_callgrind_server tollgate "$file" --toggle-collect='tollgate::store::Db::delete_expired'
 redis-cli -p "$PORT" --pipe <"$OUT/load.resp" >/dev/null
 loaded=$(redis-cli -p "$PORT" dbsize)
 if [ "$loaded" != "$N" ]; then

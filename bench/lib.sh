@@ -13,7 +13,7 @@
 #                             tcmd and rcmd (strings, split at use) for a row of the durable
 #                             counting scripts: INCR, SET, LIMIT.TOKEN (Redis side: INCR)
 #   stop_all                  stop the processes listed in PIDS
-#   start_callgrind_server <redis|tollgate> <file>
+#   start_callgrind_server <redis|tollgate> <file> [valgrind option...]
 #                             the server under callgrind on PORT (SPID), once it answers PING
 #   start_tls_server <redis|tollgate> [wrapper...]
 #                             a TLS-only server on PORT with tls_workdir's certificates
@@ -56,16 +56,18 @@ tls_workdir() {
   CLIENT_TLS=(--tls --cacert "$WORK/ca.crt" --cert "$WORK/client.crt" --key "$WORK/client.key")
 }
 
-# start_callgrind_server <redis|tollgate> <callgrind-out-file>: the server in plaintext on
-# $PORT under callgrind (Redis with no persistence); sets SPID (callgrind's pid, which
-# callgrind_control takes) and returns once it answers PING or after 30 s.
+# start_callgrind_server <redis|tollgate> <callgrind-out-file> [valgrind option...]: the
+# server in plaintext on $PORT under callgrind (Redis with no persistence; the options go to
+# valgrind, e.g. --toggle-collect); sets SPID (callgrind's pid, which callgrind_control
+# takes) and returns once it answers PING or after 30 s.
 start_callgrind_server() {
   local server=$1 file=$2
+  shift 2
   if [ "$server" = tollgate ]; then
-    valgrind --tool=callgrind --callgrind-out-file="$file" \
+    valgrind --tool=callgrind --callgrind-out-file="$file" "$@" \
       "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
   else
-    valgrind --tool=callgrind --callgrind-out-file="$file" \
+    valgrind --tool=callgrind --callgrind-out-file="$file" "$@" \
       redis-server --port "$PORT" --save "" --appendonly no >/dev/null 2>&1 &
   fi
   SPID=$!
