@@ -406,11 +406,11 @@ impl Hub {
         self.reg.read().patterns.len()
     }
 
-    /// Channels and patterns with at least one subscriber (INFO `pubsub_channels`,
-    /// `pubsub_patterns`).
-    pub fn counts(&self) -> (usize, usize) {
+    /// Channels, patterns and shard channels with at least one subscriber (INFO
+    /// `pubsub_channels`, `pubsub_patterns`, `pubsubshard_channels`).
+    pub fn counts(&self) -> (usize, usize, usize) {
         let reg = self.reg.read();
-        (reg.channels.len(), reg.patterns.len())
+        (reg.channels.len(), reg.patterns.len(), reg.shard.len())
     }
 
     /// Set `notify-keyspace-events` (as `notify::parse` bits).
