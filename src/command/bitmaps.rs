@@ -12,7 +12,7 @@ use bytes::Bytes;
 use super::args::{int, is, syntax_error, wrongtype, CmdResult, MAX_STRING};
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::pubsub::notify::{GENERIC, STRING};
+use crate::pubsub::notify::{GENERIC, REMOVAL, STRING};
 use crate::store::value::StrBytes;
 use crate::store::{Db, Entry, StrValue, Value};
 
@@ -392,7 +392,7 @@ fn bitop_inner(ctx: &mut Ctx, a: &[Bytes]) -> CmdResult<Reply> {
     let dest = &a[2];
     if len == 0 {
         if db.remove(dest, now).is_some() {
-            ctx.notify(GENERIC, "del", dest);
+            ctx.notify(GENERIC | REMOVAL, "del", dest);
         }
         return Ok(Reply::Integer(0));
     }

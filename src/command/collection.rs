@@ -50,7 +50,7 @@ pub fn update_notify<T: Kind, R>(
         }
     }
     if ctx.db().remove_if_empty(key) {
-        ctx.notify(notify::GENERIC, "del", key);
+        ctx.notify(notify::GENERIC | notify::REMOVAL, "del", key);
     }
     out.transpose()
 }
@@ -86,7 +86,7 @@ pub fn update_live<T: Kind, R>(
         ctx.notify(class, name, key);
     }
     if emptied && ctx.db().remove_if_empty(key) {
-        ctx.notify(notify::GENERIC, "del", key);
+        ctx.notify(notify::GENERIC | notify::REMOVAL, "del", key);
     }
     Some(out)
 }

@@ -11,7 +11,7 @@ use super::keys::parse_scan;
 use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::pubsub::notify::HASH;
+use crate::pubsub::notify::{HASH, REMOVAL};
 use crate::store::value::HashValue;
 
 fn bulk(b: &[u8]) -> Reply {
@@ -173,9 +173,10 @@ pub fn hdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Ok(Reply::Integer(0));
         }
         let event = |n: &i64| (*n > 0).then_some("hdel");
-        let removed = update_notify::<HashValue, _>(ctx, &a[1], false, HASH, event, |h| {
-            Ok(fields.iter().filter(|f| h.remove(f)).count() as i64)
-        })?;
+        let removed =
+            update_notify::<HashValue, _>(ctx, &a[1], false, HASH | REMOVAL, event, |h| {
+                Ok(fields.iter().filter(|f| h.remove(f)).count() as i64)
+            })?;
         Ok(Reply::Integer(removed.unwrap_or(0)))
     })())
 }

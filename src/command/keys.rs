@@ -2,7 +2,7 @@
 //! RANDOMKEY, DBSIZE, FLUSHDB/FLUSHALL, SWAPDB, MOVE, COPY; plus SCAN cursors.
 
 use crate::glob::glob_match;
-use crate::pubsub::notify::{self, GENERIC};
+use crate::pubsub::notify::{self, GENERIC, REMOVAL};
 use bytes::Bytes;
 
 use super::args::{db_index, int, is, parse_i64, syntax_error, CmdResult};
@@ -28,7 +28,7 @@ pub fn del(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let mut n = 0;
     for k in &a[1..] {
         if ctx.db().remove(k, now).is_some() {
-            ctx.notify(GENERIC, "del", k);
+            ctx.notify(GENERIC | REMOVAL, "del", k);
             n += 1;
         }
     }
@@ -127,7 +127,7 @@ fn expire_inner(ctx: &mut Ctx, a: &[&[u8]], spec: ExpireSpec) -> CmdResult<Reply
     }
     if when <= now as i64 {
         db.remove(a[1], now);
-        ctx.notify(GENERIC, "del", a[1]);
+        ctx.notify(GENERIC | REMOVAL, "del", a[1]);
     } else {
         db.set_expiry(a[1], Some(when as u64));
         ctx.notify(GENERIC, "expire", a[1]);
@@ -262,7 +262,7 @@ fn rename_generic(ctx: &mut Ctx, a: &[Bytes], nx: bool) -> Reply {
     if let Some(entry) = db.remove(&a[1], now) {
         db.remove(&a[2], now);
         db.insert(&a[2], entry);
-        ctx.notify(GENERIC, "rename_from", &a[1]);
+        ctx.notify(GENERIC | REMOVAL, "rename_from", &a[1]);
         ctx.notify(GENERIC, "rename_to", &a[2]);
     }
     if nx {
@@ -480,7 +480,7 @@ pub fn move_(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     match ctx.ks.dbs[src].remove(&a[1], now) {
         Some(entry) => {
             ctx.ks.dbs[dst].insert(&a[1], entry);
-            notify::notify(&ctx.ks.pubsub, GENERIC, "move_from", &a[1], src);
+            notify::notify(&ctx.ks.pubsub, GENERIC | REMOVAL, "move_from", &a[1], src);
             notify::notify(&ctx.ks.pubsub, GENERIC, "move_to", &a[1], dst);
             Reply::Integer(1)
         }

@@ -14,7 +14,7 @@ use super::collection::{exists_where, symmetric_int, update, update_live, update
 use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::pubsub::notify::{GENERIC, LIST};
+use crate::pubsub::notify::{GENERIC, LIST, REMOVAL};
 
 type List = crate::store::value::ListValue;
 
@@ -159,7 +159,7 @@ fn pop_generic(ctx: &mut Ctx, a: &[Bytes], end: End) -> Reply {
             return Ok(Reply::Array(Vec::new()));
         }
         let event = |p: &Vec<Bytes>| (!p.is_empty()).then_some(pop_event(end));
-        let popped = update_notify::<List, _>(ctx, &a[1], false, LIST, event, |l| {
+        let popped = update_notify::<List, _>(ctx, &a[1], false, LIST | REMOVAL, event, |l| {
             let n = usize::try_from(count.unwrap_or(1))
                 .unwrap_or(usize::MAX)
                 .min(l.len());
@@ -253,7 +253,7 @@ pub fn ltrim(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx,
             &a[1],
             false,
-            LIST,
+            LIST | REMOVAL,
             |_| Some("ltrim"),
             |l| {
                 l.trim(clamp_range(start, end, l.len()));
@@ -273,7 +273,7 @@ pub fn lrem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Ok(Reply::Integer(0));
         }
         let event = |n: &i64| (*n > 0).then_some("lrem");
-        let removed = update_notify::<List, _>(ctx, &a[1], false, LIST, event, |l| {
+        let removed = update_notify::<List, _>(ctx, &a[1], false, LIST | REMOVAL, event, |l| {
             Ok(l.edit(|l| remove_matches(l, target, count)))
         })?;
         Ok(Reply::Integer(removed.unwrap_or(0)))
@@ -443,7 +443,7 @@ fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> 
         let moved = moved.flatten();
         if moved.is_some() {
             ctx.notify(LIST, push_event(to), src);
-            ctx.notify(LIST, pop_event(from), src);
+            ctx.notify(LIST | REMOVAL, pop_event(from), src);
         }
         return Ok(moved.map_or(Reply::Nil, Reply::Bulk));
     }
@@ -464,9 +464,9 @@ fn move_generic(ctx: &mut Ctx, src: &Bytes, dst: &Bytes, from: End, to: End) -> 
             Ok(())
         },
     )?;
-    ctx.notify(LIST, pop_event(from), src);
+    ctx.notify(LIST | REMOVAL, pop_event(from), src);
     if ctx.db().remove_if_empty(src) {
-        ctx.notify(GENERIC, "del", src);
+        ctx.notify(GENERIC | REMOVAL, "del", src);
     }
     Ok(Reply::Bulk(v))
 }

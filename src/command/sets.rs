@@ -14,7 +14,7 @@ use super::keys::{parse_scan, scan_reply};
 use super::strings::run;
 use super::Ctx;
 use crate::protocol::Reply;
-use crate::pubsub::notify::{GENERIC, SET};
+use crate::pubsub::notify::{GENERIC, REMOVAL, SET};
 use crate::store::value::SetValue;
 use crate::store::Value;
 
@@ -55,7 +55,7 @@ pub fn srem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Ok(Reply::Integer(0));
         }
         let event = |n: &i64| (*n > 0).then_some("srem");
-        let removed = update_notify::<SetValue, _>(ctx, &a[1], false, SET, event, |s| {
+        let removed = update_notify::<SetValue, _>(ctx, &a[1], false, SET | REMOVAL, event, |s| {
             Ok(members.iter().filter(|m| s.remove(m)).count() as i64)
         })?;
         Ok(Reply::Integer(removed.unwrap_or(0)))
@@ -115,7 +115,7 @@ pub fn spop(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         }
         let want = count.map_or(1, |c| usize::try_from(c).unwrap_or(usize::MAX));
         let event = |p: &Vec<Bytes>| (!p.is_empty()).then_some("spop");
-        let popped = update_notify::<SetValue, _>(ctx, key, false, SET, event, |s| {
+        let popped = update_notify::<SetValue, _>(ctx, key, false, SET | REMOVAL, event, |s| {
             if want >= size {
                 // Popping everything answers the whole set in order, as Redis does.
                 return Ok(std::mem::take(s).iter().collect());
@@ -246,7 +246,7 @@ fn algebra_store(ctx: &mut Ctx, a: &[Bytes], op: Algebra, event: &'static str) -
         let db = ctx.db();
         if set.is_empty() {
             if db.remove(&a[1], now).is_some() {
-                ctx.notify(GENERIC, "del", &a[1]);
+                ctx.notify(GENERIC | REMOVAL, "del", &a[1]);
             }
         } else {
             db.set(&a[1], Value::Set(set));
@@ -347,7 +347,7 @@ pub fn smove(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             ctx,
             src,
             false,
-            SET,
+            SET | REMOVAL,
             |_| Some("srem"),
             |s| Ok(s.remove(member)),
         )?;

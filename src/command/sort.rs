@@ -24,7 +24,7 @@ use super::strings::run;
 use super::Ctx;
 use crate::numbers::strtod;
 use crate::protocol::Reply;
-use crate::pubsub::notify::{GENERIC, LIST};
+use crate::pubsub::notify::{GENERIC, LIST, REMOVAL};
 use crate::store::{Db, Value};
 
 /// A parsed SORT call.
@@ -260,7 +260,7 @@ fn sort_generic(ctx: &mut Ctx, a: &[Bytes], readonly: bool) -> Reply {
         let n = out.len() as i64;
         if out.is_empty() {
             if ctx.db().remove(dst, now).is_some() {
-                ctx.notify(GENERIC, "del", dst);
+                ctx.notify(GENERIC | REMOVAL, "del", dst);
             }
         } else {
             let list = out.into_iter().map(Option::unwrap_or_default).collect();

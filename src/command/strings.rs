@@ -1,6 +1,6 @@
 //! String and counter commands: GET, SET and its options, INCR family, APPEND, ranges.
 
-use crate::pubsub::notify::{GENERIC, STRING};
+use crate::pubsub::notify::{GENERIC, REMOVAL, STRING};
 use bytes::Bytes;
 
 use super::args::{
@@ -218,7 +218,7 @@ pub fn getdel(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
         Err(e) => return e,
     };
     if db.remove(&a[1], now).is_some() {
-        ctx.notify(GENERIC, "del", &a[1]);
+        ctx.notify(GENERIC | REMOVAL, "del", &a[1]);
     }
     old
 }
@@ -262,21 +262,21 @@ pub fn getex(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
     let event = match ttl {
         Ttl::At(t) if t <= now => {
             db.remove(&a[1], now);
-            Some("del")
+            Some((GENERIC | REMOVAL, "del"))
         }
         Ttl::At(t) => {
             db.set_expiry(&a[1], Some(t));
-            Some("expire")
+            Some((GENERIC, "expire"))
         }
         Ttl::Persist => {
             let had = db.get(&a[1], now).and_then(Entry::expires_at).is_some();
             db.set_expiry(&a[1], None);
-            had.then_some("persist")
+            had.then_some((GENERIC, "persist"))
         }
         _ => None,
     };
-    if let Some(event) = event {
-        ctx.notify(GENERIC, event, &a[1]);
+    if let Some((class, event)) = event {
+        ctx.notify(class, event, &a[1]);
     }
     reply
 }

@@ -18,7 +18,7 @@ use super::strings::run;
 use super::Ctx;
 use crate::numbers::format_double;
 use crate::protocol::Reply;
-use crate::pubsub::notify::{GENERIC, ZSET};
+use crate::pubsub::notify::{GENERIC, REMOVAL, ZSET};
 use crate::store::value::SetValue;
 use crate::store::zset::SortedSet;
 use crate::store::Value;
@@ -339,7 +339,7 @@ fn generic(ctx: &mut Ctx, a: &[Bytes], shape: Shape) -> Reply {
             let now = ctx.now_ms;
             if items.is_empty() {
                 if ctx.db().remove(dst, now).is_some() {
-                    ctx.notify(GENERIC, "del", dst);
+                    ctx.notify(GENERIC | REMOVAL, "del", dst);
                 }
                 return Ok(Reply::Integer(0));
             }

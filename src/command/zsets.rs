@@ -20,7 +20,7 @@ use super::Ctx;
 use crate::glob::glob_match;
 use crate::numbers::format_double;
 use crate::protocol::Reply;
-use crate::pubsub::notify::{GENERIC, ZSET};
+use crate::pubsub::notify::{GENERIC, REMOVAL, ZSET};
 use crate::store::zset::{
     normalize_range, parse_lex_bound, parse_score, parse_score_bound, AddFlags, AddOutcome,
     LexBound, ScoreBound, SortedSet, ZsetLimits, ERR_NAN_RESULT,
@@ -252,9 +252,10 @@ pub fn zrem(ctx: &mut Ctx, a: &[Bytes]) -> Reply {
             return Ok(Reply::Integer(0));
         }
         let event = |n: &i64| (*n > 0).then_some("zrem");
-        let removed = update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET, event, |z| {
-            Ok(members.iter().filter(|m| z.remove(m).is_some()).count() as i64)
-        })?;
+        let removed =
+            update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET | REMOVAL, event, |z| {
+                Ok(members.iter().filter(|m| z.remove(m).is_some()).count() as i64)
+            })?;
         Ok(Reply::Integer(removed.unwrap_or(0)))
     })())
 }
@@ -520,7 +521,7 @@ pub(super) fn store_zset(ctx: &mut Ctx, key: &Bytes, items: Vec<(Bytes, f64)>) -
     let db = ctx.db();
     if items.is_empty() {
         if db.remove(key, now).is_some() {
-            ctx.notify(GENERIC, "del", key);
+            ctx.notify(GENERIC | REMOVAL, "del", key);
         }
         return 0;
     }
@@ -608,16 +609,17 @@ fn remrange_generic(ctx: &mut Ctx, a: &[Bytes], by: By) -> Reply {
             return Ok(Reply::Integer(0));
         }
         let event = |n: &usize| (*n > 0).then_some(name);
-        let removed = update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET, event, |z| {
-            Ok(match &bounds {
-                Bounds::Rank(s, e) => match normalize_range(*s, *e, z.len()) {
-                    Some((s, e)) => z.remove_range_by_rank(s, e),
-                    None => 0,
-                },
-                Bounds::Score(min, max) => z.remove_range_by_score(*min, *max),
-                Bounds::Lex(min, max) => z.remove_range_by_lex(min, max),
-            })
-        })?;
+        let removed =
+            update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET | REMOVAL, event, |z| {
+                Ok(match &bounds {
+                    Bounds::Rank(s, e) => match normalize_range(*s, *e, z.len()) {
+                        Some((s, e)) => z.remove_range_by_rank(s, e),
+                        None => 0,
+                    },
+                    Bounds::Score(min, max) => z.remove_range_by_score(*min, *max),
+                    Bounds::Lex(min, max) => z.remove_range_by_lex(min, max),
+                })
+            })?;
         Ok(Reply::Integer(removed.unwrap_or(0) as i64))
     })())
 }
@@ -647,10 +649,11 @@ fn pop_generic(ctx: &mut Ctx, a: &[Bytes], max: bool) -> Reply {
         let event = |p: &Vec<(Bytes, f64)>| {
             (!p.is_empty()).then_some(if max { "zpopmax" } else { "zpopmin" })
         };
-        let popped = update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET, event, |z| {
-            Ok(if max { z.pop_max(n) } else { z.pop_min(n) })
-        })?
-        .unwrap_or_default();
+        let popped =
+            update_notify::<SortedSet, _>(ctx, &a[1], false, ZSET | REMOVAL, event, |z| {
+                Ok(if max { z.pop_max(n) } else { z.pop_min(n) })
+            })?
+            .unwrap_or_default();
         // RESP3 nests [member, score] pairs only when a count was given.
         let resp = ctx.resp;
         let items = popped.into_iter();

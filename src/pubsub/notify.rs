@@ -112,12 +112,22 @@ pub fn notify(hub: &Hub, class: u32, event: &str, key: &[u8], db: usize) {
     }
 }
 
-/// Events that only remove elements or the key: they never give a blocked client something
-/// to pop (a client blocks only on a key that is missing or of another type, and is served
-/// while the key holds anything), so they do not make the key ready. Redis signals a key
-/// only on creation; before this, a served pop that emptied its list fired `lpop` and `del`
-/// on a key its client still waited on, which marked the key ready again (a copy of the
-/// key and another serving round per blocking round trip, issue 19).
+/// Not a `notify-keyspace-events` class (`parse` never sets it, so `notify`'s class test
+/// ignores it): the emitter's mark on an event that only removes elements or the key (`del`,
+/// `lpop`, `zrem`, `rename_from`, ...; `expired` and `evicted` are removals by their class).
+/// Such an event never gives a blocked client something to pop (a client blocks only on a
+/// key that is missing or of another type, and is served while the key holds anything), so
+/// it does not make the key ready. Redis signals a key only on creation; before this, a
+/// served pop that emptied its list fired `lpop` and `del` on a key its client still
+/// waited on, which marked the key ready again (a copy of the key and another serving
+/// round per blocking round trip, issue 19). A bit from the emitter rather than a match on
+/// the event's name in `deliver`, which compared names on every event delivered;
+/// `removes_only` keeps the list, and debug builds check every emitter against it.
+pub const REMOVAL: u32 = 1 << 31;
+
+/// The events that only remove: what the emitters mark with [`REMOVAL`] (or fire with
+/// class [`EXPIRED`] or [`EVICTED`]). Debug builds only: `deliver` checks the mark.
+#[cfg(debug_assertions)]
 fn removes_only(event: &str) -> bool {
     matches!(
         event,
@@ -146,7 +156,14 @@ fn removes_only(event: &str) -> bool {
 fn deliver(hub: &Hub, class: u32, event: &str, key: &[u8], db: usize) {
     // A client blocked on the key may now be served (whatever the setting says), unless
     // the event only took something away.
-    if !removes_only(event) {
+    let removal = class & (REMOVAL | EXPIRED | EVICTED) != 0;
+    #[cfg(debug_assertions)]
+    assert_eq!(
+        removal,
+        removes_only(event),
+        "event {event}: the REMOVAL mark disagrees with the list of removals"
+    );
+    if !removal {
         hub.blocking.signal(db, key);
     }
     let flags = hub.events();
@@ -193,23 +210,43 @@ mod tests {
     }
 
     #[test]
+    fn the_removal_mark_is_no_class() {
+        // `notify-keyspace-events` can never enable it: an event's class test sees only
+        // its class.
+        for c in "AKEg$lshzxetmdn".chars() {
+            assert_eq!(parse(&c.to_string()).unwrap() & REMOVAL, 0, "{c}");
+        }
+        assert_eq!(to_text(ALL | REMOVAL), to_text(ALL));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "the REMOVAL mark disagrees")]
+    fn an_unmarked_removal_is_caught_in_debug_builds() {
+        let hub = Hub::default();
+        hub.set_events(parse("KEA").unwrap());
+        notify(&hub, GENERIC, "del", b"q", 0);
+    }
+
+    #[test]
     fn only_events_that_can_give_something_to_pop_make_a_key_ready() {
         use crate::pubsub::blocking::{Waiter, Want};
         let hub = Hub::default();
         let key = Bytes::from_static(b"q");
         let (w, _rx) = Waiter::new(1, 0, 2, vec![], vec![key.clone()], Want::List);
         hub.blocking.block(&w);
-        // What a served pop that empties its list fires, and other removals.
-        for event in [
-            "lpop",
-            "rpop",
-            "del",
-            "expired",
-            "evicted",
-            "zpopmin",
-            "rename_from",
+        // What a served pop that empties its list fires, and other removals, as their
+        // emitters mark them.
+        for (class, event) in [
+            (LIST | REMOVAL, "lpop"),
+            (LIST | REMOVAL, "rpop"),
+            (GENERIC | REMOVAL, "del"),
+            (EXPIRED, "expired"),
+            (EVICTED, "evicted"),
+            (ZSET | REMOVAL, "zpopmin"),
+            (GENERIC | REMOVAL, "rename_from"),
         ] {
-            notify(&hub, GENERIC | LIST | ZSET, event, b"q", 0);
+            notify(&hub, class, event, b"q", 0);
         }
         assert!(hub.blocking.take_ready().is_empty());
         // A key of another database or another key: not ready either.
