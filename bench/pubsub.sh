@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side Pub/Sub and blocking-pop throughput: redis-server and Tollgate (release
 # build) on this machine, the same load on both, Tollgate's rate printed as a ratio of
-# Redis's. Three rows:
+# Redis's. Four rows:
 #
 #   publish-50subs  redis-benchmark PUBLISH (50 clients, 64-byte payload) to one channel
 #                   that 50 subscribers read (bench/pubsub_drain.py drains them and checks
