@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side Pub/Sub and blocking-pop throughput: redis-server and Tollgate (release
 # build) on this machine, the same load on both, Tollgate's rate printed as a ratio of
-# Redis's. Three rows:
+# Redis's. Four rows:
 #
 #   publish-50subs  redis-benchmark PUBLISH (50 clients, 64-byte payload) to one channel
 #                   that 50 subscribers read (bench/pubsub_drain.py drains them and checks
@@ -11,6 +11,14 @@
 #                   with an element, pushes one to its partner's list and blocks again, so
 #                   every pop is a blocked client woken by a push; run by PROCS client
 #                   processes (default 5, PAIRS/PROCS pairs each); rate = pops per second;
+#   pingpong-pairs-rust
+#                   the same ping-pong, the same PAIRS, run by a compiled client
+#                   (examples/blpop_pingpong.rs: CLIENT_THREADS threads, default 1, each an
+#                   event loop over its share of the pairs, as redis-benchmark runs its
+#                   clients) for PP_SECS seconds a round (default 5); rate = pops per
+#                   second. The Python row's 5 processes need more CPU than either server
+#                   on 2 cores (bench/pingpong_counts.sh), so that row measures the Python
+#                   clients as much as the servers; this one gives the servers the CPU;
 #   blpop-full-list 25 redis-benchmark clients RPUSH one list while 25 others BLPOP it
 #                   (timeout 0); rate = pops per second of the two runs side by side.
 #                   The pushers run ahead (the list holds thousands of elements through
@@ -23,7 +31,8 @@
 #
 #   bench/pubsub.sh [requests]       (default 100000 per row and round)
 #   ROUNDS=n (default 3): medians of n alternating runs. RPORT/TPORT (default 16491/16492).
-#   TOLLGATE_BIN (default: build release).
+#   TOLLGATE_BIN (default: build release). ROWS: the rows to run (default all four, e.g.
+#   ROWS="pingpong-pairs pingpong-pairs-rust").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-100000}
@@ -41,6 +50,11 @@ source bench/lib.sh
 require_tools redis-server redis-cli redis-benchmark python3
 tollgate_binary
 BIN=$TOLLGATE_BIN
+CLIENT_THREADS=${CLIENT_THREADS:-1}
+PP_SECS=${PP_SECS:-5}
+ROWS=${ROWS:-publish-50subs pingpong-pairs pingpong-pairs-rust blpop-full-list}
+cargo build --release -q --example blpop_pingpong
+PP_CLIENT="${CARGO_TARGET_DIR:-target}/release/examples/blpop_pingpong"
 WORK=$(mktemp -d)
 redis-server --port "$RPORT" --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
 RPID=$!
@@ -92,10 +106,22 @@ pingpong_rps() {
   python3 -c "print(f'{$((N / PROCS * PROCS)) / ($end - $start):.0f}')"
 }
 
+# pingpong_rust_rps <port>: the same ping-pong, by the compiled client.
+pingpong_rust_rps() {
+  "$PP_CLIENT" "$1" "$PP_SECS" "$PAIRS" "$CLIENT_THREADS" || { echo "ping-pong failed" >&2; exit 1; }
+}
+
 median() { tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-printf '%-16s %14s %14s %8s\n' row redis tollgate ratio
-for row in publish_rps pingpong_rps blpop_rps; do
+printf '%-20s %14s %14s %8s\n' row redis tollgate ratio
+for name in $ROWS; do
+  case $name in
+    publish-50subs) row=publish_rps ;;
+    pingpong-pairs) row=pingpong_rps ;;
+    pingpong-pairs-rust) row=pingpong_rust_rps ;;
+    blpop-full-list) row=blpop_rps ;;
+    *) echo "unknown row $name" >&2; exit 2 ;;
+  esac
   r=(); t=()
   for _ in $(seq 1 "$ROUNDS"); do
     r+=("$($row "$RPORT")")
@@ -103,10 +129,5 @@ for row in publish_rps pingpong_rps blpop_rps; do
   done
   rm=$(echo "${r[*]}" | median)
   tm=$(echo "${t[*]}" | median)
-  case $row in
-    publish_rps) name=publish-50subs ;;
-    pingpong_rps) name=pingpong-pairs ;;
-    *) name=blpop-full-list ;;
-  esac
-  printf '%-16s %14s %14s %8s\n' "$name" "$rm" "$tm" "$(python3 -c "print(f'{$tm/$rm:.2f}x')")"
+  printf '%-20s %14s %14s %8s\n' "$name" "$rm" "$tm" "$(python3 -c "print(f'{$tm/$rm:.2f}x')")"
 done
