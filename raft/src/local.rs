@@ -196,10 +196,11 @@ pub(crate) type ErasedLocal = Arc<dyn LocalAnswer>;
 /// The typed copies riding in one entry: per proposal, in log order, how many commands it
 /// has and its unit (none for a proposal forwarded by a follower). Empty when no proposal of
 /// the entry has one. Not part of the entry's value: never serialized, and ignored when
-/// entries are compared.
+/// entries are compared. Shared by every in-memory copy of the entry, as its commands are
+/// (`types::Commands`).
 #[derive(Clone, Default)]
 pub(crate) struct LocalCommands {
-    pub(crate) runs: Vec<(usize, Option<ErasedLocal>)>,
+    pub(crate) runs: Arc<Vec<(usize, Option<ErasedLocal>)>>,
     /// Told once every command of the entry was applied from its unit (so every proposer of
     /// the entry has been answered): the write batcher may then cut the next entry without
     /// waiting for openraft's response.
@@ -288,7 +289,7 @@ mod tests {
     fn entries_map_each_command_to_its_unit() {
         let (a, _rx) = Local::<String, usize>::new(vec!["x".into(), "y".into()]);
         let local = LocalCommands {
-            runs: vec![(1, None), (2, Some(a.erased()))],
+            runs: Arc::new(vec![(1, None), (2, Some(a.erased()))]),
             applied: None,
         };
         let seen: Vec<Option<usize>> = local
