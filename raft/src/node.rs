@@ -481,14 +481,19 @@ impl<S: StateMachine> RaftNode<S> {
                     true => std::mem::take(&mut commands),
                     false => commands.clone(),
                 };
-                let (unit, rx) = Local::new(typed_now);
+                let unit = Local::new(typed_now);
                 self.inner
                     .proposer
                     .submit_local(entry_commands, unit.erased());
                 let attempt = match alone {
-                    true => rx.await.unwrap_or(Err(ClusterError::ShuttingDown)),
+                    true => unit.answer().await,
                     false => {
-                        await_reply(rx, deadline.saturating_duration_since(Instant::now())).await
+                        let timeout = deadline.saturating_duration_since(Instant::now());
+                        tokio::time::timeout(timeout, unit.answer())
+                            .await
+                            .unwrap_or(Err(ClusterError::Timeout {
+                                waited_ms: timeout.as_millis() as u64,
+                            }))
                     }
                 };
                 if matches!(&attempt, Err(e) if e.is_retryable()) {
