@@ -36,7 +36,7 @@ TOLLGATE = [
     ("RaftNode::propose (encode, unit, submit, wait)", 2,
      ["tollgate_raft::node::RaftNode<S>::propose::{{closure}}"]),
     ("encode for the log (encode_exact)", 3, ["tollgate_raft::types::encode_exact"]),
-    ("typed unit (Local::new: Arc, slots, oneshot)", 3, ["tollgate_raft::local::Local<C,O>::new"]),
+    ("typed unit (Local::new)", 3, ["tollgate_raft::local::Local<C,O>::new"]),
     ("write batcher task", 0, ["tollgate_raft::proposer::run_write_batcher::{{closure}}"]),
     ("openraft core task (runtime_loop)", 0,
      ["openraft::core::raft_core::RaftCore<C,N,LS,SM>::runtime_loop::{{closure}}::{{closure}}"]),
