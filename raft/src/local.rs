@@ -43,8 +43,9 @@ enum Slot<C, O> {
 }
 
 /// A unit's answer to its proposer. The unit itself is the rendezvous (the proposer keeps it
-/// to take its commands back for a retry anyway): a channel beside it cost an allocation and
-/// about 500 instructions a write to create, fill and poll under callgrind.
+/// to take its commands back for a retry anyway): a oneshot channel beside it cost an
+/// allocation, and 220-430 more instructions per unpipelined durable write under callgrind
+/// (`bench/durable_breakdown.sh`), to create, fill and poll.
 enum Answer<O> {
     /// Not answered yet; the proposer's waker once it has looked.
     Waiting(Option<Waker>),
