@@ -25,9 +25,9 @@
 
 use std::any::Any;
 use std::fmt;
+use std::future::poll_fn;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-use tokio::sync::oneshot;
+use std::task::{Context, Poll, Waker};
 
 use crate::error::ClusterError;
 use crate::types::CommandResult;
@@ -42,15 +42,43 @@ enum Slot<C, O> {
     Taken,
 }
 
-/// Where a unit's outputs go: the proposer's channel, typed.
-pub(crate) type LocalReply<O> = oneshot::Sender<Result<Vec<O>, ClusterError>>;
+/// A unit's answer to its proposer. The unit itself is the rendezvous (the proposer keeps it
+/// to take its commands back for a retry anyway): a oneshot channel beside it cost an
+/// allocation, and 220-430 more instructions per unpipelined durable write under callgrind
+/// (`bench/durable_breakdown.sh`), to create, fill and poll.
+enum Answer<O> {
+    /// Not answered yet; the proposer's waker once it has looked.
+    Waiting(Option<Waker>),
+    /// Answered: the outputs, or why the entry failed, until the proposer takes them.
+    Ready(Result<Vec<O>, ClusterError>),
+    /// Taken by the proposer.
+    Taken,
+}
 
 struct Unit<C, O> {
     slots: Vec<Slot<C, O>>,
     /// How many commands were applied from this unit.
     applied: usize,
-    /// The waiting proposer, until it is answered.
-    reply: Option<LocalReply<O>>,
+    answer: Answer<O>,
+}
+
+impl<C, O> Unit<C, O> {
+    /// Answer the proposer, unless it was answered; the waker to wake once the lock is
+    /// released.
+    fn answer(&mut self, result: Result<Vec<O>, ClusterError>) -> Option<Waker> {
+        match &mut self.answer {
+            Answer::Waiting(waker) => {
+                let waker = waker.take();
+                self.answer = Answer::Ready(result);
+                waker
+            }
+            _ => None,
+        }
+    }
+
+    fn answered(&self) -> bool {
+        !matches!(self.answer, Answer::Waiting(_))
+    }
 }
 
 /// The typed commands of one proposal (one `propose_many` attempt) and, once applied, their
@@ -62,20 +90,50 @@ pub(crate) struct Local<C, O> {
 }
 
 impl<C: Send + 'static, O: Send + 'static> Local<C, O> {
-    /// A unit holding `commands`, none applied, and the receiver of its outputs (or of why the
-    /// entry failed).
-    pub(crate) fn new(
-        commands: Vec<C>,
-    ) -> (Arc<Self>, oneshot::Receiver<Result<Vec<O>, ClusterError>>) {
-        let (reply, rx) = oneshot::channel();
-        let local = Arc::new(Local {
+    /// A unit holding `commands`, none applied; [`Local::answer`] waits for their outputs (or
+    /// for why the entry failed).
+    pub(crate) fn new(commands: Vec<C>) -> Arc<Self> {
+        Arc::new(Local {
             unit: Mutex::new(Unit {
                 slots: commands.into_iter().map(Slot::Waiting).collect(),
                 applied: 0,
-                reply: Some(reply),
+                answer: Answer::Waiting(None),
             }),
-        });
-        (local, rx)
+        })
+    }
+
+    /// Wait for the unit's answer: its outputs once the state machine applied all its
+    /// commands, or why its entry failed. Every unit the batcher holds is answered, by the
+    /// apply, by the entry's failure, or when the batcher drops it (`proposer::TypedWaiter`).
+    /// Answered once: after the proposer took it, it reads that Raft stopped.
+    pub(crate) async fn answer(&self) -> Result<Vec<O>, ClusterError> {
+        poll_fn(|cx| self.poll_answer(cx)).await
+    }
+
+    fn poll_answer(&self, cx: &mut Context<'_>) -> Poll<Result<Vec<O>, ClusterError>> {
+        let mut unit = self.unit();
+        match std::mem::replace(&mut unit.answer, Answer::Taken) {
+            Answer::Ready(result) => Poll::Ready(result),
+            Answer::Taken => Poll::Ready(Err(ClusterError::ShuttingDown)),
+            Answer::Waiting(waker) => {
+                let waker = match waker {
+                    Some(w) if w.will_wake(cx.waker()) => w,
+                    _ => cx.waker().clone(),
+                };
+                unit.answer = Answer::Waiting(Some(waker));
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The answer if there is one (tests).
+    #[cfg(test)]
+    fn try_answer(&self) -> Option<Result<Vec<O>, ClusterError>> {
+        let waker = Waker::noop();
+        match self.poll_answer(&mut Context::from_waker(waker)) {
+            Poll::Ready(result) => Some(result),
+            Poll::Pending => None,
+        }
     }
 
     fn unit(&self) -> MutexGuard<'_, Unit<C, O>> {
@@ -107,9 +165,11 @@ impl<C: Send + 'static, O: Send + 'static> Local<C, O> {
                     _ => None,
                 })
                 .collect();
-            if let Some(reply) = unit.reply.take() {
-                // The proposer may have given up waiting (a client that disconnected).
-                let _ = reply.send(Ok(outputs));
+            // (The proposer may have given up waiting: a client that disconnected.)
+            let waker = unit.answer(Ok(outputs));
+            drop(unit);
+            if let Some(waker) = waker {
+                waker.wake();
             }
         }
         true
@@ -165,15 +225,16 @@ where
     O: Send + Sync + serde::de::DeserializeOwned + 'static,
 {
     fn fail(&self, err: ClusterError) {
-        if let Some(reply) = self.unit().reply.take() {
-            let _ = reply.send(Err(err));
+        let waker = self.unit().answer(Err(err));
+        if let Some(waker) = waker {
+            waker.wake();
         }
     }
 
     fn settle(&self, results: &[CommandResult]) {
-        let Some(reply) = self.unit().reply.take() else {
+        if self.unit().answered() {
             return;
-        };
+        }
         let outputs = results
             .iter()
             .map(|r| {
@@ -182,7 +243,10 @@ where
                     .map_err(|e| ClusterError::Codec(format!("decode output: {e}")))
             })
             .collect();
-        let _ = reply.send(outputs);
+        let waker = self.unit().answer(outputs);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -196,10 +260,11 @@ pub(crate) type ErasedLocal = Arc<dyn LocalAnswer>;
 /// The typed copies riding in one entry: per proposal, in log order, how many commands it
 /// has and its unit (none for a proposal forwarded by a follower). Empty when no proposal of
 /// the entry has one. Not part of the entry's value: never serialized, and ignored when
-/// entries are compared.
+/// entries are compared. Shared by every in-memory copy of the entry, as its commands are
+/// (`types::Commands`).
 #[derive(Clone, Default)]
 pub(crate) struct LocalCommands {
-    pub(crate) runs: Vec<(usize, Option<ErasedLocal>)>,
+    pub(crate) runs: Arc<Vec<(usize, Option<ErasedLocal>)>>,
     /// Told once every command of the entry was applied from its unit (so every proposer of
     /// the entry has been answered): the write batcher may then cut the next entry without
     /// waiting for openraft's response.
@@ -244,29 +309,29 @@ mod tests {
 
     #[test]
     fn the_last_applied_command_answers_the_proposer_once() {
-        let (unit, mut rx) = Local::<String, usize>::new(vec!["ab".into(), "cde".into()]);
+        let unit = Local::<String, usize>::new(vec!["ab".into(), "cde".into()]);
         assert!(unit.apply_with(1, |c| c.len()));
         assert!(
-            rx.try_recv().is_err(),
+            unit.try_answer().is_none(),
             "answered before the unit's last command"
         );
         assert!(!unit.apply_with(1, |_| 99), "applied twice");
         assert!(unit.reclaim().is_none(), "one command was applied");
         assert!(unit.apply_with(0, |c| c.len()));
-        assert_eq!(rx.try_recv().unwrap().unwrap(), vec![2, 3]);
         // Answered: neither a failure nor the encoded results answer again.
         unit.fail(ClusterError::ShuttingDown);
         unit.settle(&[Ok(vec![7]), Ok(vec![7])]);
+        assert_eq!(unit.try_answer().unwrap().unwrap(), vec![2, 3]);
         assert!(!unit.apply_with(0, |_| 0), "nothing left to apply");
         assert!(unit.reclaim().is_none(), "answered, so nothing to retry");
     }
 
     #[test]
     fn unapplied_commands_come_back_for_a_retry_and_are_then_gone() {
-        let (unit, mut rx) = Local::<String, usize>::new(vec!["a".into(), "b".into()]);
+        let unit = Local::<String, usize>::new(vec!["a".into(), "b".into()]);
         unit.fail(ClusterError::ShuttingDown);
         assert!(matches!(
-            rx.try_recv().unwrap(),
+            unit.try_answer().unwrap(),
             Err(ClusterError::ShuttingDown)
         ));
         assert_eq!(unit.reclaim(), Some(vec!["a".to_string(), "b".to_string()]));
@@ -278,17 +343,17 @@ mod tests {
 
     #[test]
     fn a_unit_applied_from_bytes_is_answered_from_the_encoded_results() {
-        let (unit, mut rx) = Local::<String, u32>::new(vec!["a".into()]);
+        let unit = Local::<String, u32>::new(vec!["a".into()]);
         let encoded = crate::types::encode(&41u32).unwrap();
         unit.erased().settle(&[Ok(encoded)]);
-        assert_eq!(rx.try_recv().unwrap().unwrap(), vec![41]);
+        assert_eq!(unit.try_answer().unwrap().unwrap(), vec![41]);
     }
 
     #[test]
     fn entries_map_each_command_to_its_unit() {
-        let (a, _rx) = Local::<String, usize>::new(vec!["x".into(), "y".into()]);
+        let a = Local::<String, usize>::new(vec!["x".into(), "y".into()]);
         let local = LocalCommands {
-            runs: vec![(1, None), (2, Some(a.erased()))],
+            runs: Arc::new(vec![(1, None), (2, Some(a.erased()))]),
             applied: None,
         };
         let seen: Vec<Option<usize>> = local

@@ -369,11 +369,26 @@ impl<S: StateMachine> RaftNode<S> {
     /// need no read barrier. Any membership change goes through this leader, which sees it in
     /// its metrics before the change can take effect anywhere else.
     pub fn is_sole_voter(&self) -> bool {
+        self.sole_voter(&self.inner.metrics.borrow())
+    }
+
+    /// [`RaftNode::is_sole_voter`], and whether this node leads and runs (a write may go to
+    /// its own batcher at once, as `wait_for_leader` would find), from one look at the
+    /// metrics: each look is about 85 instructions of every write (callgrind).
+    fn leads_alone(&self) -> (bool, bool) {
+        let m = self.inner.metrics.borrow();
+        let leads = !self.inner.stopping.load(Ordering::Acquire)
+            && m.running_state.is_ok()
+            && m.state == ServerState::Leader
+            && m.current_leader == Some(self.inner.id);
+        (self.sole_voter(&m), leads)
+    }
+
+    fn sole_voter(&self, m: &RaftMetrics<NodeId, BasicNode>) -> bool {
         // Called for every write (twice): the receiver is kept rather than cloned, and the
         // voter check walks the joint configuration in place (`Membership::voter_ids` builds
         // a set: it was 6% of a durable node's instructions per INCR under callgrind).
         let id = self.inner.id;
-        let m = self.inner.metrics.borrow();
         // Entries of earlier terms (replayed at start, or committed by an earlier leader) are
         // all applied once an entry of this leader's own term is.
         m.state == ServerState::Leader
@@ -431,11 +446,7 @@ impl<S: StateMachine> RaftNode<S> {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
-        let encoded = cmds
-            .iter()
-            .map(|cmd| crate::types::encode_exact(cmd).map(bytes::Bytes::from))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ClusterError::Codec(format!("encode command: {e}")))?;
+        let encoded = encode_all::<S>(&cmds)?;
         self.propose_encoded(encoded, cmds).await
     }
 
@@ -445,7 +456,7 @@ impl<S: StateMachine> RaftNode<S> {
     /// outputs from the leader, decoded here.
     async fn propose_encoded(
         &self,
-        commands: Vec<bytes::Bytes>,
+        mut commands: Vec<bytes::Bytes>,
         typed: Vec<S::Command>,
     ) -> Result<Vec<S::Output>, ClusterError> {
         let bytes: usize = commands.iter().map(bytes::Bytes::len).sum();
@@ -459,35 +470,65 @@ impl<S: StateMachine> RaftNode<S> {
         // long script, say): wait as a standalone server would, not a quorum's timeout. Such
         // a wait has no timer at all: arming and dropping one cost about 600 instructions
         // per write (callgrind), and the answer comes anyway, from the apply or, when Raft
-        // stops, from the dropped reply channel.
-        let alone = self.is_sole_voter();
+        // stops, from the write batcher dropping the unit (`proposer::TypedWaiter`).
+        let (alone, mut leads) = self.leads_alone();
         let timeout = match alone {
             true => self.inner.config.client_timeout.max(SOLE_VOTER_WAIT),
             false => self.inner.config.client_timeout,
         };
         let deadline = started + timeout;
         loop {
-            let (leader, addr) = self.wait_for_leader(started, deadline).await?;
+            // The first attempt of a node that leads and runs skips the look for the leader
+            // (`leads_alone` made it, with the same look at the metrics).
+            let (leader, addr) = match std::mem::take(&mut leads) {
+                true => (self.inner.id, String::new()),
+                false => self.wait_for_leader(started, deadline).await?,
+            };
             // A clone shares the bytes: the commands are kept for a retry elsewhere.
             let attempt = if leader == self.inner.id {
                 // A fresh unit per attempt: an earlier attempt's entry may still be applied
                 // (from its bytes, once its typed commands were taken back) and must not
                 // answer this attempt. Without typed commands (some were applied by an
                 // earlier attempt) the unit holds none and is answered from the bytes.
-                let (unit, rx) = Local::new(typed.take().unwrap_or_default());
+                let typed_now = typed.take().unwrap_or_default();
+                // Alone, the bytes go into the entry without a copy kept for a retry: the
+                // typed commands, when they come back, are encoded again (a retry is rare:
+                // a leadership change while the node gains members). A copy of the bytes
+                // (a new vector and a shared count per command, about 200 instructions a
+                // write under callgrind) is kept only where no typed command could give
+                // them back: in a cluster, and for a unit without typed commands.
+                let entry_commands = match alone && !typed_now.is_empty() {
+                    true => std::mem::take(&mut commands),
+                    false => commands.clone(),
+                };
+                let unit = Local::new(typed_now);
                 self.inner
                     .proposer
-                    .submit_local(commands.clone(), unit.erased());
+                    .submit_local(entry_commands, unit.erased());
                 let attempt = match alone {
-                    true => rx.await.unwrap_or(Err(ClusterError::ShuttingDown)),
+                    true => unit.answer().await,
                     false => {
-                        await_reply(rx, deadline.saturating_duration_since(Instant::now())).await
+                        let timeout = deadline.saturating_duration_since(Instant::now());
+                        tokio::time::timeout(timeout, unit.answer())
+                            .await
+                            .unwrap_or(Err(ClusterError::Timeout {
+                                waited_ms: timeout.as_millis() as u64,
+                            }))
                     }
                 };
                 if matches!(&attempt, Err(e) if e.is_retryable()) {
                     // Take the typed commands back unless some were applied (then the next
                     // attempt goes by its bytes alone).
                     typed = unit.reclaim();
+                    if commands.is_empty() {
+                        // The bytes went into the failed entry: encode them again from the
+                        // typed commands. Without those (some were applied meanwhile) there is
+                        // nothing to retry that would not apply them twice: answer the error.
+                        match &typed {
+                            Some(cmds) => commands = encode_all::<S>(cmds)?,
+                            None => return attempt,
+                        }
+                    }
                 }
                 attempt
             } else {
@@ -928,6 +969,14 @@ impl<S: StateMachine> RaftNode<S> {
         tokio::time::sleep(RETRY_PAUSE).await;
         Ok(())
     }
+}
+
+/// The commands' bytes for the log.
+fn encode_all<S: StateMachine>(cmds: &[S::Command]) -> Result<Vec<bytes::Bytes>, ClusterError> {
+    cmds.iter()
+        .map(|cmd| crate::types::encode_exact(cmd).map(bytes::Bytes::from))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ClusterError::Codec(format!("encode command: {e}")))
 }
 
 /// The outputs a leader sent back encoded for a forwarded proposal.

@@ -225,8 +225,9 @@ async fn run_write_batcher(
             .iter()
             .filter(|p| matches!(p.waiter, Waiter::Typed(_)))
             .count();
+        let mut runs = Vec::new();
         if typed > 0 {
-            local.runs.reserve_exact(proposals.len());
+            runs.reserve_exact(proposals.len());
         }
         // Every proposer of the entry is answered by the state machine: the next entry may be
         // cut once this one is applied, without waiting for openraft's core to see the apply
@@ -237,20 +238,21 @@ async fn run_write_batcher(
         }
         let applied = local.applied.clone();
         for p in proposals {
-            if local.runs.capacity() > 0 {
+            if runs.capacity() > 0 {
                 let unit = match &p.waiter {
                     Waiter::Typed(unit) => Some(unit.0.clone()),
                     Waiter::Encoded(_) => None,
                 };
-                local.runs.push((p.commands.len(), unit));
+                runs.push((p.commands.len(), unit));
             }
             waiters.push((p.commands.len(), p.waiter));
             commands.extend(p.commands);
         }
+        local.runs = Arc::new(runs);
         // Stamp and submit in this one task so stamps are non-decreasing in log order.
         let batch = Batch {
             leader_time: EntryTime(clock.stamp()),
-            commands,
+            commands: commands.into(),
             local,
         };
         settle_responses(&mut unread).await;

@@ -4,6 +4,8 @@
 
 use std::fmt;
 use std::io::Cursor;
+use std::ops::Deref;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -26,13 +28,46 @@ pub struct Batch {
     pub leader_time: EntryTime,
     /// The commands, each encoded with postcard, applied in this order. `Bytes`, not
     /// `Vec<u8>`: postcard writes both as a length and the bytes (so logs written with either
-    /// read back with either), but a `Vec<u8>` goes out one byte at a time, and an entry is
-    /// cloned whole when openraft reads it back to apply it (and per proposal attempt).
-    pub commands: Vec<Bytes>,
+    /// read back with either), but a `Vec<u8>` goes out one byte at a time.
+    pub commands: Commands,
     /// The typed commands of the proposals made on this node, beside their bytes (see
     /// `local`): in memory only, never serialized.
     #[serde(skip)]
     pub(crate) local: LocalCommands,
+}
+
+/// An entry's commands, shared by every in-memory copy of the entry. openraft clones an entry
+/// whenever it reads it back (to apply it, to send it to a follower); a shared list makes that
+/// one count, where a list of its own cost an allocation and a count per command (and, on
+/// the first copy, a shared count allocated for each command's bytes). Encoded exactly as the
+/// list (`Vec<Bytes>`) it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Commands(Arc<Vec<Bytes>>);
+
+impl From<Vec<Bytes>> for Commands {
+    fn from(commands: Vec<Bytes>) -> Commands {
+        Commands(Arc::new(commands))
+    }
+}
+
+impl Deref for Commands {
+    type Target = [Bytes];
+
+    fn deref(&self) -> &[Bytes] {
+        &self.0
+    }
+}
+
+impl Serialize for Commands {
+    fn serialize<Z: serde::Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Commands {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Commands, D::Error> {
+        Vec::<Bytes>::deserialize(deserializer).map(Commands::from)
+    }
 }
 
 impl fmt::Display for Batch {
@@ -263,7 +298,13 @@ mod tests {
         };
         let new = Batch {
             leader_time: old.leader_time,
-            commands: old.commands.iter().cloned().map(Bytes::from).collect(),
+            commands: old
+                .commands
+                .iter()
+                .cloned()
+                .map(Bytes::from)
+                .collect::<Vec<_>>()
+                .into(),
             local: LocalCommands::default(),
         };
         let old_bytes = postcard::to_allocvec(&old).unwrap();
