@@ -799,3 +799,60 @@ fn the_first_read_after_kill9_sees_every_acknowledged_write() {
         assert_eq!(first, round * 200, "the first read after restart {round}");
     }
 }
+
+/// The `tollgate_raft_fsync_duration_seconds` histogram's count on `/metrics` at `port`.
+fn fsyncs(port: u16) -> u64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("tollgate_raft_fsync_duration_seconds_count "))
+        .unwrap_or_else(|| panic!("no fsync count in {text}"))
+        .trim()
+        .parse::<f64>()
+        .unwrap() as u64
+}
+
+/// With `always` a single node fsyncs each entry itself, on the task that appends it
+/// (no hand-off to the log writer thread): a client that waits for each reply before it
+/// sends the next write must see one fsync per write at least, made before the write was
+/// acknowledged. `everysec` on the same node makes about one a second (the check that the
+/// count tells the two apart). The kill -9 tests above cannot see a missing fsync: the
+/// kernel keeps the pages of a killed process.
+#[test]
+fn always_on_a_single_node_fsyncs_every_acknowledged_write() {
+    let _g = serial();
+    let http = free_port_pair();
+    let http_arg = http.to_string();
+    let (_dir, node) = solo(&["--appendfsync", "always", "--http-port", &http_arg]);
+    let mut con = node.conn();
+    let writes = 200u64;
+    let run = |con: &mut redis::Connection| {
+        let before = fsyncs(http);
+        for _ in 0..writes {
+            let _: i64 = redis::cmd("INCR").arg("ctr").query(con).unwrap();
+        }
+        fsyncs(http) - before
+    };
+    let always = run(&mut con);
+    assert!(
+        always >= writes,
+        "{always} fsyncs for {writes} acknowledged writes with always"
+    );
+    node.q::<()>(&["CONFIG", "SET", "appendfsync", "everysec"])
+        .unwrap();
+    let started = Instant::now();
+    let everysec = run(&mut con);
+    let seconds = started.elapsed().as_secs();
+    assert!(
+        everysec <= seconds + 2,
+        "{everysec} fsyncs in {seconds} s of writes with everysec"
+    );
+}

@@ -472,6 +472,8 @@ impl<S: StateMachine> RaftNode<S> {
         // per write (callgrind), and the answer comes anyway, from the apply or, when Raft
         // stops, from the write batcher dropping the unit (`proposer::TypedWaiter`).
         let (alone, mut leads) = self.leads_alone();
+        // With `always`, the only voter fsyncs each entry on the task that appends it.
+        self.inner.log.set_sole_voter(alone);
         let timeout = match alone {
             true => self.inner.config.client_timeout.max(SOLE_VOTER_WAIT),
             false => self.inner.config.client_timeout,
