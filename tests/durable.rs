@@ -802,16 +802,7 @@ fn the_first_read_after_kill9_sees_every_acknowledged_write() {
 
 /// The `tollgate_raft_fsync_duration_seconds` histogram's count on `/metrics` at `port`.
 fn fsyncs(port: u16) -> u64 {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
+    let (_, text) = http_get(port, "/metrics");
     text.lines()
         .find_map(|l| l.strip_prefix("tollgate_raft_fsync_duration_seconds_count "))
         .unwrap_or_else(|| panic!("no fsync count in {text}"))

@@ -12,32 +12,9 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cluster_support::{serial, Cluster};
+use cluster_support::{http_get, serial, Cluster};
 use common::{free_port, TestServer};
 use redis_support::RedisServer;
-
-/// `GET path` on `port`: the status code and the body.
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
 
 /// The value of series `name` whose labels include `labels`, if there is one.
 fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
