@@ -18,8 +18,9 @@ export MODES=${MODES:-always everysec}
 export ROWS=${ROWS:-INCR}
 export CLIENTS=${CLIENTS:-50}
 export PORT=${PORT:-6398}
-require() { command -v "$1" >/dev/null || { echo "needs $1" >&2; exit 1; }; }
-require python3
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+require_tools python3
 if [ -n "${KEEP:-}" ]; then
   DIR=$KEEP
 else
