@@ -9,7 +9,8 @@
 #
 #   bench/durable_breakdown.sh [requests]          (default 20000 per row)
 #   MODES (default "always everysec"), ROWS (default "INCR"), PORT, CLIENTS, PIPELINE,
-#   TOLLGATE_BIN, REDIS=0 and CARGO_TARGET_DIR as bench/durable_instructions.sh takes them;
+#   TOLLGATE_BIN, REDIS=0, CACHE_SIM=1 and CARGO_TARGET_DIR as bench/durable_instructions.sh
+#   takes them (CACHE_SIM=1 adds each row's cache misses and mispredicted branches);
 #   KEEP=<dir> keeps the callgrind files (default: a temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."

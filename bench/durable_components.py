@@ -18,6 +18,11 @@ log writer's fdatasyncs, and worker parks (a worker with nothing to run goes to 
 is a context switch outside callgrind). For redis-server the rows are its event loop, the
 command, the AOF feed and its write and fsync.
 
+A file written with callgrind's cache and branch simulators (bench/durable_instructions.sh
+with CACHE_SIM=1) gets four more columns per row, each per request: first-level instruction
+cache misses (I1), first-level data cache misses (D1, reads and writes), last-level misses
+(LL, instructions and data) and mispredicted branches (conditional and indirect).
+
 The file format is callgrind's (valgrind docs, "Callgrind Format Specification"), parsed as
 bench/callgrind_components.py does.
 """
@@ -85,15 +90,22 @@ REDIS_CALLS = [
 
 
 def parse(path):
-    """(inclusive cost by function name, calls by callee name, total)."""
+    """(inclusive cost vectors by function name, calls by callee name, totals, event names)."""
     names = {"fl": {}, "fn": {}, "ob": {}}
     space = {"ob": "ob", "cob": "ob", "fl": "fl", "fi": "fl", "fe": "fl", "cfi": "fl",
              "cfl": "fl", "fn": "fn", "cfn": "fn"}
-    incl = defaultdict(int)
+    events = ["Ir"]
+    incl = defaultdict(lambda: [0] * len(events))
     calls = defaultdict(int)
     fn = cfn = ""
     pending = None
-    total = 0
+    total = []
+
+    def add(name, parts):
+        acc = incl[name]
+        for i, v in enumerate(parts[1:len(events) + 1]):
+            acc[i] += int(v)
+
     with open(path, errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
@@ -102,14 +114,13 @@ def parse(path):
             c = line[0]
             if c.isdigit() or c in "+-*":
                 parts = line.split()
-                cost = int(parts[1]) if len(parts) > 1 else 0
                 if pending is not None:
                     calls[cfn] += pending
                     if cfn != fn:
-                        incl[fn] += cost
+                        add(fn, parts)
                     pending = None
                 else:
-                    incl[fn] += cost
+                    add(fn, parts)
                 continue
             m = re.match(r"(ob|cob|fl|fi|fe|cfi|cfl|fn|cfn)=(.*)", line)
             if m:
@@ -127,19 +138,42 @@ def parse(path):
                 continue
             if line.startswith("calls="):
                 pending = int(line[6:].split()[0])
+            elif line.startswith("events:"):
+                events = line.split()[1:]
+                incl = defaultdict(lambda: [0] * len(events))
             elif line.startswith(("summary:", "totals:")):
-                total = int(line.split()[1])
-    return incl, calls, total
+                total = [int(v) for v in line.split()[1:]]
+    return incl, calls, total, events
+
+
+# The columns printed for a file with the cache and branch simulators' events: (label, events
+# summed).
+MISSES = [("I1 miss", ["I1mr"]), ("D1 miss", ["D1mr", "D1mw"]),
+          ("LL miss", ["ILmr", "DLmr", "DLmw"]), ("mispredict", ["Bcm", "Bim"])]
+
+
+def columns(vec, events, n, sim):
+    """Instructions per request, then (with the simulators' events) the miss columns."""
+    out = [f"{vec[0] / n:.0f}"]
+    if sim:
+        for _, evs in MISSES:
+            k = sum(vec[events.index(e)] for e in evs if e in events and events.index(e) < len(vec))
+            out.append(f"{k / n:.2f}")
+    return "\t".join(out)
 
 
 def main():
     path, n = sys.argv[1], int(sys.argv[2])
-    incl, calls, total = parse(path)
+    incl, calls, total, events = parse(path)
+    sim = "I1mr" in events
     redis = any(k in incl for k in ("aeMain", "feedAppendOnlyFile"))
     rows, counted = (REDIS, REDIS_CALLS) if redis else (TOLLGATE, TOLLGATE_CALLS)
-    print(f"total\t{total / n:.0f}")
+    if sim:
+        print("\t".join(["per request", "instructions"] + [label for label, _ in MISSES]))
+    print(f"total\t{columns(total, events, n, sim)}")
     for label, depth, fns in rows:
-        print(f"{'  ' * depth}{label}\t{sum(incl.get(f, 0) for f in fns) / n:.0f}")
+        vec = [sum(incl[f][i] for f in fns if f in incl) for i in range(len(events))]
+        print(f"{'  ' * depth}{label}\t{columns(vec, events, n, sim)}")
     entries = sum(calls.get(f, 0) for f in counted[0][1])
     what = "event-loop pass" if redis else "Raft entry"
     print(f"requests per {what}\t{n / entries:.1f}" if entries else f"no {what} counted")

@@ -19,6 +19,11 @@
 #   KEEP=<dir> keeps each run's callgrind file there (<server>-<mode>-<row>.cg, for
 #   `callgrind_annotate --inclusive=yes`: where the instructions go, by function).
 #   E.g. the `-P 32` LIMIT.TOKEN row: PIPELINE=32 CLIENTS=50 ROWS=LIMIT.TOKEN bash bench/durable_instructions.sh 200000
+#   CACHE_SIM=1 runs callgrind with its cache and branch simulators (`--cache-sim=yes
+#   --branch-sim=yes`, LL as bench/cache_misses.sh sizes it: 1 MB, one core's L2 here) and
+#   prints, beside the instructions, first-level instruction (I1) and data (D1) misses,
+#   last-level misses (LL: instruction and data) and mispredicted branches (conditional and
+#   indirect) per request; bench/durable_breakdown.sh then splits them by task.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-20000}
@@ -28,6 +33,10 @@ ROWS=${ROWS:-INCR SET LIMIT.TOKEN}
 PIPELINE=${PIPELINE:-1}
 CLIENTS=${CLIENTS:-10}
 KEEP=${KEEP:-}
+VG=(valgrind --tool=callgrind)
+if [ "${CACHE_SIM:-0}" != 0 ]; then
+  VG+=(--cache-sim=yes --branch-sim=yes "--LL=${LL:-1048576,16,64}")
+fi
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 require_tools valgrind callgrind_annotate redis-benchmark redis-server
@@ -43,10 +52,10 @@ count() {
   rm -rf "$file" "$OUT/data"
   mkdir -p "$OUT/data"
   if [ "$server" = tollgate ]; then
-    valgrind --tool=callgrind --callgrind-out-file="$file" "$TOLLGATE_BIN" --port "$PORT" \
+    "${VG[@]}" --callgrind-out-file="$file" "$TOLLGATE_BIN" --port "$PORT" \
       --data-dir "$OUT/data" --appendfsync "$mode" --log warn >/dev/null 2>&1 &
   else
-    valgrind --tool=callgrind --callgrind-out-file="$file" redis-server --port "$PORT" \
+    "${VG[@]}" --callgrind-out-file="$file" redis-server --port "$PORT" \
       --dir "$OUT/data" --save "" --appendonly yes --appendfsync "$mode" >/dev/null 2>&1 &
   fi
   local pid=$! ok total
@@ -63,11 +72,23 @@ count() {
     mkdir -p "$KEEP"
     cp "$file" "$KEEP/$server-$mode-$row.cg"
   fi
-  total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
-  echo $((total / N))
+  # The totals line follows the events line: Ir, then (with CACHE_SIM) Dr Dw I1mr D1mr D1mw
+  # ILmr DLmr DLmw Bc Bcm Bi Bim, each count followed by its share, "(100.0%)".
+  callgrind_annotate "$file" 2>/dev/null | awk -v n="$N" -v sim="${CACHE_SIM:-0}" '
+    /^Events shown:/ { for (i = 3; i <= NF; i++) col[$i] = i - 2 }
+    /PROGRAM TOTALS/ {
+      k = 0
+      for (i = 1; i <= NF; i++) if ($i !~ /^\(/) { v = $i; gsub(",", "", v); t[++k] = v }
+      if (sim == 0) { printf "%d\n", t[col["Ir"]] / n; exit }
+      printf "%d/%.1f/%.1f/%.2f/%.1f\n", t[col["Ir"]] / n, t[col["I1mr"]] / n,
+        (t[col["D1mr"]] + t[col["D1mw"]]) / n,
+        (t[col["ILmr"]] + t[col["DLmr"]] + t[col["DLmw"]]) / n, (t[col["Bcm"]] + t[col["Bim"]]) / n
+    }'
 }
 
-printf '%-9s %-12s %10s %10s\n' fsync row redis tollgate
+W=10
+[ "${CACHE_SIM:-0}" != 0 ] && W=30
+printf "%-9s %-12s %${W}s %${W}s\n" fsync row redis tollgate
 for mode in $MODES; do
   for row in $ROWS; do
     case $row in
@@ -84,8 +105,11 @@ for mode in $MODES; do
       redis=$(count redis "$mode" "$row" $rcmd)
     fi
     # shellcheck disable=SC2086
-    printf '%-9s %-12s %10s %10s\n' "$mode" "$row" "$redis" "$(count tollgate "$mode" "$row" $cmd)"
+    printf "%-9s %-12s %${W}s %${W}s\n" "$mode" "$row" "$redis" "$(count tollgate "$mode" "$row" $cmd)"
   done
 done
 echo "(instructions per request, callgrind, -P $PIPELINE, $CLIENTS clients, $N requests per row;"
 echo " LIMIT.TOKEN's redis column is Redis's INCR)"
+if [ "${CACHE_SIM:-0}" != 0 ]; then
+  echo "(each column: instructions/I1 misses/D1 misses/LL misses/mispredicted branches per request)"
+fi
