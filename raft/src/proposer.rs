@@ -183,17 +183,24 @@ impl Proposer {
         commands: Vec<bytes::Bytes>,
     ) -> oneshot::Receiver<Result<Vec<CommandResult>, ClusterError>> {
         let (reply, rx) = oneshot::channel();
-        self.queue(commands, Waiter::Encoded(reply));
+        let _ = self.queue(commands, Waiter::Encoded(reply), false);
         rx
     }
 
     /// Queue `commands`, proposed on this node, with `local`, the same commands typed: the
-    /// unit's receiver gets their outputs (or why the entry failed).
-    pub(crate) fn submit_local(&self, commands: Vec<bytes::Bytes>, local: ErasedLocal) {
-        self.queue(commands, Waiter::Typed(TypedWaiter(local)));
+    /// unit's receiver gets their outputs (or why the entry failed). When no entry is in
+    /// flight, the caller gets to cut the next one: it yields to the runtime once, so that the
+    /// proposals of every connection ready to run join it, then drops the returned [`CutLater`]
+    /// (dropped sooner, it cuts sooner).
+    pub(crate) fn submit_local(
+        &self,
+        commands: Vec<bytes::Bytes>,
+        local: ErasedLocal,
+    ) -> Option<CutLater> {
+        self.queue(commands, Waiter::Typed(TypedWaiter(local)), true)
     }
 
-    fn queue(&self, commands: Vec<bytes::Bytes>, waiter: Waiter) {
+    fn queue(&self, commands: Vec<bytes::Bytes>, waiter: Waiter, defer: bool) -> Option<CutLater> {
         let proposal = Proposal { commands, waiter };
         let bytes = proposal.bytes();
         if bytes > self.max_bytes {
@@ -202,15 +209,16 @@ impl Proposer {
                 bytes,
                 max: self.max_bytes,
             });
-            return;
+            return None;
         }
         match &*self.to {
             Batcher::Task(tx) => {
                 if let Err(mpsc::error::SendError(p)) = tx.send(proposal) {
                     p.waiter.fail(ClusterError::ShuttingDown);
                 }
+                None
             }
-            Batcher::Combined(c) => c.push(proposal),
+            Batcher::Combined(c) => c.push(proposal, defer),
         }
     }
 }
@@ -359,6 +367,23 @@ struct CombinerState {
     unread: VecDeque<oneshot::Receiver<ClientWriteResult<TypeConfig>>>,
     /// The batcher stopped (the last handle dropped, or its task ended): fail what comes.
     closed: bool,
+    /// A proposer holds a [`CutLater`]: it cuts once the connections ready to run have
+    /// proposed too.
+    cut_pending: bool,
+}
+
+/// Cuts the next entry when dropped (see [`Proposer::submit_local`]).
+pub(crate) struct CutLater(Arc<Combiner>);
+
+impl Drop for CutLater {
+    fn drop(&mut self) {
+        let after = {
+            let mut st = self.0.lock();
+            st.cut_pending = false;
+            self.0.cut(&mut st)
+        };
+        after.finish();
+    }
 }
 
 struct InFlight {
@@ -424,18 +449,27 @@ impl Combiner {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queue `p`; cut an entry if none is in flight.
-    fn push(&self, p: Proposal) {
+    /// Queue `p`; cut an entry if none is in flight, now, or with `defer` when the returned
+    /// [`CutLater`] drops (unless another proposer holds one already).
+    fn push(&self, p: Proposal, defer: bool) -> Option<CutLater> {
         let mut st = self.lock();
         if st.closed {
             drop(st);
             p.waiter.fail(ClusterError::ShuttingDown);
-            return;
+            return None;
         }
         st.queue.push_back(p);
+        if st.inflight.is_some() || st.cut_pending {
+            return None;
+        }
+        if defer {
+            st.cut_pending = true;
+            return self.me.upgrade().map(CutLater);
+        }
         let after = self.cut(&mut st);
         drop(st);
         after.finish();
+        None
     }
 
     /// The state machine answered every proposer of `done`'s entry: cut the next.
