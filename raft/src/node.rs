@@ -504,18 +504,9 @@ impl<S: StateMachine> RaftNode<S> {
                     false => commands.clone(),
                 };
                 let unit = Local::new(typed_now);
-                let cut = self
-                    .inner
+                self.inner
                     .proposer
                     .submit_local(entry_commands, unit.erased());
-                if let Some(cut) = cut {
-                    // No entry in flight: this proposal cuts the next, once every connection
-                    // ready to run has proposed too (as Redis's event loop writes its AOF
-                    // after serving every readable client). Tokio runs a yielding task again
-                    // after the others and a look at the sockets.
-                    tokio::task::yield_now().await;
-                    drop(cut);
-                }
                 let attempt = match alone {
                     true => unit.answer().await,
                     false => {

@@ -183,24 +183,17 @@ impl Proposer {
         commands: Vec<bytes::Bytes>,
     ) -> oneshot::Receiver<Result<Vec<CommandResult>, ClusterError>> {
         let (reply, rx) = oneshot::channel();
-        let _ = self.queue(commands, Waiter::Encoded(reply), false);
+        self.queue(commands, Waiter::Encoded(reply));
         rx
     }
 
     /// Queue `commands`, proposed on this node, with `local`, the same commands typed: the
-    /// unit's receiver gets their outputs (or why the entry failed). When no entry is in
-    /// flight, the caller gets to cut the next one: it yields to the runtime once, so that the
-    /// proposals of every connection ready to run join it, then drops the returned [`CutLater`]
-    /// (dropped sooner, it cuts sooner).
-    pub(crate) fn submit_local(
-        &self,
-        commands: Vec<bytes::Bytes>,
-        local: ErasedLocal,
-    ) -> Option<CutLater> {
-        self.queue(commands, Waiter::Typed(TypedWaiter(local)), true)
+    /// unit's receiver gets their outputs (or why the entry failed).
+    pub(crate) fn submit_local(&self, commands: Vec<bytes::Bytes>, local: ErasedLocal) {
+        self.queue(commands, Waiter::Typed(TypedWaiter(local)));
     }
 
-    fn queue(&self, commands: Vec<bytes::Bytes>, waiter: Waiter, defer: bool) -> Option<CutLater> {
+    fn queue(&self, commands: Vec<bytes::Bytes>, waiter: Waiter) {
         let proposal = Proposal { commands, waiter };
         let bytes = proposal.bytes();
         if bytes > self.max_bytes {
@@ -209,16 +202,15 @@ impl Proposer {
                 bytes,
                 max: self.max_bytes,
             });
-            return None;
+            return;
         }
         match &*self.to {
             Batcher::Task(tx) => {
                 if let Err(mpsc::error::SendError(p)) = tx.send(proposal) {
                     p.waiter.fail(ClusterError::ShuttingDown);
                 }
-                None
             }
-            Batcher::Combined(c) => c.push(proposal, defer),
+            Batcher::Combined(c) => c.push(proposal),
         }
     }
 }
@@ -367,23 +359,8 @@ struct CombinerState {
     unread: VecDeque<oneshot::Receiver<ClientWriteResult<TypeConfig>>>,
     /// The batcher stopped (the last handle dropped, or its task ended): fail what comes.
     closed: bool,
-    /// A proposer holds a [`CutLater`]: it cuts once the connections ready to run have
-    /// proposed too.
+    /// The task was told to cut the next entry (nothing was in flight when a proposal came).
     cut_pending: bool,
-}
-
-/// Cuts the next entry when dropped (see [`Proposer::submit_local`]).
-pub(crate) struct CutLater(Arc<Combiner>);
-
-impl Drop for CutLater {
-    fn drop(&mut self) {
-        let after = {
-            let mut st = self.0.lock();
-            st.cut_pending = false;
-            self.0.cut(&mut st)
-        };
-        after.finish();
-    }
 }
 
 struct InFlight {
@@ -449,27 +426,20 @@ impl Combiner {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queue `p`; cut an entry if none is in flight, now, or with `defer` when the returned
-    /// [`CutLater`] drops (unless another proposer holds one already).
-    fn push(&self, p: Proposal, defer: bool) -> Option<CutLater> {
+    /// Queue `p`. With no entry in flight, the combiner's task cuts the next one when it runs
+    /// (after the connections the runtime already had to run: their proposals join it).
+    fn push(&self, p: Proposal) {
         let mut st = self.lock();
         if st.closed {
             drop(st);
             p.waiter.fail(ClusterError::ShuttingDown);
-            return None;
+            return;
         }
         st.queue.push_back(p);
-        if st.inflight.is_some() || st.cut_pending {
-            return None;
-        }
-        if defer {
+        if st.inflight.is_none() && !st.cut_pending {
             st.cut_pending = true;
-            return self.me.upgrade().map(CutLater);
+            self.attention.notify_one();
         }
-        let after = self.cut(&mut st);
-        drop(st);
-        after.finish();
-        None
     }
 
     /// The state machine answered every proposer of `done`'s entry: cut the next.
@@ -627,6 +597,7 @@ async fn run_combiner(combiner: Arc<Combiner>) {
         c.gate.opened().await;
         let after = {
             let mut st = c.lock();
+            st.cut_pending = false;
             c.cut(&mut st)
         };
         after.finish();
