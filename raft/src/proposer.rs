@@ -122,7 +122,7 @@ pub(crate) struct Proposer {
 }
 
 /// Where proposals go: with several entries in flight, the batcher task's queue; with one
-/// (the default), the [`Combiner`], cut by whoever finds it idle.
+/// (the default), the [`Combiner`].
 enum Batcher {
     Task(mpsc::UnboundedSender<Proposal>),
     Combined(Arc<Combiner>),
@@ -318,24 +318,26 @@ fn make_batch(
     (batch, waiters)
 }
 
-/// The write batcher with one entry in flight (the default), by flat combining: no task sits
-/// between the proposers and openraft's core. A proposer that finds no entry in flight cuts
-/// one from its own proposal (and whatever queued) and hands it to openraft itself; proposals
-/// that come while an entry is in flight queue, and the state machine, as it applies the
-/// entry and has answered all its proposers, cuts the next one from them. Before, a task did
-/// both, woken 2.8 times an entry with `everysec` (a proposal arrives; the entry is applied)
-/// between the connections, openraft's core and its state-machine task, all on the one
-/// runtime worker.
+/// The write batcher with one entry in flight (the default). Proposals queue under a lock.
+/// When an entry is applied and every proposer of it answered, the state machine cuts the next
+/// entry from the queue and hands it to openraft itself, on its own task (flat combining:
+/// whoever finds the batcher's work to do does it). Only a proposal that finds no entry in
+/// flight wakes a task ([`run_combiner`]) to cut one: cut right there, on the proposer's
+/// task, entries held a third of the proposals (callgrind, 50 unpipelined clients: 18 a
+/// entry instead of 36-40, and 6.6% more instructions a request); a yield before that cut
+/// made the runtime look at its sockets with an extra `epoll_wait` an entry. Before, a batcher
+/// task did all cuts, woken 2.8 times an entry with `everysec` (a proposal arrives; the entry
+/// is applied); now its task is woken about once an entry.
 ///
 /// Order is as before: entries are cut, stamped and handed to openraft one at a time, under
 /// the lock, so stamps do not decrease in log order, and the next entry is cut only once the
 /// one in flight was applied (or failed), as with the batcher task's one in-flight slot.
 ///
-/// What no apply answers, a task ([`run_combiner`]) sees to, woken only then: an entry that
-/// failed (no longer the leader, Raft stopped), one whose proposers were not all answered at
-/// apply (a proposal forwarded by a follower, a unit applied from its bytes), a cut held while
-/// a leadership transfer closed the gate, and the last handle's drop. openraft's response to
-/// an entry wakes it through [`EntryDone`], which does nothing when the apply answered.
+/// The task also sees to what no apply answers: an entry that failed (no longer the leader,
+/// Raft stopped), one whose proposers were not all answered at apply (a proposal forwarded by
+/// a follower, a unit applied from its bytes), a cut held while a leadership transfer closed
+/// the gate, and the last handle's drop. openraft's response to an entry wakes it through
+/// [`EntryDone`], which does nothing when the apply answered.
 struct Combiner {
     raft: Raft<TypeConfig>,
     clock: Arc<LeaderClock>,
@@ -487,8 +489,8 @@ impl Combiner {
         let mut bytes = 0;
         let mut proposals = Vec::new();
         while let Some(p) = st.queue.front() {
-            let fits = count + p.commands.len() <= self.max_batch
-                && bytes + p.bytes() <= self.max_bytes;
+            let fits =
+                count + p.commands.len() <= self.max_batch && bytes + p.bytes() <= self.max_bytes;
             if !proposals.is_empty() && !fits {
                 break;
             }
@@ -561,8 +563,9 @@ impl Drop for FailOnDrop {
     }
 }
 
-/// The combiner's task: answers the entries no apply answered, and cuts the next entry after
-/// them, or once a leadership transfer's gate opens.
+/// The combiner's task: cuts an entry when a proposal found none in flight, answers the
+/// entries no apply answered and cuts the next entry after them, or once a leadership
+/// transfer's gate opens.
 async fn run_combiner(combiner: Arc<Combiner>) {
     let c = FailOnDrop(combiner);
     let c = &c.0;
