@@ -42,10 +42,7 @@ TOLLGATE = [
      ["tollgate_raft::node::RaftNode<S>::propose::{{closure}}"]),
     ("encode for the log (encode_exact)", 3, ["tollgate_raft::types::encode_exact"]),
     ("typed unit (Local::new)", 3, ["tollgate_raft::local::Local<C,O>::new"]),
-    # (With one entry in flight the batcher is a combiner whose task is woken only to cut an
-    # entry when none is in flight, or for an entry no apply answered.)
-    ("write batcher task", 0, ["tollgate_raft::proposer::run_write_batcher::{{closure}}",
-                               "tollgate_raft::proposer::run_combiner::{{closure}}"]),
+    ("write batcher task", 0, ["tollgate_raft::proposer::run_write_batcher::{{closure}}"]),
     ("openraft core task (runtime_loop)", 0,
      ["openraft::core::raft_core::RaftCore<C,N,LS,SM>::runtime_loop::{{closure}}::{{closure}}"]),
     ("metrics publication (flush_metrics)", 1,
@@ -67,8 +64,7 @@ TOLLGATE_CALLS = [
     ("entries applied", ["tollgate_raft::state_machine::StateMachineStore<S>::apply_batch"]),
     ("openraft core passes (flush_metrics)",
      ["openraft::core::raft_core::RaftCore<C,N,LS,SM>::flush_metrics"]),
-    ("write batcher polls", ["tollgate_raft::proposer::run_write_batcher::{{closure}}",
-                             "tollgate_raft::proposer::run_combiner::{{closure}}"]),
+    ("write batcher polls", ["tollgate_raft::proposer::run_write_batcher::{{closure}}"]),
     ("openraft core polls",
      ["openraft::core::raft_core::RaftCore<C,N,LS,SM>::runtime_loop::{{closure}}::{{closure}}"]),
     ("state-machine task polls",

@@ -266,9 +266,9 @@ pub(crate) type ErasedLocal = Arc<dyn LocalAnswer>;
 pub(crate) struct LocalCommands {
     pub(crate) runs: Arc<Vec<(usize, Option<ErasedLocal>)>>,
     /// Told once every command of the entry was applied from its unit (so every proposer of
-    /// the entry has been answered): the write batcher then cuts the next entry, on the state
-    /// machine's task, without waiting for openraft's response.
-    pub(crate) applied: Option<Arc<crate::proposer::EntryDone>>,
+    /// the entry has been answered): the write batcher may then cut the next entry without
+    /// waiting for openraft's response.
+    pub(crate) applied: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl LocalCommands {

@@ -384,7 +384,7 @@ impl<S: StateMachine> StateMachineStore<S> {
                     });
                 }
                 if let (true, Some(applied)) = (all_typed, &batch.local.applied) {
-                    applied.applied();
+                    applied.notify_one();
                 }
             }
             None => {
