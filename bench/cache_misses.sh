@@ -21,6 +21,13 @@
 #   PORT/TOLLGATE_BIN/CLIENTS/PIPELINE/RAND/LL/PREP override the defaults; KEEP=<dir> keeps
 #   callgrind's files there (redis.out, tollgate.out) for a per-function look:
 #   callgrind_annotate --sort=DLmr,DLmw <dir>/tollgate.out
+#   BRANCH=yes adds callgrind's branch predictor simulation (`--branch-sim=yes`): the
+#   mispredicted conditional and indirect branches per request (a build's code layout and
+#   inlining show there, e.g. release profile against release profile; the simulator is a
+#   generic 2-level predictor, not this CPU's). DURABLE=everysec (or always) runs both
+#   servers durable: Tollgate with `--data-dir` and `--appendfsync DURABLE`, Redis with
+#   `appendonly yes` and the same `appendfsync`, each in a fresh folder.
+#   SERVER=tollgate counts Tollgate only (e.g. two builds with TOLLGATE_BIN, no Redis row).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -43,10 +50,22 @@ count() {
   local file="$OUT/cg.out" server=$1
   rm -f "$file"
   local vg=(valgrind --tool=callgrind --cache-sim=yes "--LL=$LL" --callgrind-out-file="$file")
-  if [ "$server" = tollgate ]; then
-    "${vg[@]}" "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
+  [ "${BRANCH:-no}" != yes ] || vg+=(--branch-sim=yes)
+  local durable=()
+  if [ -n "${DURABLE:-}" ]; then
+    rm -rf "$OUT/data" && mkdir -p "$OUT/data"
+    if [ "$server" = tollgate ]; then
+      durable=(--data-dir "$OUT/data" --appendfsync "$DURABLE")
+    else
+      durable=(--dir "$OUT/data" --appendonly yes --appendfsync "$DURABLE")
+    fi
   else
-    "${vg[@]}" redis-server --port "$PORT" --save "" --appendonly no >/dev/null 2>&1 &
+    [ "$server" = tollgate ] || durable=(--appendonly no)
+  fi
+  if [ "$server" = tollgate ]; then
+    "${vg[@]}" "$TOLLGATE_BIN" --port "$PORT" --log warn "${durable[@]}" >/dev/null 2>&1 &
+  else
+    "${vg[@]}" redis-server --port "$PORT" --save "" "${durable[@]}" >/dev/null 2>&1 &
   fi
   local pid=$!
   for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -69,7 +88,8 @@ count() {
   if [ -n "${KEEP:-}" ]; then
     mkdir -p "$KEEP" && cp "$file" "$KEEP/$server.out"
   fi
-  # The totals line follows the events line: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw.
+  # The totals line follows the events line: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, then
+  # with BRANCH=yes Bc Bcm Bi Bim.
   callgrind_annotate "$file" 2>/dev/null | awk -v n="$N" '
     /^Events shown:/ { for (i = 3; i <= NF; i++) col[$i] = i - 2 }
     /PROGRAM TOTALS/ {
@@ -77,13 +97,21 @@ count() {
       k = 0
       for (i = 1; i <= NF; i++) if ($i !~ /^\(/) { v = $i; gsub(",", "", v); t[++k] = v }
       ir = t[col["Ir"]]; d1 = t[col["D1mr"]] + t[col["D1mw"]]; ll = t[col["DLmr"]] + t[col["DLmw"]]
-      printf "%d %.2f %.2f\n", ir / n, d1 / n, ll / n
+      i1 = t[col["I1mr"]]; lli = t[col["ILmr"]]
+      bm = ("Bcm" in col) ? sprintf("%.2f", (t[col["Bcm"]] + t[col["Bim"]]) / n) : "-"
+      printf "%d %.2f %.2f %.2f %.3f %s\n", ir / n, d1 / n, ll / n, i1 / n, lli / n, bm
     }'
 }
 
-read -r RI RD1 RLL <<<"$(count redis)"
-read -r TI TD1 TLL <<<"$(count tollgate)"
-printf '%s -P %s, %s clients, -r %s, %s requests (LL %s), per request:\n' \
-  "$TEST" "$PIPELINE" "$CLIENTS" "$RAND" "$N" "$LL"
-printf '%-10s %12s %12s %14s\n' server instructions "D1 misses" "LL data misses"
-printf '%-10s %12s %12s %14s\n' redis "$RI" "$RD1" "$RLL" tollgate "$TI" "$TD1" "$TLL"
+rows=()
+if [ "${SERVER:-both}" != tollgate ]; then
+  read -r RI RD1 RLL RI1 RLLI RBM <<<"$(count redis)"
+  rows+=(redis "$RI" "$RD1" "$RLL" "$RI1" "$RLLI" "$RBM")
+fi
+read -r TI TD1 TLL TI1 TLLI TBM <<<"$(count tollgate)"
+rows+=(tollgate "$TI" "$TD1" "$TLL" "$TI1" "$TLLI" "$TBM")
+printf '%s -P %s, %s clients, -r %s, %s requests (LL %s%s), per request:\n' \
+  "$TEST" "$PIPELINE" "$CLIENTS" "$RAND" "$N" "$LL" "${DURABLE:+, durable $DURABLE}"
+printf '%-10s %12s %10s %10s %10s %10s %12s\n' server instructions "D1 misses" "LL data" \
+  "I1 misses" "LL instr" mispredicts
+printf '%-10s %12s %10s %10s %10s %10s %12s\n' "${rows[@]}"

@@ -22,7 +22,9 @@
 #   (default: build release), TOLLGATE_ARGS (extra server options, e.g. "--threads 2").
 #   PY_PROCS=n: the Python client instead (bench/blpop_pingpong.py, n processes, as
 #   bench/pubsub.sh's pingpong-pairs row runs it), PY_POPS pops in all (default 100000);
-#   the client figures are then the n processes' sums.
+#   the client figures are then the n processes' sums. CLIENT_BIN=<binary>: that build of
+#   examples/blpop_pingpong instead of building it (the same client for two server builds;
+#   the example's dev-dependency features make its build recompile the tollgate crate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-5}
@@ -32,8 +34,12 @@ PORT=${PORT:-6397}
 source bench/lib.sh
 require_tools redis-server redis-cli perf python3
 tollgate_binary
-cargo build --release -q --example blpop_pingpong
-CLIENT="${CARGO_TARGET_DIR:-target}/release/examples/blpop_pingpong"
+if [ -n "${CLIENT_BIN:-}" ]; then
+  CLIENT=$CLIENT_BIN
+else
+  cargo build --release -q --example blpop_pingpong
+  CLIENT="${CARGO_TARGET_DIR:-target}/release/examples/blpop_pingpong"
+fi
 port_free "$PORT"
 OUT=$(mktemp -d)
 PIDS=()
