@@ -21,6 +21,11 @@
 #   PORT/TOLLGATE_BIN/CLIENTS/PIPELINE/RAND/LL/PREP override the defaults; KEEP=<dir> keeps
 #   callgrind's files there (redis.out, tollgate.out) for a per-function look:
 #   callgrind_annotate --sort=DLmr,DLmw <dir>/tollgate.out
+#   BRANCH_SIM=1 adds callgrind's branch simulation (--branch-sim=yes) and prints, per
+#   request, the instruction cache's first-level misses (I1), the LL misses of instructions
+#   and data together, conditional branches and their mispredicts, indirect branches and
+#   their mispredicts: what an unpipelined row (PIPELINE=1 CLIENTS=50, test incr) spends
+#   beyond its instructions, which this VM's perf cannot count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -43,6 +48,7 @@ count() {
   local file="$OUT/cg.out" server=$1
   rm -f "$file"
   local vg=(valgrind --tool=callgrind --cache-sim=yes "--LL=$LL" --callgrind-out-file="$file")
+  if [ "${BRANCH_SIM:-0}" = 1 ]; then vg+=(--branch-sim=yes); fi
   if [ "$server" = tollgate ]; then
     "${vg[@]}" "$TOLLGATE_BIN" --port "$PORT" --log warn >/dev/null 2>&1 &
   else
@@ -77,13 +83,24 @@ count() {
       k = 0
       for (i = 1; i <= NF; i++) if ($i !~ /^\(/) { v = $i; gsub(",", "", v); t[++k] = v }
       ir = t[col["Ir"]]; d1 = t[col["D1mr"]] + t[col["D1mw"]]; ll = t[col["DLmr"]] + t[col["DLmw"]]
-      printf "%d %.2f %.2f\n", ir / n, d1 / n, ll / n
+      printf "%d %.2f %.2f", ir / n, d1 / n, ll / n
+      if ("Bcm" in col) {
+        printf " %.1f %.2f %.0f %.2f %.0f %.2f", t[col["I1mr"]] / n, (t[col["ILmr"]] + ll) / n,
+          t[col["Bc"]] / n, t[col["Bcm"]] / n, t[col["Bi"]] / n, t[col["Bim"]] / n
+      }
+      printf "\n"
     }'
 }
 
-read -r RI RD1 RLL <<<"$(count redis)"
-read -r TI TD1 TLL <<<"$(count tollgate)"
+read -r RI RD1 RLL RB <<<"$(count redis)"
+read -r TI TD1 TLL TB <<<"$(count tollgate)"
 printf '%s -P %s, %s clients, -r %s, %s requests (LL %s), per request:\n' \
   "$TEST" "$PIPELINE" "$CLIENTS" "$RAND" "$N" "$LL"
 printf '%-10s %12s %12s %14s\n' server instructions "D1 misses" "LL data misses"
 printf '%-10s %12s %12s %14s\n' redis "$RI" "$RD1" "$RLL" tollgate "$TI" "$TD1" "$TLL"
+if [ "${BRANCH_SIM:-0}" = 1 ]; then
+  printf '%-10s %10s %10s %10s %12s %10s %12s\n' server "I1 misses" "LL misses" "cond br" \
+    "mispredicted" "indirect" "mispredicted"
+  # shellcheck disable=SC2086
+  printf '%-10s %10s %10s %10s %12s %10s %12s\n' redis $RB tollgate $TB
+fi
