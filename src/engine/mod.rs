@@ -570,10 +570,13 @@ impl Engine {
                 .and_then(|r| r.first())
                 .is_some_and(blocking::nothing)
         };
-        if self.cluster.get().is_some() {
+        if let Some(node) = self.cluster.get() {
             let waiter = make();
             self.pubsub.blocking.block(&waiter);
-            let result = self.execute(batch).await;
+            // `execute`'s replicated path, boxed here rather than through `execute`, whose
+            // standalone half would otherwise add 400 bytes to this future (848 bytes
+            // against 520), which `on_client!` boxes and copies on every call.
+            let result = Box::pin(self.execute_replicated(node, batch)).await;
             if !first_nothing(&result) {
                 self.pubsub.blocking.unblock(&waiter);
                 return (result, None);
