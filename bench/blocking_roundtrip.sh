@@ -9,6 +9,14 @@
 #                 system calls, context switches and futex calls of every server thread per
 #                 round trip (`perf stat -p`, the server run natively), when perf can count
 #                 them (PERF=0 skips)
+#   CACHE_SIM=1   also callgrind's cache and branch simulation (--cache-sim=yes
+#                 --branch-sim=yes): per round trip, idle rate subtracted as for the
+#                 instructions, I1 misses, D1 misses (reads + writes), LL misses (instruction
+#                 + data), conditional branches and their mispredicts, indirect branches and
+#                 their mispredicts. No hardware counters on this VM: this is how an IPC gap
+#                 at equal instructions can be looked at. KEEP=<dir> keeps callgrind's files
+#                 (<dir>/<server>.out, the round trips' dump) for
+#                 `callgrind_annotate --sort=I1mr,D1mr,Bim,Bcm`.
 #
 #   bench/blocking_roundtrip.sh [round trips]      (default 2000)
 #   PAIRS (default 0): 0 = one pair, A blocks in BLPOP q, B waits DELAY and RPUSHes (a round
@@ -35,6 +43,12 @@ total_of() {
   callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }
 
+# events_of <file>: "name=count ..." for every event of callgrind's totals line.
+events_of() {
+  awk '/^events:/ { for (i = 2; i <= NF; i++) name[i - 1] = $i }
+    /^(summary|totals):/ { for (i = 2; i <= NF; i++) printf "%s=%s ", name[i - 1], $i; exit }' "$1"
+}
+
 pingpong() {
   python3 bench/blpop_pingpong.py "$PORT" "$1" "$DELAY" "$PAIRS" >/dev/null
 }
@@ -42,7 +56,9 @@ pingpong() {
 count() {
   local server=$1 file="$OUT/cg.out"
   rm -f "$OUT"/cg.out*
-  start_callgrind_server "$server" "$file"
+  local sim=()
+  if [ "${CACHE_SIM:-0}" = 1 ]; then sim=(--cache-sim=yes --branch-sim=yes); fi
+  start_callgrind_server "$server" "$file" "${sim[@]}"
   local pid=$SPID
   # Warm-up, then the idle rate over 5 s (dump 1), then the round trips (dump 2).
   pingpong 200
@@ -53,6 +69,8 @@ count() {
   start=$(date +%s.%N)
   pingpong "$N"
   end=$(date +%s.%N)
+  local elapsed_s
+  elapsed_s=$(echo "$end - $start" | bc)
   callgrind_control -d "$pid" >/dev/null 2>&1
   kill "$pid"
   wait "$pid" 2>/dev/null || true
@@ -65,6 +83,21 @@ elapsed = $end - $start
 print(f'$server: {$busy / $N:.0f} instructions per round trip, '
       f'{($busy - idle_rate * elapsed) / $N:.0f} without the idle rate '
       f'({idle_rate:.0f}/s over {elapsed:.1f} s)')"
+  if [ "${CACHE_SIM:-0}" = 1 ]; then
+    if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$file.2" "$KEEP/$server.out"; fi
+    python3 - "$server" "$N" "$elapsed_s" "$(events_of "$file.1")" "$(events_of "$file.2")" <<'PY'
+import sys
+server, n, elapsed = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+idle, busy = [dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in a.split()) for a in sys.argv[4:6]]
+def per(*events):
+    return sum(busy.get(e, 0) - idle.get(e, 0) / 5 * elapsed for e in events) / n
+print(f"{server}: per round trip, idle rate subtracted: I1 misses {per('I1mr'):.1f}, "
+      f"D1 misses {per('D1mr', 'D1mw'):.1f} (read {per('D1mr'):.1f}), "
+      f"LL misses {per('ILmr', 'DLmr', 'DLmw'):.2f}, "
+      f"cond branches {per('Bc'):.0f} mispredicted {per('Bcm'):.1f}, "
+      f"indirect {per('Bi'):.0f} mispredicted {per('Bim'):.1f}")
+PY
+  fi
 }
 
 # kernel <server>: perf stat's counts of the natively run server over N round trips.

@@ -22,7 +22,7 @@
 #   callgrind's files there (redis.out, tollgate.out) for a per-function look:
 #   callgrind_annotate --sort=DLmr,DLmw <dir>/tollgate.out
 #   BRANCH=yes adds callgrind's branch predictor simulation (`--branch-sim=yes`): the
-#   mispredicted conditional and indirect branches per request (a build's code layout and
+#   mispredicted conditional and indirect branches per request, in two columns (a build's code layout and
 #   inlining show there, e.g. release profile against release profile; the simulator is a
 #   generic 2-level predictor, not this CPU's). DURABLE=everysec (or always) runs both
 #   servers durable: Tollgate with `--data-dir` and `--appendfsync DURABLE`, Redis with
@@ -98,20 +98,21 @@ count() {
       for (i = 1; i <= NF; i++) if ($i !~ /^\(/) { v = $i; gsub(",", "", v); t[++k] = v }
       ir = t[col["Ir"]]; d1 = t[col["D1mr"]] + t[col["D1mw"]]; ll = t[col["DLmr"]] + t[col["DLmw"]]
       i1 = t[col["I1mr"]]; lli = t[col["ILmr"]]
-      bm = ("Bcm" in col) ? sprintf("%.2f", (t[col["Bcm"]] + t[col["Bim"]]) / n) : "-"
-      printf "%d %.2f %.2f %.2f %.3f %s\n", ir / n, d1 / n, ll / n, i1 / n, lli / n, bm
+      bc = ("Bcm" in col) ? sprintf("%.2f", t[col["Bcm"]] / n) : "-"
+      bi = ("Bim" in col) ? sprintf("%.2f", t[col["Bim"]] / n) : "-"
+      printf "%d %.2f %.2f %.2f %.3f %s %s\n", ir / n, d1 / n, ll / n, i1 / n, lli / n, bc, bi
     }'
 }
 
 rows=()
 if [ "${SERVER:-both}" != tollgate ]; then
-  read -r RI RD1 RLL RI1 RLLI RBM <<<"$(count redis)"
-  rows+=(redis "$RI" "$RD1" "$RLL" "$RI1" "$RLLI" "$RBM")
+  read -r RI RD1 RLL RI1 RLLI RBC RBI <<<"$(count redis)"
+  rows+=(redis "$RI" "$RD1" "$RLL" "$RI1" "$RLLI" "$RBC" "$RBI")
 fi
-read -r TI TD1 TLL TI1 TLLI TBM <<<"$(count tollgate)"
-rows+=(tollgate "$TI" "$TD1" "$TLL" "$TI1" "$TLLI" "$TBM")
+read -r TI TD1 TLL TI1 TLLI TBC TBI <<<"$(count tollgate)"
+rows+=(tollgate "$TI" "$TD1" "$TLL" "$TI1" "$TLLI" "$TBC" "$TBI")
 printf '%s -P %s, %s clients, -r %s, %s requests (LL %s%s), per request:\n' \
   "$TEST" "$PIPELINE" "$CLIENTS" "$RAND" "$N" "$LL" "${DURABLE:+, durable $DURABLE}"
-printf '%-10s %12s %10s %10s %10s %10s %12s\n' server instructions "D1 misses" "LL data" \
-  "I1 misses" "LL instr" mispredicts
-printf '%-10s %12s %10s %10s %10s %10s %12s\n' "${rows[@]}"
+printf '%-10s %12s %10s %10s %10s %10s %12s %12s\n' server instructions "D1 misses" "LL data" \
+  "I1 misses" "LL instr" "cond mispr" "indir mispr"
+printf '%-10s %12s %10s %10s %10s %10s %12s %12s\n' "${rows[@]}"
