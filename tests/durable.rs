@@ -803,12 +803,8 @@ fn the_first_read_after_kill9_sees_every_acknowledged_write() {
 /// The `tollgate_raft_fsync_duration_seconds` histogram's count on `/metrics` at `port`.
 fn fsyncs(port: u16) -> u64 {
     let (_, text) = http_get(port, "/metrics");
-    text.lines()
-        .find_map(|l| l.strip_prefix("tollgate_raft_fsync_duration_seconds_count "))
-        .unwrap_or_else(|| panic!("no fsync count in {text}"))
-        .trim()
-        .parse::<f64>()
-        .unwrap() as u64
+    metric(&text, "tollgate_raft_fsync_duration_seconds_count", &[])
+        .unwrap_or_else(|| panic!("no fsync count in {text}")) as u64
 }
 
 /// With `always` a single node fsyncs each entry itself, on the task that appends it

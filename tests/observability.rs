@@ -12,29 +12,9 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cluster_support::{http_get, serial, Cluster};
+use cluster_support::{http_get, metric, serial, Cluster};
 use common::{free_port, TestServer};
 use redis_support::RedisServer;
-
-/// The value of series `name` whose labels include `labels`, if there is one.
-fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (n, rest) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            if n != name {
-                return None;
-            }
-            let all = labels
-                .iter()
-                .all(|(k, v)| rest.split(',').any(|kv| kv == format!("{k}=\"{v}\"")));
-            all.then(|| value.parse().ok()).flatten()
-        })
-}
 
 fn token_calls(con: &mut redis::Connection, key: &str, n: usize) -> (usize, usize) {
     let mut allowed = 0;

@@ -667,3 +667,23 @@ pub fn http_get(port: u16, path: &str) -> (u16, String) {
         .unwrap_or_default();
     (status, body)
 }
+
+/// The value of series `name` whose labels include `labels`, if there is one.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (n, rest) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if n != name {
+                return None;
+            }
+            let all = labels
+                .iter()
+                .all(|(k, v)| rest.split(',').any(|kv| kv == format!("{k}=\"{v}\"")));
+            all.then(|| value.parse().ok()).flatten()
+        })
+}
