@@ -43,12 +43,6 @@ total_of() {
   callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }
 
-# events_of <file>: "name=count ..." for every event of callgrind's totals line.
-events_of() {
-  awk '/^events:/ { for (i = 2; i <= NF; i++) name[i - 1] = $i }
-    /^(summary|totals):/ { for (i = 2; i <= NF; i++) printf "%s=%s ", name[i - 1], $i; exit }' "$1"
-}
-
 pingpong() {
   python3 bench/blpop_pingpong.py "$PORT" "$1" "$DELAY" "$PAIRS" >/dev/null
 }
@@ -69,8 +63,6 @@ count() {
   start=$(date +%s.%N)
   pingpong "$N"
   end=$(date +%s.%N)
-  local elapsed_s
-  elapsed_s=$(echo "$end - $start" | bc)
   callgrind_control -d "$pid" >/dev/null 2>&1
   kill "$pid"
   wait "$pid" 2>/dev/null || true
@@ -85,10 +77,10 @@ print(f'$server: {$busy / $N:.0f} instructions per round trip, '
       f'({idle_rate:.0f}/s over {elapsed:.1f} s)')"
   if [ "${CACHE_SIM:-0}" = 1 ]; then
     if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$file.2" "$KEEP/$server.out"; fi
-    python3 - "$server" "$N" "$elapsed_s" "$(events_of "$file.1")" "$(events_of "$file.2")" <<'PY'
+    python3 - "$server" "$N" "$start" "$end" "$(callgrind_events "$file.1")" "$(callgrind_events "$file.2")" <<'PY'
 import sys
-server, n, elapsed = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-idle, busy = [dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in a.split()) for a in sys.argv[4:6]]
+server, n, elapsed = sys.argv[1], int(sys.argv[2]), float(sys.argv[4]) - float(sys.argv[3])
+idle, busy = [dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in a.split()) for a in sys.argv[5:7]]
 def per(*events):
     return sum(busy.get(e, 0) - idle.get(e, 0) / 5 * elapsed for e in events) / n
 print(f"{server}: per round trip, idle rate subtracted: I1 misses {per('I1mr'):.1f}, "

@@ -88,20 +88,8 @@ count() {
   if [ -n "${KEEP:-}" ]; then
     mkdir -p "$KEEP" && cp "$file" "$KEEP/$server.out"
   fi
-  # The totals line follows the events line: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, then
-  # with BRANCH=yes Bc Bcm Bi Bim.
-  callgrind_annotate "$file" 2>/dev/null | awk -v n="$N" '
-    /^Events shown:/ { for (i = 3; i <= NF; i++) col[$i] = i - 2 }
-    /PROGRAM TOTALS/ {
-      # Each count is followed by its share, "(100.0%)", which is skipped.
-      k = 0
-      for (i = 1; i <= NF; i++) if ($i !~ /^\(/) { v = $i; gsub(",", "", v); t[++k] = v }
-      ir = t[col["Ir"]]; d1 = t[col["D1mr"]] + t[col["D1mw"]]; ll = t[col["DLmr"]] + t[col["DLmw"]]
-      i1 = t[col["I1mr"]]; lli = t[col["ILmr"]]
-      bc = ("Bcm" in col) ? sprintf("%.2f", t[col["Bcm"]] / n) : "-"
-      bi = ("Bim" in col) ? sprintf("%.2f", t[col["Bim"]] / n) : "-"
-      printf "%d %.2f %.2f %.2f %.3f %s %s\n", ir / n, d1 / n, ll / n, i1 / n, lli / n, bc, bi
-    }'
+  # Branch columns read "-" without BRANCH=yes.
+  callgrind_per "$file" "$N" Ir D1mr+D1mw DLmr+DLmw I1mr ILmr Bcm Bim
 }
 
 rows=()

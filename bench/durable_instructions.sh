@@ -58,7 +58,7 @@ count() {
     "${VG[@]}" --callgrind-out-file="$file" redis-server --port "$PORT" \
       --dir "$OUT/data" --save "" --appendonly yes --appendfsync "$mode" >/dev/null 2>&1 &
   fi
-  local pid=$! ok total
+  local pid=$! ok
   for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   ok=$(redis-benchmark -p "$PORT" -n "$N" -c "$CLIENTS" -P "$PIPELINE" -r 10000 --csv "$@" 2>/dev/null \
     | tail -n 1 | cut -d, -f1)
@@ -72,18 +72,11 @@ count() {
     mkdir -p "$KEEP"
     cp "$file" "$KEEP/$server-$mode-$row.cg"
   fi
-  # The totals line follows the events line: Ir, then (with CACHE_SIM) Dr Dw I1mr D1mr D1mw
-  # ILmr DLmr DLmw Bc Bcm Bi Bim, each count followed by its share, "(100.0%)".
-  callgrind_annotate "$file" 2>/dev/null | awk -v n="$N" -v sim="${CACHE_SIM:-0}" '
-    /^Events shown:/ { for (i = 3; i <= NF; i++) col[$i] = i - 2 }
-    /PROGRAM TOTALS/ {
-      k = 0
-      for (i = 1; i <= NF; i++) if ($i !~ /^\(/) { v = $i; gsub(",", "", v); t[++k] = v }
-      if (sim == 0) { printf "%d\n", t[col["Ir"]] / n; exit }
-      printf "%d/%.1f/%.1f/%.2f/%.1f\n", t[col["Ir"]] / n, t[col["I1mr"]] / n,
-        (t[col["D1mr"]] + t[col["D1mw"]]) / n,
-        (t[col["ILmr"]] + t[col["DLmr"]] + t[col["DLmw"]]) / n, (t[col["Bcm"]] + t[col["Bim"]]) / n
-    }'
+  if [ "${CACHE_SIM:-0}" = 0 ]; then
+    callgrind_per "$file" "$N" Ir
+  else
+    callgrind_per "$file" "$N" Ir I1mr D1mr+D1mw ILmr+DLmr+DLmw Bcm+Bim | tr ' ' /
+  fi
 }
 
 W=10

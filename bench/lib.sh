@@ -74,6 +74,31 @@ start_callgrind_server() {
   for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 }
 
+# callgrind_events <callgrind-out-file>: the file's totals as "event=count ..." (its `events:`
+# line names them, its `totals:` or `summary:` line counts them), e.g. "Ir=123 I1mr=4 ...".
+callgrind_events() {
+  awk '/^events:/ { for (i = 2; i <= NF; i++) name[i - 1] = $i }
+    /^(summary|totals):/ { for (i = 2; i <= NF; i++) printf "%s=%s ", name[i - 1], $i; exit }' "$1"
+}
+
+# callgrind_per <callgrind-out-file> <n> <sum>...: each sum of events ("Ir", "D1mr+D1mw")
+# divided by n, one field each: whole above 100, two decimals below, "-" when the file
+# lacks an event of the sum (a simulator that was off).
+callgrind_per() {
+  local file=$1 n=$2
+  shift 2
+  callgrind_events "$file" | awk -v n="$n" -v sums="$*" '{
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); t[kv[1]] = kv[2] }
+    k = split(sums, want, " ")
+    for (j = 1; j <= k; j++) {
+      m = split(want[j], evs, "+"); v = 0; ok = 1
+      for (e = 1; e <= m; e++) { if (!(evs[e] in t)) ok = 0; v += t[evs[e]] }
+      if (!ok) out = "-"; else if (v / n >= 100) out = sprintf("%.0f", v / n); else out = sprintf("%.2f", v / n)
+      printf "%s%s", out, (j < k ? " " : "\n")
+    }
+  }'
+}
+
 # start_tls_server <redis|tollgate> [wrapper...]: a TLS-only server on $PORT with
 # tls_workdir's certificates, under the wrapper if one is given, its log in
 # $WORK/server.log; sets SPID and returns once it answers PING (prints the log and exits if
