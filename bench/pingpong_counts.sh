@@ -25,6 +25,10 @@
 #   the client figures are then the n processes' sums. CLIENT_BIN=<binary>: that build of
 #   examples/blpop_pingpong instead of building it (the same client for two server builds;
 #   the example's dev-dependency features make its build recompile the tollgate crate).
+#   THREADS=1: also one line per server thread (its name, CPU user + system in µs per pop
+#   from /proc/<pid>/task/<tid>/stat, voluntary and involuntary context switches per pop),
+#   and the server's idle wake-ups per second (every thread's voluntary switches over
+#   IDLE_SECS, default 3, with no client connected, before the run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-5}
@@ -56,6 +60,17 @@ switches() {
   sed 's/.*) //' /proc/"$1"/stat | awk '{ print $12, $13 }'
 }
 
+# threads <pid>: one line per thread: tid, name, user and system ticks, voluntary and
+# involuntary context switches.
+threads() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s ' "${t##*/}" "$(tr -d ' ' <"$t"/comm)"
+    sed 's/.*) //' "$t"/stat | awk '{ printf "%s %s ", $12, $13 }'
+    awk '/^voluntary_ctxt/ { v = $2 } /^nonvoluntary_ctxt/ { n = $2 } END { print v, n }' "$t"/status
+  done 2>/dev/null
+}
+
 run() {
   local server=$1
   # shellcheck disable=SC2086
@@ -67,8 +82,14 @@ run() {
   local pid=$!
   PIDS=("$pid")
   for _ in $(seq 1 100); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  if [ -n "${THREADS:-}" ]; then
+    threads "$pid" >"$OUT/idle_before"
+    sleep "${IDLE_SECS:-3}"
+    threads "$pid" >"$OUT/idle_after"
+  fi
   "$CLIENT" "$PORT" 1 "$PAIRS" "$CLIENT_THREADS" >/dev/null
   local before after
+  threads "$pid" >"$OUT/threads_before"
   before=$(switches "$pid")
   perf stat -x, -e "$EVENTS" -p "$pid" -o "$OUT/server" &
   local perf=$!
@@ -90,6 +111,7 @@ run() {
   kill -INT "$perf"
   wait "$perf" 2>/dev/null || true
   after=$(switches "$pid")
+  threads "$pid" >"$OUT/threads_after"
   stop_all
   python3 - "$server" "$OUT" "$(cat "$OUT/secs")" "$before" "$after" "$(cat "$OUT/client_sw")" "$(getconf CLK_TCK)" <<'PY'
 import sys
@@ -129,6 +151,31 @@ user = (after[2] - before[2]) * tick_us / pops
 system = (after[3] - before[3]) * tick_us / pops
 row("server", s, after[0] - before[0], after[1] - before[1], f" (user {user:.2f} sys {system:.2f})")
 row("client", c, *client_sw)
+
+
+def snapshot(name):
+    rows = {}
+    for line in open(f"{out}/{name}"):
+        f = line.split()
+        if len(f) == 6:
+            rows[f[0]] = (f[1], *map(int, f[2:]))
+    return rows
+
+
+import os
+
+if os.path.exists(f"{out}/threads_after"):
+    if os.path.exists(f"{out}/idle_after"):
+        b, a = snapshot("idle_before"), snapshot("idle_after")
+        idle = sum(a[t][3] - b[t][3] for t in a if t in b)
+        print(f"{server:8} idle   {idle / float(os.environ.get('IDLE_SECS', '3')):.1f} "
+              "wake-ups/s (voluntary switches, all threads, no client)")
+    b, a = snapshot("threads_before"), snapshot("threads_after")
+    for t, (comm, user, system, vol, invol) in sorted(a.items()):
+        b0 = b.get(t, (comm, 0, 0, 0, 0))
+        print(f"{server:8} thread {comm:16} cpu_us {(user - b0[1] + system - b0[2]) * tick_us / pops:6.2f} "
+              f"(user {(user - b0[1]) * tick_us / pops:.2f} sys {(system - b0[2]) * tick_us / pops:.2f}) "
+              f"vol {(vol - b0[3]) / pops:.3f} invol {(invol - b0[4]) / pops:.3f}")
 PY
 }
 
