@@ -21,7 +21,7 @@
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -123,6 +123,9 @@ struct Inner {
 pub struct Registry {
     /// Number of blocked clients: 0 lets every keyspace event skip the lock.
     active: AtomicUsize,
+    /// Clients served so far (a connection whose command served one lets the served
+    /// client's reply go out before its own: see `server::connection`).
+    served: AtomicU64,
     inner: Mutex<Inner>,
 }
 
@@ -243,7 +246,13 @@ impl Registry {
     pub fn serve(&self, w: &Arc<Waiter>, reply: Reply) {
         if self.unblock(w) {
             w.answer(reply);
+            self.served.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// How many clients [`Registry::serve`] has served so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
     }
 
     /// CLIENT UNBLOCK: answer client `id` with `reply` (`Reply::Nil` stands for the

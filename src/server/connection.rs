@@ -301,7 +301,12 @@ impl Client {
                     let metrics = self.shared.engine.metrics();
                     metrics.net_input.fetch_add(n as u64, Ordering::Relaxed);
                     self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
-                    self.process_input(&mut input).await
+                    let served = self.shared.engine.pubsub().blocking.served();
+                    let flow = self.process_input(&mut input).await;
+                    if self.shared.engine.pubsub().blocking.served() != served {
+                        BehindServed::default().await;
+                    }
+                    flow
                 }
             };
             if !self.write_out(socket).await {
@@ -1228,6 +1233,31 @@ impl Future for Stop {
         }
         this.done = true;
         Poll::Ready(())
+    }
+}
+
+/// Returns `Pending` once, having woken its task: the task goes to the back of the
+/// worker's run queue at once (tokio's `yield_now` instead waits for the next poll of the
+/// I/O driver). A connection whose command served a blocked client (standalone: the woken
+/// client's task was queued then) awaits it before writing its own reply, so that the
+/// woken client's reply and its own leave one after the other, as redis-server writes
+/// every reply of an event-loop turn at its end: a client process that holds both
+/// connections (a ping-pong's pair) then wakes once for the two, not once for each with
+/// the other tasks' reads and writes between (`bench/pingpong_counts.sh`, README
+/// "pp85").
+#[derive(Default)]
+struct BehindServed(bool);
+
+impl Future for BehindServed {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
