@@ -817,13 +817,13 @@ impl Engine {
             // deletions are applied from the log like any write).
             let started = crate::metrics::now_ns();
             let ops: Vec<Op> = {
-                let Some(state) = self.state.try_lock() else {
+                let Some(mut state) = self.state.try_lock() else {
                     return 0;
                 };
                 state
                     .ks
                     .dbs
-                    .iter()
+                    .iter_mut()
                     .enumerate()
                     .map(|(db, d)| (db, d.due_keys(now, limit)))
                     .filter(|(_, keys)| !keys.is_empty())

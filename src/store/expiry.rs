@@ -153,7 +153,9 @@ impl ExpiryIndex {
         self.remove_hashed(deadline, hash_key(key));
     }
 
-    fn remove_hashed(&mut self, deadline: u64, h: u64) {
+    /// [`ExpiryIndex::remove`] with the key's hash, which the keyspace's lookup computed
+    /// already.
+    pub fn remove_hashed(&mut self, deadline: u64, h: u64) {
         let bucket = second_of(deadline);
         let Some(set) = self.buckets.get_mut(&bucket) else {
             return;
@@ -183,12 +185,11 @@ impl ExpiryIndex {
 
     /// Keys that may be due at `now_ms`, earliest first, as `(second, hash, keys)`: the
     /// keyspace's keys of that hash whose deadline falls in that second, `keys` of them.
-    /// Every key of the seconds that have fully passed (all due), then at most
-    /// [`CURRENT_SCAN`] hashes of the current second, which the caller checks against
-    /// their real deadlines. So a key given `PEXPIRE k 50` goes within a cycle or two, as
-    /// in Redis (whose cycle samples keys with a TTL), while a large current second costs
-    /// each cycle a bounded scan; the keys of it not reached go when the second has passed
-    /// (reads never see an expired key either way).
+    /// Every key of the seconds that have fully passed (all due), then the first
+    /// [`CURRENT_SCAN`] hashes of the current second. What the tests read the index by;
+    /// the expiry cycle walks it with [`ExpiryIndex::purge`] (standalone) or
+    /// [`ExpiryIndex::scan`] (a cluster's leader).
+    #[cfg(test)]
     pub fn candidates(&self, now_ms: u64) -> impl Iterator<Item = (u64, u64, usize)> + '_ {
         let current = second_of(now_ms);
         let shared = &self.shared;
@@ -204,6 +205,63 @@ impl ExpiryIndex {
                     }),
             )
             .map(move |(s, h)| (s, h, keys_of(shared, s, h)))
+    }
+
+    /// Offer the keys that may be due at `now_ms` to `due`, earliest second first, without
+    /// changing the index: a cluster's leader collects the due keys for an expiry entry,
+    /// and each node deletes them when it applies that entry. `due` gets a second, a hash
+    /// and how many keys the index holds of that hash in that second, checks them against
+    /// their real deadlines and answers how many of them it took; the scan stops once
+    /// `limit` are taken. Every key of the seconds that have fully passed is offered
+    /// (all due), then at most [`CURRENT_SCAN`] hashes of the current second, going on from
+    /// where the previous scan stopped (the cursor [`ExpiryIndex::purge`] keeps, which a
+    /// cluster node never purges with): a key of the current second that is not due yet is
+    /// checked once per sweep of the second, not at every scan. So a key given `PEXPIRE k 50`
+    /// goes within a sweep, as in Redis (whose cycle samples keys with a TTL), while a large
+    /// current second costs each cycle a bounded scan; the keys of it not reached go when
+    /// the second has passed (reads never see an expired key either way).
+    pub fn scan(
+        &mut self,
+        now_ms: u64,
+        limit: usize,
+        mut due: impl FnMut(u64, u64, usize) -> usize,
+    ) {
+        let current = second_of(now_ms);
+        let mut taken = 0;
+        let Self {
+            buckets,
+            shared,
+            cursor,
+            ..
+        } = self;
+        for (&second, keys) in buckets.range(..=current) {
+            if taken >= limit {
+                break;
+            }
+            if second < current {
+                for &h in keys.iter() {
+                    if taken >= limit {
+                        break;
+                    }
+                    taken += due(second, h, keys_of(shared, second, h));
+                }
+            } else {
+                let slots = keys.num_buckets();
+                let mut at = match *cursor {
+                    (s, at) if s == second && at < slots => at,
+                    _ => 0,
+                };
+                let (mut checked, end) = (0, slots.min(at + CURRENT_SLOTS));
+                while at < end && checked < CURRENT_SCAN && taken < limit {
+                    if let Some(&h) = keys.get_bucket(at) {
+                        checked += 1;
+                        taken += due(second, h, keys_of(shared, second, h));
+                    }
+                    at += 1;
+                }
+                *cursor = (second, if at < slots { at } else { 0 });
+            }
+        }
     }
 
     /// Delete the keys that are due at `now_ms` through `expire`, earliest second first,
@@ -529,6 +587,81 @@ mod tests {
         ix.purge(8_000, 20, |_, _, _| 0);
         assert_eq!(ix.len(), 14);
         assert_eq!(ix.average_ttl_ms(0), 7_500);
+    }
+
+    #[test]
+    fn a_leaders_scan_goes_on_from_where_the_last_one_stopped() {
+        let mut ix = ExpiryIndex::default();
+        let keys: HashMap<u64, u64> = (0..100u64)
+            .map(|i| (hash_key(format!("k{i}").as_bytes()), i))
+            .collect();
+        for &h in keys.keys() {
+            ix.moved_hashed(h, None, Some(7_500));
+        }
+        ix.moved(b"past", None, Some(6_500));
+        // Every third key is not due. Each scan takes at most 10 keys, which the index
+        // forgets only when the expiry entry is applied (here, right after the scan).
+        let not_due = |h: u64| keys.get(&h).is_some_and(|i| i.is_multiple_of(3));
+        let mut offered = HashMap::new();
+        let mut taken = 0;
+        loop {
+            let mut due = Vec::new();
+            ix.scan(7_600, 10, |s, h, n| {
+                *offered.entry(h).or_insert(0) += 1;
+                if not_due(h) {
+                    return 0;
+                }
+                due.push((s, h));
+                n
+            });
+            for &(s, h) in &due {
+                ix.remove_hashed(s * 1000, h);
+            }
+            taken += due.len();
+            if due.len() < 10 {
+                break;
+            }
+        }
+        // The passed second's key and the 66 due ones, each key offered once.
+        assert_eq!(taken, 67);
+        assert_eq!(ix.len(), 34);
+        assert!(offered.values().all(|&n| n == 1), "{offered:?}");
+        // The sweep reached the end of the second's table: the next starts from the front.
+        let mut again = 0;
+        ix.scan(7_600, 10, |_, _, _| {
+            again += 1;
+            0
+        });
+        assert_eq!(again, 34);
+        // A second that has passed is offered whole, up to the limit; nothing is removed.
+        let mut due = 0;
+        ix.scan(8_000, 20, |_, _, n| {
+            due += n;
+            n
+        });
+        assert_eq!((due, ix.len()), (20, 34));
+    }
+
+    #[test]
+    fn a_leaders_scan_checks_a_bounded_part_of_the_current_second() {
+        let mut ix = ExpiryIndex::default();
+        for i in 0..(CURRENT_SCAN as u64 + 500) {
+            ix.moved(format!("k{i}").as_bytes(), None, Some(7_000 + i % 1000));
+        }
+        ix.moved(b"past", None, Some(6_500));
+        let count = |ix: &mut ExpiryIndex, now_ms| {
+            let mut n = 0;
+            ix.scan(now_ms, usize::MAX, |_, _, _| {
+                n += 1;
+                0
+            });
+            n
+        };
+        // The passed second, then the current one a bounded part at a time.
+        assert_eq!(count(&mut ix, 7_100), 1 + CURRENT_SCAN);
+        assert_eq!(count(&mut ix, 7_100), 1 + 500);
+        assert_eq!(count(&mut ix, 7_100), 1 + CURRENT_SCAN);
+        assert_eq!(count(&mut ix, 8_000), 1 + CURRENT_SCAN + 500);
     }
 
     #[test]

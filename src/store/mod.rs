@@ -384,11 +384,12 @@ impl Db {
     /// Marks watchers of the key dirty, since the caller may modify it.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
         self.signal_modified(key);
-        match slot(&mut self.shards, key).1 {
+        let (h, slot) = slot(&mut self.shards, key);
+        match slot {
             RawEntryMut::Occupied(o) if o.get().is_expired(now_ms) => {
                 // Watchers were marked above.
                 let (k, entry) = o.remove_entry();
-                uncount(&mut self.len, &mut self.expires, &k, &entry);
+                uncount(&mut self.len, &mut self.expires, h, &entry);
                 key_event(&self.pubsub, self.index, notify::EXPIRED, "expired", &k);
                 None
             }
@@ -581,18 +582,30 @@ impl Db {
         }
     }
 
-    /// Up to `limit` keys whose deadline passed before the current second of `now_ms`.
-    fn due(&self, now_ms: u64, limit: usize) -> impl Iterator<Item = &Key> + '_ {
-        self.expires
-            .candidates(now_ms)
-            .flat_map(move |(second, h, n)| self.keys_in_second(second, h, n))
-            .filter(move |(_, e)| e.is_expired(now_ms))
-            .map(|(k, _)| k)
-            .take(limit)
+    /// Up to `limit` keys whose deadline has passed at `now_ms`, copied for an expiry entry
+    /// (a cluster's leader proposes them; each node deletes them as it applies the entry).
+    /// The deadline index offers them ([`ExpiryIndex::scan`]); each costs one look-up by its
+    /// hash.
+    pub fn due_keys(&mut self, now_ms: u64, limit: usize) -> Vec<Bytes> {
+        let Db {
+            shards, expires, ..
+        } = self;
+        let mut keys = Vec::new();
+        expires.scan(now_ms, limit, |second, h, n| {
+            let before = keys.len();
+            let shard = &shards[shard_index(h)];
+            let due = keys_in_second(shard, h, second, n, hash_key_inlined)
+                .filter(|(_, e)| e.is_expired(now_ms))
+                .map(|(k, _)| k.to_bytes())
+                .take(limit - before);
+            keys.extend(due);
+            keys.len() - before
+        });
+        keys
     }
 
     /// The keys the deadline index holds as `(second, h, n)` (their hash, the second of
-    /// their deadline and how many they are; see [`ExpiryIndex::candidates`]).
+    /// their deadline and how many they are; see [`ExpiryIndex::sample_from`]).
     fn keys_in_second(
         &self,
         second: u64,
@@ -600,11 +613,6 @@ impl Db {
         n: usize,
     ) -> impl Iterator<Item = (&Key, &Entry)> + '_ {
         keys_in_second(&self.shards[shard_index(h)], h, second, n, hash_key)
-    }
-
-    /// [`Db::due`]'s keys, copied for an expiry entry.
-    pub fn due_keys(&self, now_ms: u64, limit: usize) -> Vec<Bytes> {
-        self.due(now_ms, limit).map(Key::to_bytes).collect()
     }
 
     /// Delete up to `limit` expired keys; returns how many were deleted. Each candidate
@@ -759,29 +767,35 @@ impl Db {
 
     /// Delete `key` if its deadline has passed at `now_ms` (a replica applies the leader's
     /// expiry entries with this, so every node deletes exactly the keys expired at that time).
+    /// One look-up and one hash of the key for both the check and the deletion: each key
+    /// of every expiry entry comes through here on every node.
     pub fn purge_if_expired(&mut self, key: &[u8], now_ms: u64) {
-        if self.get_raw(key).is_some_and(|e| e.is_expired(now_ms)) {
-            self.remove_raw(key);
+        if self.remove_if(key, |e| e.is_expired(now_ms)).is_some() {
             self.event(notify::EXPIRED, "expired", key);
         }
     }
 
     fn remove_raw(&mut self, key: &[u8]) -> Option<Entry> {
+        self.remove_if(key, |_| true)
+    }
+
+    /// Remove `key` if its entry (expired or not) passes `doomed`; returns the entry removed.
+    /// The key is hashed once, for the shard's look-up and the deadline index both.
+    #[inline(always)]
+    fn remove_if(&mut self, key: &[u8], doomed: impl FnOnce(&Entry) -> bool) -> Option<Entry> {
         let h = hash_key(key);
         let shard = &mut self.shards[shard_index(h)];
         let RawEntryMut::Occupied(o) = shard.raw_entry_mut().from_key_hashed_nocheck(h, key) else {
             return None;
         };
+        if !doomed(o.get()) {
+            return None;
+        }
         let (k, entry) = o.remove_entry();
         shrink_if_sparse(shard);
-        self.forget(&k, &entry);
+        signal_watchers(&self.watched, &k);
+        uncount(&mut self.len, &mut self.expires, h, &entry);
         Some(entry)
-    }
-
-    /// Bookkeeping after an entry left its shard: watchers, count, deadline index.
-    fn forget(&mut self, key: &[u8], entry: &Entry) {
-        self.signal_modified(key);
-        uncount(&mut self.len, &mut self.expires, key, entry);
     }
 }
 
@@ -806,12 +820,12 @@ fn shrink_if_sparse(shard: &mut Shard) {
     }
 }
 
-/// The count and deadline-index part of [`Db::forget`], on the fields alone (for callers
-/// that still hold a shard borrow).
-fn uncount(len: &mut usize, expires: &mut ExpiryIndex, key: &[u8], entry: &Entry) {
+/// The bookkeeping after an entry of key hash `h` left its shard: the key count and the
+/// deadline index, on the fields alone (for callers that still hold a shard borrow).
+fn uncount(len: &mut usize, expires: &mut ExpiryIndex, h: u64, entry: &Entry) {
     *len -= 1;
     if let Some(t) = entry.expires_at() {
-        expires.remove(t, key);
+        expires.remove_hashed(t, h);
     }
 }
 
