@@ -1,6 +1,8 @@
 # Set-up shared by the bench scripts that count (sourced, not run):
 #   require_tools <tool...>   exit with a message when one is not on PATH
-#   tollgate_binary           TOLLGATE_BIN as given, or build the release binary and use it
+#   tollgate_binary           TOLLGATE_BIN as given, or build the release binary and use it;
+#                             names the binary on stderr (path, modification time, the first
+#                             12 digits of its SHA-256), so that every run says what it measured
 #   port_free <port>          exit with a message when something answers on <port>
 #   tls_workdir <name>        a scratch folder WORK (removed on exit, after stop_all stops the
 #                             processes listed in PIDS) holding a CA with server and client
@@ -31,6 +33,9 @@ tollgate_binary() {
     cargo build --release -q
     TOLLGATE_BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
   fi
+  [ -x "$TOLLGATE_BIN" ] || { echo "TOLLGATE_BIN=$TOLLGATE_BIN is not an executable file" >&2; exit 1; }
+  echo "tollgate binary: $TOLLGATE_BIN, modified $(date -u -r "$TOLLGATE_BIN" '+%Y-%m-%d %H:%M UTC')," \
+    "sha256 $(sha256sum "$TOLLGATE_BIN" | cut -c1-12)" >&2
 }
 
 port_free() {
