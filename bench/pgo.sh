@@ -23,8 +23,8 @@
 # other limiters, hashes, sorted sets, sets, TLS and cluster mode.
 #
 #   bench/pgo.sh
-#   PORT (default 6395), SCALE (requests per load in thousands, default 20: about two
-#   minutes of training on this machine), LLVM_PROFDATA (default: the llvm-profdata of
+#   PORT (default 6395), SCALE (requests per load in thousands, default 20: 11-40 s of
+#   training on this machine, as its load goes), LLVM_PROFDATA (default: the llvm-profdata of
 #   rustc's LLVM major version, /usr/lib/llvm-<major>/bin/llvm-profdata: Debian's llvm-<major>
 #   package), PROFDATA (where the merged profile goes, default target/pgo-gen/tollgate.profdata),
 #   USE_PROFDATA (skip steps 1 and 2 and build with this profile).
