@@ -3,6 +3,7 @@
 #   tollgate_binary           TOLLGATE_BIN as given, or build the release binary and use it;
 #                             names the binary on stderr (path, modification time, the first
 #                             12 digits of its SHA-256), so that every run says what it measured
+#   name_binary <path>        that line for a binary a script runs without tollgate_binary
 #   port_free <port>          exit with a message when something answers on <port>
 #   tls_workdir <name>        a scratch folder WORK (removed on exit, after stop_all stops the
 #                             processes listed in PIDS) holding a CA with server and client
@@ -33,9 +34,13 @@ tollgate_binary() {
     cargo build --release -q
     TOLLGATE_BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
   fi
-  [ -x "$TOLLGATE_BIN" ] || { echo "TOLLGATE_BIN=$TOLLGATE_BIN is not an executable file" >&2; exit 1; }
-  echo "tollgate binary: $TOLLGATE_BIN, modified $(date -u -r "$TOLLGATE_BIN" '+%Y-%m-%d %H:%M UTC')," \
-    "sha256 $(sha256sum "$TOLLGATE_BIN" | cut -c1-12)" >&2
+  name_binary "$TOLLGATE_BIN"
+}
+
+name_binary() {
+  [ -x "$1" ] || { echo "$1 is not an executable file" >&2; exit 1; }
+  echo "tollgate binary: $1, modified $(date -u -r "$1" '+%Y-%m-%d %H:%M UTC')," \
+    "sha256 $(sha256sum "$1" | cut -c1-12)" >&2
 }
 
 port_free() {
