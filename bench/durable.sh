@@ -31,6 +31,9 @@ if ! command -v redis-benchmark >/dev/null 2>&1; then
 fi
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release -q
 BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+name_binary "$BIN"
 # shellcheck source=bench/durable_servers.sh
 source "$(dirname "$0")/durable_servers.sh"
 

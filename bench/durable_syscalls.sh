@@ -26,6 +26,7 @@ command -v perf >/dev/null || { echo "perf is needed (apt-get install linux-perf
 BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
+name_binary "$BIN"
 # shellcheck source=bench/durable_servers.sh
 source "$(dirname "$0")/durable_servers.sh"
 EVENTS=raw_syscalls:sys_enter,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_pwrite64

@@ -20,6 +20,9 @@ if ! command -v redis-server >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
 cargo build --release -q
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+name_binary target/release/tollgate
 
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }

@@ -1,6 +1,9 @@
 # Set-up shared by the bench scripts that count (sourced, not run):
 #   require_tools <tool...>   exit with a message when one is not on PATH
-#   tollgate_binary           TOLLGATE_BIN as given, or build the release binary and use it
+#   tollgate_binary           TOLLGATE_BIN as given, or build the release binary and use it;
+#                             names the binary on stderr (path, modification time, the first
+#                             12 digits of its SHA-256), so that every run says what it measured
+#   name_binary <path>        that line for a binary a script runs without tollgate_binary
 #   port_free <port>          exit with a message when something answers on <port>
 #   tls_workdir <name>        a scratch folder WORK (removed on exit, after stop_all stops the
 #                             processes listed in PIDS) holding a CA with server and client
@@ -31,6 +34,13 @@ tollgate_binary() {
     cargo build --release -q
     TOLLGATE_BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
   fi
+  name_binary "$TOLLGATE_BIN"
+}
+
+name_binary() {
+  [ -x "$1" ] || { echo "$1 is not an executable file" >&2; exit 1; }
+  echo "tollgate binary: $1, modified $(date -u -r "$1" '+%Y-%m-%d %H:%M UTC')," \
+    "sha256 $(sha256sum "$1" | cut -c1-12)" >&2
 }
 
 port_free() {

@@ -31,6 +31,9 @@ if ! command -v redis-benchmark >/dev/null 2>&1; then
 fi
 cargo build --release -q
 BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+name_binary "$BIN"
 
 # Never benchmark (or FLUSHALL) a server someone else already runs on these ports.
 for port in $RPORT $TPORT; do

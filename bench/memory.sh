@@ -14,6 +14,9 @@ COUNT=${1:-100000}
 RPORT=${RPORT:-16379}
 TPORT=${TPORT:-16380}
 [ "${BUILD:-1}" = 0 ] || [ -n "${TOLLGATE_BIN:-}" ] || cargo build --release -q
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+name_binary "${TOLLGATE_BIN:-target/release/tollgate}"
 TMP=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 

@@ -32,6 +32,9 @@ if ! command -v redis-benchmark >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
 cargo build --release -q
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+name_binary target/release/tollgate
 MORE=${MORE-hincrby zunionstore slidelog}
 more() { [[ " $MORE " == *" $1 "* ]]; }
 for m in $MORE; do

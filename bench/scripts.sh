@@ -27,6 +27,9 @@ for port in $RPORT $TPORT; do
 done
 cargo build --release -q
 BIN=${CARGO_TARGET_DIR:-target}/release/tollgate
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+name_binary "$BIN"
 WORK=$(mktemp -d)
 redis-server --port "$RPORT" --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
 RPID=$!

@@ -25,6 +25,9 @@ else
   cargo build --release -q
   BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
 fi
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+name_binary "$BIN"
 
 WORK=$(mktemp -d /tmp/bench-tls.XXXXXX)
 PIDS=()
