@@ -618,6 +618,10 @@ impl Db {
     /// Delete up to `limit` expired keys; returns how many were deleted. Each candidate
     /// the deadline index offers (a key's hash) costs one lookup by that hash, which
     /// checks the key's deadline and deletes it ([`ExpiryIndex::purge`], [`expire_hashed`]).
+    /// Never inlined: called once a database per expiry cycle, it is where
+    /// `bench/expiry_instructions.sh` starts counting (inlined into the cycle by the fat-LTO
+    /// release profile, the bench had nothing to count).
+    #[inline(never)]
     pub fn delete_expired(&mut self, now_ms: u64, limit: usize) -> usize {
         let Db {
             shards,
