@@ -66,6 +66,36 @@ pub struct ExpiryIndex {
     spare: Hashes,
 }
 
+/// The bounded walk of the current second's table that [`ExpiryIndex::purge`] and
+/// [`ExpiryIndex::scan`] share: from the slot `cursor` left off at (when it is of `second`),
+/// at most [`CURRENT_SLOTS`] slots of the `slots`, of which at most [`CURRENT_SCAN`] hold a
+/// hash. `visit(slot)` answers None for an empty slot, else whether to go on (false once
+/// the caller's limit is reached); the cursor is left after the last slot walked, or at
+/// the front once the walk reached the end of the table.
+fn walk_current(
+    cursor: &mut (u64, usize),
+    second: u64,
+    slots: usize,
+    mut visit: impl FnMut(usize) -> Option<bool>,
+) {
+    let mut at = match *cursor {
+        (s, at) if s == second && at < slots => at,
+        _ => 0,
+    };
+    let (mut checked, end) = (0, slots.min(at + CURRENT_SLOTS));
+    while at < end && checked < CURRENT_SCAN {
+        let visited = visit(at);
+        at += 1;
+        if let Some(more) = visited {
+            checked += 1;
+            if !more {
+                break;
+            }
+        }
+    }
+    *cursor = (second, if at < slots { at } else { 0 });
+}
+
 /// The number of keys of hash `h` in `second` by the `shared` counts (at least one).
 #[inline]
 fn keys_of(shared: &HashMap<(u64, u64), usize>, second: u64, h: u64) -> usize {
@@ -246,20 +276,11 @@ impl ExpiryIndex {
                     taken += due(second, h, keys_of(shared, second, h));
                 }
             } else {
-                let slots = keys.num_buckets();
-                let mut at = match *cursor {
-                    (s, at) if s == second && at < slots => at,
-                    _ => 0,
-                };
-                let (mut checked, end) = (0, slots.min(at + CURRENT_SLOTS));
-                while at < end && checked < CURRENT_SCAN && taken < limit {
-                    if let Some(&h) = keys.get_bucket(at) {
-                        checked += 1;
-                        taken += due(second, h, keys_of(shared, second, h));
-                    }
-                    at += 1;
-                }
-                *cursor = (second, if at < slots { at } else { 0 });
+                walk_current(cursor, second, keys.num_buckets(), |at| {
+                    let &h = keys.get_bucket(at)?;
+                    taken += due(second, h, keys_of(shared, second, h));
+                    Some(taken < limit)
+                });
             }
         }
     }
@@ -318,23 +339,13 @@ impl ExpiryIndex {
                 let mut gone = keys.extract_if(|&mut h| check(second, h));
                 while taken.get() < limit && gone.next().is_some() {}
             } else {
-                let slots = keys.num_buckets();
-                let mut at = match *cursor {
-                    (s, at) if s == second && at < slots => at,
-                    _ => 0,
-                };
-                let (mut checked, end) = (0, slots.min(at + CURRENT_SLOTS));
-                while at < end && checked < CURRENT_SCAN && taken.get() < limit {
-                    if let Ok(entry) = keys.get_bucket_entry(at) {
-                        checked += 1;
-                        let h = *entry.get();
-                        if check(second, h) {
-                            entry.remove();
-                        }
+                walk_current(cursor, second, keys.num_buckets(), |at| {
+                    let entry = keys.get_bucket_entry(at).ok()?;
+                    if check(second, *entry.get()) {
+                        entry.remove();
                     }
-                    at += 1;
-                }
-                *cursor = (second, if at < slots { at } else { 0 });
+                    Some(taken.get() < limit)
+                });
             }
             if keys.is_empty() {
                 emptied.push(second);
