@@ -58,4 +58,11 @@ redis-cli -p "$PORT" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
 wait "$SPID" || true
 [ "$left" = 0 ] || { echo "$left keys were still there after 300 s" >&2; exit 1; }
 total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+case "$total" in
+  '' | *[!0-9]*)
+    echo "callgrind counted nothing inside Db::delete_expired (is it inlined in this build? it is" \
+      "marked #[inline(never)] in src/store/mod.rs)" >&2
+    exit 1
+    ;;
+esac
 echo "keys $N, expired_keys $expired, instructions in Db::delete_expired: $total, per key: $((total / N))"
