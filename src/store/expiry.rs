@@ -556,15 +556,22 @@ mod tests {
         assert_eq!(ix.candidates(8_000).count(), 1 + CURRENT_SCAN + 500);
     }
 
-    #[test]
-    fn purge_checks_a_key_that_is_not_due_once_per_cycle() {
+    /// An index of the keys `k0`..`k99`, all with `deadline`, and each key's hash mapped to
+    /// its number (the tests below leave every third one not due).
+    fn hundred_keys_due_at(deadline: u64) -> (ExpiryIndex, HashMap<u64, u64>) {
         let mut ix = ExpiryIndex::default();
         let keys: HashMap<u64, u64> = (0..100u64)
             .map(|i| (hash_key(format!("k{i}").as_bytes()), i))
             .collect();
         for &h in keys.keys() {
-            ix.moved_hashed(h, None, Some(7_500));
+            ix.moved_hashed(h, None, Some(deadline));
         }
+        (ix, keys)
+    }
+
+    #[test]
+    fn purge_checks_a_key_that_is_not_due_once_per_cycle() {
+        let (mut ix, keys) = hundred_keys_due_at(7_500);
         // Every third key is not due; passes of at most 10 deletions, as the cycle runs them.
         let not_due = |h: u64| keys[&h].is_multiple_of(3);
         let mut offered = HashMap::new();
@@ -602,13 +609,7 @@ mod tests {
 
     #[test]
     fn a_leaders_scan_goes_on_from_where_the_last_one_stopped() {
-        let mut ix = ExpiryIndex::default();
-        let keys: HashMap<u64, u64> = (0..100u64)
-            .map(|i| (hash_key(format!("k{i}").as_bytes()), i))
-            .collect();
-        for &h in keys.keys() {
-            ix.moved_hashed(h, None, Some(7_500));
-        }
+        let (mut ix, keys) = hundred_keys_due_at(7_500);
         ix.moved(b"past", None, Some(6_500));
         // Every third key is not due. Each scan takes at most 10 keys, which the index
         // forgets only when the expiry entry is applied (here, right after the scan).
