@@ -35,15 +35,10 @@ for port in $RPORT "${PORTS[@]}" "${CPORTS[@]}"; do
     exit 1
   fi
 done
-if [[ -n "${TOLLGATE_BIN:-}" ]]; then
-  BIN=$TOLLGATE_BIN
-else
-  cargo build --release -q
-  BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
-fi
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-name_binary "$BIN"
+tollgate_binary # TOLLGATE_BIN, or the release build
+BIN=$TOLLGATE_BIN
 
 DATA=$(mktemp -d /tmp/bench-cluster.XXXXXX)
 PIDS=()

@@ -19,15 +19,10 @@ TPORT=${TPORT:-16392}
 for tool in redis-benchmark redis-server openssl python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "$tool is required" >&2; exit 1; }
 done
-if [[ -n "${TOLLGATE_BIN:-}" ]]; then
-  BIN=$TOLLGATE_BIN
-else
-  cargo build --release -q
-  BIN="${CARGO_TARGET_DIR:-target}/release/tollgate"
-fi
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-name_binary "$BIN"
+tollgate_binary # TOLLGATE_BIN, or the release build
+BIN=$TOLLGATE_BIN
 
 WORK=$(mktemp -d /tmp/bench-tls.XXXXXX)
 PIDS=()
