@@ -134,6 +134,22 @@ struct Shared {
     policy: Arc<SharedPolicy>,
     /// Set while this node is its group's only voter (`LogHandle::set_sole_voter`): then an
     /// `always` append is written and fsynced by the appending task itself.
+    ///
+    /// Refreshed only when this node proposes (`RaftNode::propose_encoded`), so it can be
+    /// stale: true after RAFT.ADDNODE grew the group until this node next proposes, false
+    /// after the group shrank back to this node. A stale value is never wrong, because it
+    /// decides only which thread writes and fsyncs an `always` group, never whether that
+    /// group is fsynced before openraft hears of it: both ways run the same
+    /// `Writer::finish_group`, which fsyncs and then completes the callbacks (and writes the
+    /// same durability mark). It plays no part in what is committed either: openraft counts
+    /// the quorum of the membership it holds, and a read skips the read barrier only on
+    /// `RaftNode::is_sole_voter`, which reads the metrics afresh at each call. What a stale
+    /// value can cost: after growth, a group's fsync on openraft's core task (delaying its
+    /// replication to the new members by that fsync) until this node proposes; a cluster
+    /// whose writes all come forwarded from followers never refreshes it on its leader (they
+    /// go through `Proposer::submit`). After shrinking, openraft's own entries (membership,
+    /// a new term's blank entry) take the writer thread's hand-off, but not the next client
+    /// write: its proposal sets the flag before its entry is appended.
     sole_voter: AtomicBool,
 }
 
