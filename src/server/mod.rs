@@ -461,6 +461,11 @@ impl Server {
             tracing::info!("serving {}", http::describe(addr));
             tokio::spawn(http::serve(listener, shared.clone()));
         }
+        tracing::debug!(
+            plain = future_size(connection::serve_tcp),
+            tls = future_size(tls::serve),
+            "bytes of a connection's task state (its future), besides its buffers"
+        );
         let mut spare = fds::Spare::new();
         let reloader = tokio::spawn(reload_on_sighup(shared.clone()));
         let mut warned_at: Option<Instant> = None;
@@ -561,6 +566,12 @@ async fn reload_on_sighup(shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// The size of the future an async function of three arguments returns (a connection's
+/// task state: `bench/conn_memory.sh` counts the rest of a connection's memory).
+fn future_size<A, B, C, F: std::future::Future>(_: impl Fn(A, B, C) -> F) -> usize {
+    std::mem::size_of::<F>()
 }
 
 /// Out of descriptors with a connection waiting: free the spare descriptor, take the
