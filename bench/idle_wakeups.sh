@@ -3,9 +3,10 @@
 # Tollgate in each of its modes. A rate limiter runs on many hosts, mostly idle; each
 # wake-up is a context switch and a little CPU on a host that has nothing to do.
 #
-# A wake-up is counted as a context switch of any of the server's threads: the voluntary
-# (a sleep in epoll_wait or a futex that ended) and involuntary switches of every
-# /proc/<pid>/task/*/status, summed over IDLE_SECS seconds after the server has settled
+# A wake-up is counted as a voluntary context switch of any of the server's threads (a
+# sleep in epoll_wait, a futex or a timed wait that ended: every /proc/<pid>/task/*/status's
+# voluntary_ctxt_switches; involuntary ones are preemptions, which another process's load
+# adds), summed over IDLE_SECS seconds after the server has settled
 # (SETTLE seconds after it first answers PING; a cluster after it has a leader). One line
 # per server process with the total a second, then one line per thread name with its share
 # (e.g. `tokio-rt-worker 10.0/s`). The counts hardly depend on the machine's load: a timer
@@ -40,13 +41,13 @@ WORK=$(mktemp -d /tmp/bench-idle.XXXXXX)
 PIDS=()
 trap 'stop_all; rm -rf "$WORK"' EXIT
 
-# snapshot <pid>...: one line per thread: pid, thread name, voluntary + involuntary switches.
+# snapshot <pid>...: one line per thread: pid, thread name, voluntary switches.
 snapshot() {
   local pid t
   for pid in "$@"; do
     for t in /proc/"$pid"/task/*; do
       printf '%s %s ' "$pid" "$(tr -d ' ' <"$t"/comm)"
-      awk '/^voluntary_ctxt/ { v = $2 } /^nonvoluntary_ctxt/ { n = $2 } END { print v + n }' "$t"/status
+      awk '/^voluntary_ctxt/ { print $2 }' "$t"/status
     done 2>/dev/null
   done
 }
@@ -144,5 +145,5 @@ run() {
   stop_all
 }
 
-echo "idle wake-ups over ${IDLE_SECS} s (voluntary + involuntary context switches, every thread)"
+echo "idle wake-ups over ${IDLE_SECS} s (voluntary context switches, every thread)"
 for mode in $MODES; do run "$mode"; done
