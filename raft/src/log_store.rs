@@ -1026,18 +1026,14 @@ impl Writer {
     /// or inline.
     fn run(writer: &Mutex<Writer>, rx: mpsc::Receiver<WriteOp>) {
         loop {
-            let (policy, next_sync) = {
+            let (policy, wait) = {
                 let w = lock(writer);
-                (w.policy.get(), w.last_sync + Duration::from_secs(1))
+                (w.policy.get(), w.everysec_wait())
             };
             let first = match policy {
                 FsyncPolicy::Always => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
                 // Wake when the next fsync is due (appends may not come through here).
-                FsyncPolicy::EverySec => rx.recv_timeout(
-                    next_sync
-                        .saturating_duration_since(Instant::now())
-                        .max(Duration::from_millis(10)),
-                ),
+                FsyncPolicy::EverySec => rx.recv_timeout(wait),
             };
             let first = match first {
                 Ok(op) => op,
@@ -1075,6 +1071,23 @@ impl Writer {
             w.finish_group(false);
             w.queued.fetch_sub(count, Ordering::AcqRel);
         }
+    }
+
+    /// With `everysec`, how long the writer thread may wait for queued work before it must
+    /// look for an fsync: until the last fsync is a second old while something written is
+    /// not yet fsynced (at least 10 ms); a whole second when everything written is durable
+    /// (or the file is broken). Bytes written inline during that second are fsynced when it
+    /// ends, within a second of their write, since the last fsync is older than the wait.
+    /// Before, a clean file whose last fsync was over a second old was looked at every
+    /// 10 ms: an idle durable node's writer thread woke 100 times a second
+    /// (`bench/idle_wakeups.sh`).
+    fn everysec_wait(&self) -> Duration {
+        if !self.dirty || self.broken.is_some() {
+            return Duration::from_secs(1);
+        }
+        (self.last_sync + Duration::from_secs(1))
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(10))
     }
 
     /// With `everysec`, fsync what was written if the last fsync is a second old. The fsync
@@ -1408,6 +1421,27 @@ mod tests {
         let replayed = replay_file(&path);
         assert_eq!(indexes(&replayed.mem), vec![1]);
         assert_eq!(replayed.damage, None);
+    }
+
+    #[test]
+    fn everysec_waits_a_second_when_clean_and_until_the_fsync_is_due_when_dirty() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer_at(&dir.path().join(LOG_FILE), 0);
+        w.policy.set(FsyncPolicy::EverySec);
+        // Clean, with the last fsync long ago: a whole second, not 10 ms.
+        w.last_sync = Instant::now() - Duration::from_secs(5);
+        assert_eq!(w.everysec_wait(), Duration::from_secs(1));
+        // Dirty and overdue: look again soon.
+        w.write(&record(1));
+        assert_eq!(w.everysec_wait(), Duration::from_millis(10));
+        // Dirty, fsynced just now: until that fsync is a second old.
+        w.last_sync = Instant::now();
+        let wait = w.everysec_wait();
+        assert!(wait <= Duration::from_secs(1) && wait >= Duration::from_millis(10));
+        // Broken: nothing can be fsynced, no reason to look every 10 ms.
+        w.last_sync = Instant::now() - Duration::from_secs(5);
+        w.broken = Some("test".into());
+        assert_eq!(w.everysec_wait(), Duration::from_secs(1));
     }
 
     #[tokio::test]

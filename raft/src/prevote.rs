@@ -218,6 +218,10 @@ pub(crate) fn grant(
     true
 }
 
+/// How often the elector of a node that is its group's only voter and leads looks again
+/// without a change of its state or membership (a repair that starts changes neither).
+const SOLE_LEADER_RECHECK: Duration = Duration::from_secs(1);
+
 /// Node `me`'s election timer: see the module's comment.
 pub(crate) async fn run_elector(
     me: NodeId,
@@ -228,15 +232,35 @@ pub(crate) async fn run_elector(
     timing: Timing,
 ) {
     let mut random = timing.random_timeout();
+    let mut server = raft.server_metrics();
+    let mut sole_leader = false;
     loop {
-        tokio::time::sleep(timing.heartbeat.min(timing.election_timeout_min / 2)).await;
+        if sole_leader {
+            // The only voter leads: there is nothing to time until its state or its
+            // membership changes (openraft's server metrics, which entries do not move).
+            // Looking every heartbeat woke an idle durable node 20 times a second.
+            server.borrow_and_update();
+            tokio::select! {
+                changed = server.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep(SOLE_LEADER_RECHECK).await;
+                    }
+                }
+                _ = tokio::time::sleep(SOLE_LEADER_RECHECK) => {}
+            }
+            clocks.leader.touch();
+        } else {
+            tokio::time::sleep(timing.heartbeat.min(timing.election_timeout_min / 2)).await;
+        }
         let m = raft.metrics().borrow().clone();
         let membership = m.membership_config.membership().clone();
         let voters: Vec<NodeId> = membership.voter_ids().collect();
         if m.state == ServerState::Leader || repair.is_active() || !voters.contains(&me) {
             clocks.leader.touch();
+            sole_leader = m.state == ServerState::Leader && voters == [me] && !repair.is_active();
             continue;
         }
+        sole_leader = false;
         if voters.len() == 1 {
             // Nobody to ask, nobody to disturb: elect at once, as openraft does.
             if m.state != ServerState::Candidate {

@@ -61,6 +61,51 @@ impl From<Reply> for Answer {
 /// 120 KiB).
 const KEPT_OPS: usize = 1024;
 
+/// The most capacity an empty query or reply buffer keeps between reads (1 MiB): a larger
+/// one is dropped, and the next read or reply starts a new one.
+const KEPT_BUFFER: usize = 1024 * 1024;
+
+/// Bytes a read asks the socket for (into the worker's scratch buffer when the query
+/// buffer is empty, or behind a partial request).
+const READ_SIZE: usize = 16 * 1024;
+
+thread_local! {
+    /// The buffer a connection with an empty query buffer reads into, one per thread: see
+    /// [`read_input`].
+    static SCRATCH: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; READ_SIZE].into_boxed_slice());
+}
+
+/// Read what the socket holds into `input` (Ok(0): the peer closed).
+///
+/// Buffers are lazy, so that an idle connection holds no 16 KiB ones: both start empty,
+/// and while the query buffer is empty (every wait between two requests, for a client
+/// that does not pipeline) the read goes into the worker thread's scratch buffer, and only
+/// the bytes that arrived are copied into `input`, which then holds just what its largest
+/// read needed. Before, every connection allocated a 16 KiB query and a 16 KiB reply
+/// buffer at once and held them while idle (`bench/conn_memory.sh`). Behind a partial
+/// request the read goes on directly into `input`, with room for [`READ_SIZE`] bytes.
+fn read_input<'a, S: AsyncRead + Unpin>(
+    socket: &'a mut S,
+    input: &'a mut BytesMut,
+) -> impl Future<Output = std::io::Result<usize>> + 'a {
+    std::future::poll_fn(move |cx| {
+        if !input.is_empty() {
+            if input.capacity() - input.len() < READ_SIZE / 4 {
+                input.reserve(READ_SIZE);
+            }
+            return std::pin::pin!(socket.read_buf(&mut *input)).poll(cx);
+        }
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let mut buf = tokio::io::ReadBuf::new(&mut scratch[..]);
+            std::task::ready!(Pin::new(&mut *socket).poll_read(cx, &mut buf))?;
+            input.extend_from_slice(buf.filled());
+            Poll::Ready(Ok(buf.filled().len()))
+        })
+    })
+}
+
 /// A MULTI queue: each command with its row.
 pub(super) type Queued = Vec<(Vec<Bytes>, &'static CommandSpec)>;
 
@@ -215,7 +260,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         executing: false,
         watch: None,
         pending: Vec::new(),
-        out: BytesMut::with_capacity(16 * 1024),
+        out: BytesMut::new(),
         last_cmd: "NULL",
         subs: Default::default(),
         reply_off: false,
@@ -237,7 +282,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
 
 impl Client {
     async fn run<S: AsyncRead + AsyncWrite + Unpin>(&mut self, socket: &mut S) {
-        let mut input = BytesMut::with_capacity(16 * 1024);
+        let mut input = BytesMut::new();
         loop {
             if self.handle.killed.load(Ordering::Relaxed) || *self.shared.shutdown.borrow() {
                 return;
@@ -282,7 +327,7 @@ impl Client {
             // loop's first check sees a kill or a shutdown whatever the input does.
             let read = tokio::select! {
                 biased;
-                r = socket.read_buf(&mut input) => Some(r),
+                r = read_input(socket, &mut input) => Some(r),
                 _ = mailbox_ready(&mailbox) => None,
                 _ = &mut self.stop => return,
             };
@@ -324,8 +369,8 @@ impl Client {
                 );
                 return;
             }
-            if input.is_empty() && input.capacity() > 1024 * 1024 {
-                input = BytesMut::with_capacity(16 * 1024);
+            if input.is_empty() && input.capacity() > KEPT_BUFFER {
+                input = BytesMut::new();
             }
         }
     }
@@ -385,7 +430,7 @@ impl Client {
                     // Served (or unblocked) just now: that reply wins.
                     return Some(answer(rx.await.unwrap_or(Reply::Nil)));
                 }
-                r = socket.read_buf(input) => {
+                r = read_input(socket, input) => {
                     let limit = self.shared.config.read().client_query_buffer_limit;
                     if matches!(r, Ok(0) | Err(_)) || input.len() > limit {
                         registry.blocking.unblock(&waiter);
@@ -444,8 +489,8 @@ impl Client {
             self.shared.stats.writes.fetch_add(1, Ordering::Relaxed);
         }
         self.out.clear();
-        if self.out.capacity() > 1024 * 1024 {
-            self.out = BytesMut::with_capacity(16 * 1024);
+        if self.out.capacity() > KEPT_BUFFER {
+            self.out = BytesMut::new();
         }
         written
     }

@@ -447,8 +447,7 @@ impl Server {
     pub async fn serve(self, stop: impl std::future::Future<Output = ()>) {
         let shared = self.shared;
         let mut shutdown_rx = shared.shutdown.subscribe();
-        let expiry = tokio::spawn(active_expiry(shared.clone()));
-        let memory = tokio::spawn(memory_cycle(shared.clone()));
+        let cron = tokio::spawn(server_cron(shared.clone()));
         let durable: Vec<_> = match shared.engine.cluster() {
             Some(node) => vec![
                 tokio::spawn(persistence::save_points_task(shared.clone(), node.clone())),
@@ -456,11 +455,15 @@ impl Server {
             ],
             None => Vec::new(),
         };
-        let sampler = tokio::spawn(sample_stats(shared.clone()));
         if let (Some(listener), Some(addr)) = (self.http, shared.http_addr) {
             tracing::info!("serving {}", http::describe(addr));
             tokio::spawn(http::serve(listener, shared.clone()));
         }
+        tracing::debug!(
+            plain = future_size(connection::serve_tcp),
+            tls = future_size(tls::serve),
+            "bytes of a connection's task state (its future), besides its buffers"
+        );
         let mut spare = fds::Spare::new();
         let reloader = tokio::spawn(reload_on_sighup(shared.clone()));
         let mut warned_at: Option<Instant> = None;
@@ -523,13 +526,11 @@ impl Server {
         // New connections are refused from here on (the listeners live in `Shared`, which
         // open connections and tests keep).
         shared.listeners.close();
-        expiry.abort();
-        memory.abort();
+        cron.abort();
         for task in durable {
             task.abort();
         }
         reloader.abort();
-        sampler.abort();
         if let Some(node) = shared.engine.cluster() {
             node.shutdown().await;
         }
@@ -561,6 +562,12 @@ async fn reload_on_sighup(shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// The size of the future an async function of three arguments returns (a connection's
+/// task state: `bench/conn_memory.sh` counts the rest of a connection's memory).
+fn future_size<A, B, C, F: std::future::Future>(_: impl Fn(A, B, C) -> F) -> usize {
+    std::mem::size_of::<F>()
 }
 
 /// Out of descriptors with a connection waiting: free the spare descriptor, take the
@@ -605,21 +612,16 @@ fn run_id() -> String {
     out
 }
 
-/// Every 100 ms: a sample for INFO's instantaneous rates, and the memory peak.
-async fn sample_stats(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        tick_coarse_clock();
-        let m = shared.engine.metrics();
-        shared.stats.sample(
-            shared.stats.total_commands.load(Ordering::Relaxed),
-            m.net_input.load(Ordering::Relaxed),
-            m.net_output.load(Ordering::Relaxed),
-        );
-        shared.stats.note_memory(crate::alloc::allocated());
-    }
+/// A sample for INFO's instantaneous rates, and the memory peak (every cron tick).
+fn sample_stats(shared: &Shared) {
+    tick_coarse_clock();
+    let m = shared.engine.metrics();
+    shared.stats.sample(
+        shared.stats.total_commands.load(Ordering::Relaxed),
+        m.net_input.load(Ordering::Relaxed),
+        m.net_output.load(Ordering::Relaxed),
+    );
+    shared.stats.note_memory(crate::alloc::allocated());
 }
 
 /// Why the advertised cluster address `cluster_addr` (this node's entry in `--peers`) is
@@ -809,8 +811,39 @@ fn move_port(
     shared.listeners.rebind(which, &new.bind, port)
 }
 
-/// Keep used memory within `maxmemory` and give freed memory back to the OS: every 100 ms,
-/// and at once when a write finds memory over the limit (`MemoryControl::wake_if_over`).
+/// The server's background work, as Redis's `serverCron` at `hz 10`: one task on one
+/// 100 ms timer runs the stats sample ([`sample_stats`]), eviction and the release of free
+/// memory ([`MemoryCycle`]) and active expiry ([`expire_due_keys`]), in that order. Three
+/// tasks on three 100 ms timers woke the runtime's two worker threads 20 times a second
+/// when idle (the worker that fired the timers found three tasks queued and woke the other
+/// to share them), against redis-server's 10 (`bench/idle_wakeups.sh`). A write that finds
+/// memory over `maxmemory` still starts eviction at once (`MemoryControl::wake_if_over`),
+/// between two ticks.
+async fn server_cron(shared: Arc<Shared>) {
+    let memory = shared.engine.memory().clone();
+    let mut tick = tokio::time::interval(CRON_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut cycle = MemoryCycle::new();
+    loop {
+        let ticked = tokio::select! {
+            _ = tick.tick() => true,
+            _ = memory.woken() => false,
+        };
+        if ticked {
+            sample_stats(&shared);
+        }
+        cycle.run(&shared).await;
+        if ticked {
+            expire_due_keys(&shared).await;
+        }
+    }
+}
+
+/// The period of [`server_cron`] (Redis's `1000 / hz` with `hz 10`).
+const CRON_PERIOD: Duration = Duration::from_millis(100);
+
+/// Keep used memory within `maxmemory` and give freed memory back to the OS: every cron
+/// tick, and at once when a write finds memory over the limit.
 ///
 /// Memory is handed back after it shrank, and also once it has grown and settled: growth
 /// frees memory too (each hash table that grows frees its old table, and a keyspace
@@ -818,53 +851,57 @@ fn move_port(
 /// allocator keeps resident in pages of that block size until it is asked to purge. Loading
 /// 100,000 small hashes left about 90 bytes per key resident that way, a third of the
 /// RSS growth (`bench/memory.sh`).
-async fn memory_cycle(shared: Arc<Shared>) {
-    let engine = shared.engine.clone();
-    let memory = engine.memory().clone();
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut high = crate::alloc::allocated();
-    // Used memory at the last release, and at the last cycle.
-    let mut released = high;
-    let mut last = high;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = memory.woken() => {}
-        }
-        engine.evict_cycle().await;
+struct MemoryCycle {
+    /// The most used memory since the last release.
+    high: usize,
+    /// Used memory at the last release.
+    released: usize,
+    /// Used memory at the last cycle.
+    last: usize,
+}
+
+impl MemoryCycle {
+    fn new() -> MemoryCycle {
         let used = crate::alloc::allocated();
-        high = high.max(used);
+        MemoryCycle {
+            high: used,
+            released: used,
+            last: used,
+        }
+    }
+
+    async fn run(&mut self, shared: &Shared) {
+        shared.engine.evict_cycle().await;
+        let used = crate::alloc::allocated();
+        self.high = self.high.max(used);
         // A quarter of what was in use (and at least 1 MB) is free again; or use grew by
         // an eighth (at least 8 MB) since the last release and moved less than 1 MB since
         // the last cycle. Releases after growth are geometric: O(log n) of them for n bytes.
-        let shrunk = high - used >= (high / 4).max(1 << 20);
-        let settled = used.abs_diff(last) < 1 << 20
-            && used.saturating_sub(released) >= (released / 8).max(8 << 20);
+        let shrunk = self.high - used >= (self.high / 4).max(1 << 20);
+        let settled = used.abs_diff(self.last) < 1 << 20
+            && used.saturating_sub(self.released) >= (self.released / 8).max(8 << 20);
         if shrunk || settled {
             crate::alloc::release_free_memory();
-            high = used;
-            released = used;
+            self.high = used;
+            self.released = used;
         }
-        last = used;
+        self.last = used;
     }
 }
 
-/// Delete expired keys in the background so memory is reclaimed without traffic:
-/// every 100 ms, and again at once while a cycle found a full batch of due keys.
-async fn active_expiry(shared: Arc<Shared>) {
+/// Delete expired keys in the background so memory is reclaimed without traffic: once a
+/// cron tick, and again at once while a cycle found a full batch of due keys (up to 50
+/// batches). Eviction asked for meanwhile runs between two batches.
+async fn expire_due_keys(shared: &Shared) {
     const BATCH: usize = 200;
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        tick.tick().await;
-        for _ in 0..50 {
-            // The deletions count themselves (`pubsub::Hub::expired`).
-            let n = shared.engine.expire_cycle(BATCH).await;
-            if n < BATCH {
-                break;
-            }
-            tokio::task::yield_now().await;
+    for _ in 0..50 {
+        // The deletions count themselves (`pubsub::Hub::expired`).
+        let n = shared.engine.expire_cycle(BATCH).await;
+        if n < BATCH {
+            break;
         }
+        shared.engine.evict_cycle().await;
+        tokio::task::yield_now().await;
     }
 }
 
