@@ -843,3 +843,26 @@ fn always_on_a_single_node_fsyncs_every_acknowledged_write() {
         "{everysec} fsyncs in {seconds} s of writes with everysec"
     );
 }
+
+/// A node started with `always` and switched to `everysec` by CONFIG SET still fsyncs a
+/// write within about a second when no other write follows it. Its log writer thread had
+/// been waiting for queued work with no timeout (`always` hands every group to it), while
+/// an `everysec` append is written inline by the appending task: nothing woke the writer,
+/// so the last writes before a quiet spell stayed unsynced until the next queued group.
+#[test]
+fn everysec_set_at_run_time_fsyncs_a_lone_write_within_seconds() {
+    let _g = serial();
+    let http = free_port_pair();
+    let http_arg = http.to_string();
+    let (_dir, node) = solo(&["--appendfsync", "always", "--http-port", &http_arg]);
+    let _: i64 = node.q(&["INCR", "ctr"]).unwrap();
+    node.q::<()>(&["CONFIG", "SET", "appendfsync", "everysec"])
+        .unwrap();
+    let before = fsyncs(http);
+    let _: i64 = node.q(&["INCR", "ctr"]).unwrap();
+    eventually(
+        "the write after the switch is fsynced",
+        Duration::from_secs(4),
+        || (fsyncs(http) > before).then_some(()),
+    );
+}

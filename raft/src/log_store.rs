@@ -219,6 +219,8 @@ impl LogHandle {
     /// what was written before durable with that group's fsync).
     pub(crate) fn set_fsync(&self, policy: FsyncPolicy) {
         self.shared.policy.set(policy);
+        // A writer that stopped has nothing left to fsync on time: ignore its refusal.
+        let _ = self.shared.send(WriteOp::Wake);
     }
 
     /// Whether this node is its group's only voter (learners aside), as the node last saw
@@ -958,6 +960,10 @@ enum WriteOp {
     },
     /// Replace the whole file with `bytes` (compaction).
     Rewrite { bytes: Vec<u8> },
+    /// Nothing to write: the fsync policy changed (`LogHandle::set_fsync`), and the writer
+    /// thread must stop waiting the old policy's way (with `always`, for queued work with no
+    /// timeout, while `everysec` appends are written inline and need its timed fsync).
+    Wake,
     /// fsync, then stop.
     Close {
         done: tokio::sync::oneshot::Sender<()>,
@@ -1057,6 +1063,7 @@ impl Writer {
                         w.write(&bytes);
                         w.waiting.extend(flushed);
                     }
+                    WriteOp::Wake => {}
                     WriteOp::Rewrite { bytes } => {
                         w.finish_group(true);
                         w.rewrite(&bytes);

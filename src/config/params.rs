@@ -403,7 +403,7 @@ pub static PARAMS: &[Param] = &[
     Param::stored("lazyfree-lazy-server-del", Kind::Bool, "no", INTERNAL),
     Param::stored("lazyfree-lazy-user-del", Kind::Bool, "no", INTERNAL),
     Param::stored("lazyfree-lazy-user-flush", Kind::Bool, "no", INTERNAL),
-    Param::stored("hz", Kind::Special(hz), "10", "Tollgate's background jobs run on their own timers (expiry every 100 ms)"),
+    Param::stored("hz", Kind::Special(hz), "10", "Tollgate's background jobs (active expiry, eviction, stats) run on one fixed 100 ms timer, as with hz 10"),
     Param::stored("dynamic-hz", Kind::Bool, "yes", INTERNAL),
     // Persistence: what this node actually does, or an error.
     Param::live("appendonly", Kind::Bool, "no", |c| yes_no(c.cluster.is_some()), |c, v| {
