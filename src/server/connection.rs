@@ -44,7 +44,7 @@ pub enum Answer {
     /// only KILL and STATS on the connection).
     Engine,
     /// The client blocks (BLPOP & co.): no reply until it is released.
-    Block(Box<super::blocking::Blocked>),
+    Block(super::blocking::Blocked),
     /// Refused before it ran (EXEC while a script is busy or writes are refused for want
     /// of replicas): counted as the command's `rejected_calls`, as Redis's
     /// `rejectCommand`, not as a call.
@@ -97,7 +97,7 @@ pub struct Client {
     /// The replies of the command being handled are not sent (SKIP).
     pub(super) skipping: bool,
     /// Blocked in BLPOP & co.: the commands after it wait in the input buffer.
-    blocked: Option<Box<super::blocking::Blocked>>,
+    blocked: Option<super::blocking::Blocked>,
     /// In MONITOR mode: its mailbox (`subs.mailbox`) gets every command's line.
     pub(super) monitor: bool,
     /// Length and capacity of the query buffer when the read being processed arrived
@@ -243,7 +243,7 @@ impl Client {
                 return;
             }
             if let Some(b) = self.blocked.take() {
-                let released = self.wait_blocked(*b, socket, &mut input).await;
+                let released = self.wait_blocked(b, socket, &mut input).await;
                 {
                     let mut info = self.handle.info.lock();
                     info.blocked = false;
@@ -338,12 +338,12 @@ impl Client {
         socket: &mut S,
         input: &mut BytesMut,
     ) -> Option<Reply> {
+        let nothing = b.nothing();
         let super::blocking::Blocked {
             waiter,
-            mut rx,
             timeout,
             spec,
-            nothing,
+            ..
         } = b;
         let registry = self.shared.engine.pubsub().clone();
         let cluster = self.shared.engine.cluster().is_some();
@@ -364,8 +364,14 @@ impl Client {
         };
         loop {
             tokio::select! {
-                r = &mut rx => return Some(answer(r.unwrap_or(Reply::Nil))),
-                _ = waiter.wake.notified(), if cluster => {
+                _ = waiter.wake.notified() => {
+                    // Answered: served (standalone) or unblocked.
+                    if let Some(r) = waiter.take_reply() {
+                        return Some(answer(r));
+                    }
+                    if !cluster {
+                        continue;
+                    }
                     // A key changed on this node: propose the pop (it stays registered, so
                     // a change while the proposal is in flight wakes it again).
                     let result = self
@@ -382,8 +388,14 @@ impl Client {
                     if registry.blocking.unblock(&waiter) {
                         return Some(nothing);
                     }
-                    // Served (or unblocked) just now: that reply wins.
-                    return Some(answer(rx.await.unwrap_or(Reply::Nil)));
+                    // Served (or unblocked) just now: that reply, left in the waiter right
+                    // after, wins.
+                    loop {
+                        if let Some(r) = waiter.take_reply() {
+                            return Some(answer(r));
+                        }
+                        waiter.wake.notified().await;
+                    }
                 }
                 r = socket.read_buf(input) => {
                     let limit = self.shared.config.read().client_query_buffer_limit;
