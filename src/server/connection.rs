@@ -257,8 +257,13 @@ impl Client {
                 if !self.write_out(socket).await {
                     return;
                 }
-                // The commands that arrived while it was blocked.
+                // The commands that arrived while it was blocked; when they serve another
+                // blocked client, its reply goes out first, as after a read below.
+                let served = self.shared.engine.pubsub().blocking.served();
                 let flow = self.process_input(&mut input).await;
+                if self.shared.engine.pubsub().blocking.served() != served {
+                    BehindServed::default().await;
+                }
                 if !self.write_out(socket).await || flow == Flow::Close {
                     return;
                 }
