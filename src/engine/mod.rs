@@ -600,13 +600,16 @@ impl Engine {
         };
         let now_us = self.clock.reserve_us(batch.ops.len() as u64);
         let stamp = guard.local_stamp(now_us);
-        let result = apply_batch(&mut guard, &batch, stamp, true);
+        let mut result = apply_batch(&mut guard, &batch, stamp, true);
         let waiter = first_nothing(&result).then(|| {
             let waiter = make(command_args(batch.ops.pop()));
             self.pubsub.blocking.block(&waiter);
             waiter
         });
         blocking::serve_ready(&mut guard, stamp);
+        // The op list goes back to the connection, emptied, as `execute_local`'s does.
+        batch.ops.clear();
+        result.spare = batch.ops;
         (result, waiter)
     }
 

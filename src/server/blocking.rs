@@ -94,10 +94,14 @@ async fn block(c: &mut Client, a: &[Bytes], want: Want, shape: Shape) -> Answer 
     };
     // A bad timeout (or other argument) is answered by the handler's own checks.
     let timeout_ms = parse_timeout(timeout_arg).ok();
+    // The batch's op list is the connection's (empty: the connection ran what was pending
+    // before this command), handed back below: no list of its own per call.
+    let mut ops = c.take_ops();
+    ops.push(Op::Command(a.to_vec(), Some(spec)));
     let batch = Batch {
         db: c.db,
         resp: c.resp,
-        ops: vec![Op::Command(a.to_vec(), Some(spec))],
+        ops,
         watch: None,
         transaction: false,
         client: Some(c.handle.clone()),
@@ -115,7 +119,8 @@ async fn block(c: &mut Client, a: &[Bytes], want: Want, shape: Shape) -> Answer 
     // list (standalone; a cluster's waiter gets a copy, the batch going to the log).
     let (id, db, resp) = (c.id(), c.db, c.resp);
     let make = |args: Vec<Bytes>| Waiter::new(id, db, resp, args, keys, want);
-    let (result, waiter) = c.shared.engine.execute_blocking(batch, make).await;
+    let (mut result, waiter) = c.shared.engine.execute_blocking(batch, make).await;
+    c.keep_ops(std::mem::take(&mut result.spare));
     let reply = result
         .replies
         .and_then(|r| r.into_iter().next())

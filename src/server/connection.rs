@@ -711,6 +711,29 @@ impl Client {
         self.pending.push(Op::Frame(frame, spec));
     }
 
+    /// The connection's list of pending operations, emptied, to build a batch in (a
+    /// command that runs its own batch flushes what is pending first; were anything still
+    /// pending, a new list); give it back with [`Client::keep_ops`].
+    pub(super) fn take_ops(&mut self) -> Vec<Op> {
+        if self.pending.is_empty() {
+            std::mem::take(&mut self.pending)
+        } else {
+            Vec::with_capacity(1)
+        }
+    }
+
+    /// Keep `ops` (a batch's list the engine handed back emptied) as the pending list, if
+    /// the pending list has no memory and it is not one grown past `KEPT_OPS`.
+    pub(super) fn keep_ops(&mut self, ops: Vec<Op>) {
+        if self.pending.is_empty()
+            && self.pending.capacity() == 0
+            && ops.is_empty()
+            && ops.capacity() <= KEPT_OPS
+        {
+            self.pending = ops;
+        }
+    }
+
     /// Run one request, whose command (`spec`) the parser looked up.
     async fn handle_request(
         &mut self,
