@@ -5,6 +5,12 @@
 #                 either server spends idle over the same time (its timers: Redis's
 #                 serverCron, about 1.2 million a second at hz 10) are measured first and
 #                 subtracted (the second figure)
+#   allocations   calls of the allocator's entry points per round trip (mimalloc's mi_malloc,
+#                 mi_free, ... for Tollgate; malloc, free, ... for redis-server), counted from
+#                 the round trips' dump's call records by bench/callgrind_allocs.py; not
+#                 idle-subtracted (the idle timers allocate next to nothing, and under load
+#                 callgrind may take the idle dump late, after some round trips ran);
+#                 ALLOC_SITES=1 also lists them by calling function
 #   syscalls, ctxsw, futex
 #                 system calls, context switches and futex calls of every server thread per
 #                 round trip (`perf stat -p`, the server run natively), when perf can count
@@ -75,6 +81,10 @@ elapsed = $end - $start
 print(f'$server: {$busy / $N:.0f} instructions per round trip, '
       f'{($busy - idle_rate * elapsed) / $N:.0f} without the idle rate '
       f'({idle_rate:.0f}/s over {elapsed:.1f} s)')"
+  local sites=()
+  if [ "${ALLOC_SITES:-0}" = 1 ]; then sites=(sites); fi
+  echo "$server: allocator calls per round trip:" \
+    "$(python3 bench/callgrind_allocs.py "$file.2" "$N" "${sites[@]}")"
   if [ "${CACHE_SIM:-0}" = 1 ]; then
     if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$file.2" "$KEEP/$server.out"; fi
     python3 - "$server" "$N" "$start" "$end" "$(callgrind_events "$file.1")" "$(callgrind_events "$file.2")" <<'PY'

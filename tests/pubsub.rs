@@ -605,3 +605,47 @@ fn a_disconnected_blocked_client_takes_nothing() {
         "*2\r\n$2\r\nk2\r\n$1\r\nv\r\n+PONG\r\n"
     );
 }
+
+/// A client released from a block whose buffered commands serve another blocked client
+/// lets that client's reply go out before its own, as a connection whose read served one
+/// does (`BehindServed` in `server::connection`; pp86). With one worker the server writes
+/// in the order its tasks run, so when the releasing client's `:1` arrives the served
+/// client's element is already there. Without the yield, the hundred subscribers woken by
+/// the push's PUBLISH (queued before the served client) write between the two.
+#[test]
+fn a_released_client_that_serves_another_lets_its_reply_go_first() {
+    let s = TestServer::with(|c| c.threads = 1);
+    let mut c = s.conn();
+    let _subscribers: Vec<Raw> = (0..100)
+        .map(|_| {
+            let mut r = Raw::new(&s);
+            r.send("SUBSCRIBE ch\r\n");
+            assert!(r.read_until(":1\r\n").ends_with("$2\r\nch\r\n:1\r\n"));
+            r
+        })
+        .collect();
+    let mut served = Raw::new(&s);
+    served.send("BLPOP b 0\r\n");
+    wait_blocked(&mut c, 1);
+    let mut released = Raw::new(&s);
+    released.send("BLPOP a 0\r\nRPUSH b v\r\n");
+    wait_blocked(&mut c, 2);
+    let mut pusher = Raw::new(&s);
+    pusher.send("RPUSH a x\r\nPUBLISH ch m\r\n");
+    assert_eq!(
+        released.read_until(":1\r\n"),
+        "*2\r\n$1\r\na\r\n$1\r\nx\r\n:1\r\n"
+    );
+    // Already there, not on its way.
+    served.0.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    let n = served.0.peek(&mut buf).unwrap_or(0);
+    assert_eq!(
+        String::from_utf8_lossy(&buf[..n]),
+        "*2\r\n$1\r\nb\r\n$1\r\nv\r\n",
+        "the served client's reply was not written before the releasing client's"
+    );
+    served.0.set_nonblocking(false).unwrap();
+    assert_eq!(pusher.read_until(":100\r\n"), ":1\r\n:100\r\n");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "a", "b"]), 0);
+}

@@ -40,12 +40,13 @@ fn serve_blocked(state: &mut State, stamp: Stamp) {
     // Each round serves what the previous one made ready; a bounded number of rounds
     // keeps a chain of BLMOVEs from running without end (each round consumes elements,
     // so a chain ends anyway).
+    let mut ready = Vec::new();
     for _ in 0..10_000 {
-        let ready = hub.blocking.take_ready();
+        hub.blocking.swap_ready(&mut ready);
         if ready.is_empty() {
             return;
         }
-        for (db, key) in ready {
+        for (db, key) in ready.drain(..) {
             while let Some(w) = hub.blocking.first(db, &key) {
                 // A key of another type does not serve the client: it stays blocked.
                 let fits = state.ks.dbs[db].get(&key, now_ms).is_some_and(|e| {
@@ -74,7 +75,9 @@ fn serve_blocked(state: &mut State, stamp: Stamp) {
 /// Cluster: wake this node's clients blocked on keys the applied entry made ready.
 pub fn wake_ready(state: &State) {
     let hub = &state.ks.pubsub;
-    for (db, key) in hub.blocking.take_ready() {
+    let mut ready = Vec::new();
+    hub.blocking.swap_ready(&mut ready);
+    for (db, key) in ready {
         for w in hub.blocking.waiting(db, &key) {
             w.wake.notify_one();
         }

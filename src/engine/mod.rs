@@ -554,15 +554,17 @@ impl Engine {
     }
 
     /// Run a blocking command's one-command `batch`; when it finds nothing to pop, the
-    /// waiter `make` builds is left blocked on its keys and returned. Standalone this is
+    /// waiter `make` builds (given the command's arguments) is left blocked on its keys
+    /// and returned. Standalone, `make` gets the batch's own argument list once the batch
+    /// has run (no copy); in a cluster, a copy (the batch goes to the log). Standalone this is
     /// atomic with the engine's serving of blocked clients (one lock), and the waiter is
     /// built only when the pop found nothing (a pop that finds data, the common case under
     /// load, allocates no waiter); in a cluster the waiter is registered before the pop is
     /// proposed, so an entry applied meanwhile still wakes it.
     pub async fn execute_blocking(
         &self,
-        batch: Batch,
-        make: impl FnOnce() -> Arc<crate::pubsub::blocking::Waiter>,
+        mut batch: Batch,
+        make: impl FnOnce(Vec<Bytes>) -> Arc<crate::pubsub::blocking::Waiter>,
     ) -> (BatchResult, Option<Arc<crate::pubsub::blocking::Waiter>>) {
         let first_nothing = |r: &BatchResult| {
             r.replies
@@ -570,8 +572,12 @@ impl Engine {
                 .and_then(|r| r.first())
                 .is_some_and(blocking::nothing)
         };
+        let command_args = |op: Option<Op>| match op {
+            Some(Op::Command(args, _)) => args,
+            _ => Vec::new(),
+        };
         if let Some(node) = self.cluster.get() {
-            let waiter = make();
+            let waiter = make(command_args(batch.ops.first().cloned()));
             self.pubsub.blocking.block(&waiter);
             // `execute`'s replicated path, boxed here rather than through `execute`, whose
             // standalone half would otherwise add 400 bytes to this future (848 bytes
@@ -594,13 +600,16 @@ impl Engine {
         };
         let now_us = self.clock.reserve_us(batch.ops.len() as u64);
         let stamp = guard.local_stamp(now_us);
-        let result = apply_batch(&mut guard, &batch, stamp, true);
+        let mut result = apply_batch(&mut guard, &batch, stamp, true);
         let waiter = first_nothing(&result).then(|| {
-            let waiter = make();
+            let waiter = make(command_args(batch.ops.pop()));
             self.pubsub.blocking.block(&waiter);
             waiter
         });
         blocking::serve_ready(&mut guard, stamp);
+        // The op list goes back to the connection, emptied, as `execute_local`'s does.
+        batch.ops.clear();
+        result.spare = batch.ops;
         (result, waiter)
     }
 

@@ -21,13 +21,14 @@
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use hashbrown::{Equivalent, HashMap};
 use parking_lot::Mutex;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 
 use crate::protocol::Reply;
 
@@ -49,46 +50,84 @@ pub struct Waiter {
     pub db: usize,
     /// Its protocol.
     pub resp: u8,
-    /// The blocking command, as sent.
+    /// The blocking command, as sent (the very list its first attempt ran on: standalone,
+    /// the batch hands it over rather than a copy being made).
     pub args: Vec<Bytes>,
-    /// The keys it waits on.
-    pub keys: Vec<Bytes>,
+    /// Where in `args` the keys it waits on are (see [`Waiter::keys`]): a range rather
+    /// than a list of its own, one allocation less per blocked client.
+    keys: Range<usize>,
     /// The value type that serves it.
     pub want: Want,
-    /// Where its reply goes once served (standalone) or unblocked (CLIENT UNBLOCK).
-    reply: Mutex<Option<oneshot::Sender<Reply>>>,
-    /// Woken when one of its keys is ready (cluster: the client then proposes its pop).
+    /// Its reply once served (standalone) or unblocked (CLIENT UNBLOCK), taken by the
+    /// connection: a slot in the waiter rather than a `oneshot` channel (whose shared
+    /// state was one more allocation per blocked client).
+    reply: Mutex<Slot>,
+    /// Woken when it is answered, and (cluster) when one of its keys is ready: the client
+    /// then proposes its pop.
     pub wake: Notify,
 }
 
+/// A waiter's reply slot.
+#[derive(Debug)]
+enum Slot {
+    /// Not answered yet.
+    Waiting,
+    /// Answered; the connection has not taken it.
+    Ready(Reply),
+    /// Taken.
+    Taken,
+}
+
 impl Waiter {
-    /// A waiter and the receiver of its reply.
+    /// A waiter on the keys `args[keys]` (cut to the arguments there are).
     pub fn new(
         client: u64,
         db: usize,
         resp: u8,
         args: Vec<Bytes>,
-        keys: Vec<Bytes>,
+        keys: Range<usize>,
         want: Want,
-    ) -> (Arc<Waiter>, oneshot::Receiver<Reply>) {
-        let (tx, rx) = oneshot::channel();
-        let w = Waiter {
+    ) -> Arc<Waiter> {
+        let end = keys.end.min(args.len());
+        let keys = keys.start.min(end)..end;
+        Arc::new(Waiter {
             client,
             db,
             resp,
             args,
             keys,
             want,
-            reply: Mutex::new(Some(tx)),
+            reply: Mutex::new(Slot::Waiting),
             wake: Notify::new(),
-        };
-        (Arc::new(w), rx)
+        })
     }
 
-    /// Hand the client its reply (once).
+    /// The keys it waits on.
+    pub fn keys(&self) -> &[Bytes] {
+        &self.args[self.keys.clone()]
+    }
+
+    /// Hand the client its reply (the first answer wins) and wake it.
     pub fn answer(&self, reply: Reply) {
-        if let Some(tx) = self.reply.lock().take() {
-            let _ = tx.send(reply);
+        {
+            let mut slot = self.reply.lock();
+            if !matches!(*slot, Slot::Waiting) {
+                return;
+            }
+            *slot = Slot::Ready(reply);
+        }
+        self.wake.notify_one();
+    }
+
+    /// The reply, if it has been answered and the reply not yet taken.
+    pub fn take_reply(&self) -> Option<Reply> {
+        let mut slot = self.reply.lock();
+        match std::mem::replace(&mut *slot, Slot::Taken) {
+            Slot::Ready(r) => Some(r),
+            other => {
+                *slot = other;
+                None
+            }
         }
     }
 }
@@ -115,8 +154,15 @@ type Map<K, V> = HashMap<K, V, ahash::RandomState>;
 struct Inner {
     keys: Map<(usize, Bytes), VecDeque<Arc<Waiter>>>,
     ready: Vec<(usize, Bytes)>,
+    /// Emptied queues of keys no client waits on any more (at most [`SPARE_QUEUES`]),
+    /// for the next key a client blocks on: a ping-pong's key has no waiter between its
+    /// pop and the next block, and each block allocated its queue again.
+    spare_queues: Vec<VecDeque<Arc<Waiter>>>,
     clients: Map<u64, Arc<Waiter>>,
 }
+
+/// How many emptied key queues the registry keeps for reuse.
+const SPARE_QUEUES: usize = 64;
 
 /// The blocked clients of one node.
 #[derive(Default)]
@@ -141,8 +187,13 @@ impl Registry {
     /// Block `w` on its keys, behind those already waiting.
     pub fn block(&self, w: &Arc<Waiter>) {
         let mut inner = self.inner.lock();
-        for k in &w.keys {
-            let queue = inner.keys.entry((w.db, k.clone())).or_default();
+        let Inner {
+            keys, spare_queues, ..
+        } = &mut *inner;
+        for k in w.keys() {
+            let queue = keys
+                .entry((w.db, k.clone()))
+                .or_insert_with(|| spare_queues.pop().unwrap_or_default());
             if !queue.iter().any(|x| Arc::ptr_eq(x, w)) {
                 queue.push_back(w.clone());
             }
@@ -166,7 +217,7 @@ impl Registry {
             _ => return false,
         }
         active.fetch_sub(1, Ordering::Relaxed);
-        for k in &w.keys {
+        for k in w.keys() {
             let slot = KeyRef(w.db, k);
             if let Some(q) = inner.keys.get_mut(&slot) {
                 // The served client is the first in its queue (the common case).
@@ -176,7 +227,11 @@ impl Registry {
                     q.retain(|x| !Arc::ptr_eq(x, w));
                 }
                 if q.is_empty() {
-                    inner.keys.remove(&slot);
+                    if let Some(q) = inner.keys.remove(&slot) {
+                        if inner.spare_queues.len() < SPARE_QUEUES {
+                            inner.spare_queues.push(q);
+                        }
+                    }
                 }
             }
         }
@@ -194,19 +249,25 @@ impl Registry {
     #[inline(never)]
     fn mark_ready(&self, db: usize, key: &[u8]) {
         let mut inner = self.inner.lock();
-        if inner.keys.contains_key(&KeyRef(db, key))
-            && !inner.ready.iter().any(|(d, k)| *d == db && k[..] == *key)
-        {
-            inner.ready.push((db, Bytes::copy_from_slice(key)));
+        let inner = &mut *inner;
+        // The map's own copy of the key, shared (a reference count, not a copy).
+        if let Some(((_, k), _)) = inner.keys.get_key_value(&KeyRef(db, key)) {
+            if !inner.ready.iter().any(|(d, r)| *d == db && r[..] == *key) {
+                inner.ready.push((db, k.clone()));
+            }
         }
     }
 
-    /// The keys made ready since the last call, in the order they became ready.
-    pub fn take_ready(&self) -> Vec<(usize, Bytes)> {
+    /// Exchange the keys made ready since the last call (in the order they became ready)
+    /// for `list`, which is empty: a caller that drains the list and exchanges it again
+    /// until it comes back empty leaves its memory for the next ready keys (a new list
+    /// per serving round was one allocation per blocking round trip).
+    pub fn swap_ready(&self, list: &mut Vec<(usize, Bytes)>) {
+        debug_assert!(list.is_empty());
         if self.active.load(Ordering::Relaxed) == 0 {
-            return Vec::new();
+            return;
         }
-        std::mem::take(&mut self.inner.lock().ready)
+        std::mem::swap(&mut self.inner.lock().ready, list);
     }
 
     /// The keys of database `db` that clients are blocked on (SWAPDB checks which are
@@ -267,7 +328,6 @@ impl Registry {
             w
         };
         w.answer(reply);
-        w.wake.notify_one();
         true
     }
 

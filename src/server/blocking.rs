@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
 use super::connection::{Answer, Client};
 use crate::command::blocking::parse_timeout;
@@ -24,18 +23,29 @@ use crate::engine::{Batch, Op};
 use crate::protocol::Reply;
 use crate::pubsub::blocking::{Waiter, Want};
 
-/// A client waiting in a blocking command (held by the connection until released).
+/// A client waiting in a blocking command (held by the connection until released; its
+/// reply, once served or unblocked, is left in the waiter). Small enough to travel in
+/// [`Answer`] without a box of its own.
 pub struct Blocked {
     /// The registered waiter.
     pub waiter: Arc<Waiter>,
-    /// Its reply, once served (standalone) or unblocked.
-    pub rx: oneshot::Receiver<Reply>,
     /// How long to wait; None: forever.
     pub timeout: Option<Duration>,
     /// The command's row.
     pub spec: &'static CommandSpec,
+    /// What it answers on timeout: a nil array (true) or nil.
+    pub nil_array: bool,
+}
+
+impl Blocked {
     /// What it answers on timeout (nil, or a nil array).
-    pub nothing: Reply,
+    pub fn nothing(&self) -> Reply {
+        if self.nil_array {
+            Reply::NilArray
+        } else {
+            Reply::Nil
+        }
+    }
 }
 
 /// Where a blocking command's keys and timeout are.
@@ -84,49 +94,48 @@ async fn block(c: &mut Client, a: &[Bytes], want: Want, shape: Shape) -> Answer 
     };
     // A bad timeout (or other argument) is answered by the handler's own checks.
     let timeout_ms = parse_timeout(timeout_arg).ok();
+    // The batch's op list is the connection's (empty: the connection ran what was pending
+    // before this command), handed back below: no list of its own per call.
+    let mut ops = c.take_ops();
+    ops.push(Op::Command(a.to_vec(), Some(spec)));
     let batch = Batch {
         db: c.db,
         resp: c.resp,
-        ops: vec![Op::Command(a.to_vec(), Some(spec))],
+        ops,
         watch: None,
         transaction: false,
         client: Some(c.handle.clone()),
     };
-    // The waiter (its copy of the command and keys, its reply channel) is built only when
-    // the client is to block.
-    let mut rx = None;
-    let (id, db, resp) = (c.id(), c.db, c.resp);
-    let make = || {
-        let keys = match shape {
-            Shape::KeysThenTimeout => a[1..a.len() - 1].to_vec(),
-            Shape::Source => vec![a[1].clone()],
-            Shape::NumKeys => {
-                let n = command::args::int(&a[2]).unwrap_or(0).max(0) as usize;
-                let end = (3usize.saturating_add(n)).min(a.len());
-                a[3..end].to_vec()
-            }
-        };
-        let (waiter, receiver) = Waiter::new(id, db, resp, a.to_vec(), keys, want);
-        rx = Some(receiver);
-        waiter
+    // Where the keys are in the arguments: the waiter keeps the range, not a list.
+    let keys = match shape {
+        Shape::KeysThenTimeout => 1..a.len().saturating_sub(1),
+        Shape::Source => 1..2,
+        Shape::NumKeys => {
+            let n = command::args::int(&a[2]).unwrap_or(0).max(0) as usize;
+            3..(3usize.saturating_add(n)).min(a.len())
+        }
     };
-    let (result, waiter) = c.shared.engine.execute_blocking(batch, make).await;
+    // The waiter is built only when the client is to block, on the batch's own argument
+    // list (standalone; a cluster's waiter gets a copy, the batch going to the log).
+    let (id, db, resp) = (c.id(), c.db, c.resp);
+    let make = |args: Vec<Bytes>| Waiter::new(id, db, resp, args, keys, want);
+    let (mut result, waiter) = c.shared.engine.execute_blocking(batch, make).await;
+    c.keep_ops(std::mem::take(&mut result.spare));
     let reply = result
         .replies
         .and_then(|r| r.into_iter().next())
         .unwrap_or(Reply::Nil);
-    let (Some(waiter), Some(rx)) = (waiter, rx) else {
+    let Some(waiter) = waiter else {
         return reply.into();
     };
     if !nothing(&reply) || timeout_ms.is_none() {
         c.shared.engine.pubsub().blocking.unblock(&waiter);
         return reply.into();
     }
-    Answer::Block(Box::new(Blocked {
+    Answer::Block(Blocked {
         waiter,
-        rx,
         timeout: timeout_ms.filter(|ms| *ms > 0).map(Duration::from_millis),
         spec,
-        nothing: reply,
-    }))
+        nil_array: matches!(reply, Reply::NilArray),
+    })
 }

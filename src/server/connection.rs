@@ -44,7 +44,7 @@ pub enum Answer {
     /// only KILL and STATS on the connection).
     Engine,
     /// The client blocks (BLPOP & co.): no reply until it is released.
-    Block(Box<super::blocking::Blocked>),
+    Block(super::blocking::Blocked),
     /// Refused before it ran (EXEC while a script is busy or writes are refused for want
     /// of replicas): counted as the command's `rejected_calls`, as Redis's
     /// `rejectCommand`, not as a call.
@@ -142,7 +142,7 @@ pub struct Client {
     /// The replies of the command being handled are not sent (SKIP).
     pub(super) skipping: bool,
     /// Blocked in BLPOP & co.: the commands after it wait in the input buffer.
-    blocked: Option<Box<super::blocking::Blocked>>,
+    blocked: Option<super::blocking::Blocked>,
     /// In MONITOR mode: its mailbox (`subs.mailbox`) gets every command's line.
     pub(super) monitor: bool,
     /// Length and capacity of the query buffer when the read being processed arrived
@@ -288,7 +288,7 @@ impl Client {
                 return;
             }
             if let Some(b) = self.blocked.take() {
-                let released = self.wait_blocked(*b, socket, &mut input).await;
+                let released = self.wait_blocked(b, socket, &mut input).await;
                 {
                     let mut info = self.handle.info.lock();
                     info.blocked = false;
@@ -302,8 +302,13 @@ impl Client {
                 if !self.write_out(socket).await {
                     return;
                 }
-                // The commands that arrived while it was blocked.
+                // The commands that arrived while it was blocked; when they serve another
+                // blocked client, its reply goes out first, as after a read below.
+                let served = self.shared.engine.pubsub().blocking.served();
                 let flow = self.process_input(&mut input).await;
+                if self.shared.engine.pubsub().blocking.served() != served {
+                    BehindServed::default().await;
+                }
                 if !self.write_out(socket).await || flow == Flow::Close {
                     return;
                 }
@@ -383,12 +388,12 @@ impl Client {
         socket: &mut S,
         input: &mut BytesMut,
     ) -> Option<Reply> {
+        let nothing = b.nothing();
         let super::blocking::Blocked {
             waiter,
-            mut rx,
             timeout,
             spec,
-            nothing,
+            ..
         } = b;
         let registry = self.shared.engine.pubsub().clone();
         let cluster = self.shared.engine.cluster().is_some();
@@ -409,8 +414,14 @@ impl Client {
         };
         loop {
             tokio::select! {
-                r = &mut rx => return Some(answer(r.unwrap_or(Reply::Nil))),
-                _ = waiter.wake.notified(), if cluster => {
+                _ = waiter.wake.notified() => {
+                    // Answered: served (standalone) or unblocked.
+                    if let Some(r) = waiter.take_reply() {
+                        return Some(answer(r));
+                    }
+                    if !cluster {
+                        continue;
+                    }
                     // A key changed on this node: propose the pop (it stays registered, so
                     // a change while the proposal is in flight wakes it again).
                     let result = self
@@ -427,8 +438,14 @@ impl Client {
                     if registry.blocking.unblock(&waiter) {
                         return Some(nothing);
                     }
-                    // Served (or unblocked) just now: that reply wins.
-                    return Some(answer(rx.await.unwrap_or(Reply::Nil)));
+                    // Served (or unblocked) just now: that reply, left in the waiter right
+                    // after, wins.
+                    loop {
+                        if let Some(r) = waiter.take_reply() {
+                            return Some(answer(r));
+                        }
+                        waiter.wake.notified().await;
+                    }
                 }
                 r = read_input(socket, input) => {
                     let limit = self.shared.config.read().client_query_buffer_limit;
@@ -737,6 +754,29 @@ impl Client {
             .fetch_add(1, Ordering::Relaxed);
         self.last_cmd = spec.name;
         self.pending.push(Op::Frame(frame, spec));
+    }
+
+    /// The connection's list of pending operations, emptied, to build a batch in (a
+    /// command that runs its own batch flushes what is pending first; were anything still
+    /// pending, a new list); give it back with [`Client::keep_ops`].
+    pub(super) fn take_ops(&mut self) -> Vec<Op> {
+        if self.pending.is_empty() {
+            std::mem::take(&mut self.pending)
+        } else {
+            Vec::with_capacity(1)
+        }
+    }
+
+    /// Keep `ops` (a batch's list the engine handed back emptied) as the pending list, if
+    /// the pending list has no memory and it is not one grown past `KEPT_OPS`.
+    pub(super) fn keep_ops(&mut self, ops: Vec<Op>) {
+        if self.pending.is_empty()
+            && self.pending.capacity() == 0
+            && ops.is_empty()
+            && ops.capacity() <= KEPT_OPS
+        {
+            self.pending = ops;
+        }
     }
 
     /// Run one request, whose command (`spec`) the parser looked up.
