@@ -800,6 +800,13 @@ fn the_first_read_after_kill9_sees_every_acknowledged_write() {
     }
 }
 
+/// A durable single node with `appendfsync always` and its HTTP port (for [`fsyncs`]).
+fn solo_always_with_metrics() -> (tempfile::TempDir, Node, u16) {
+    let http = free_port_pair();
+    let (dir, node) = solo(&["--appendfsync", "always", "--http-port", &http.to_string()]);
+    (dir, node, http)
+}
+
 /// The `tollgate_raft_fsync_duration_seconds` histogram's count on `/metrics` at `port`.
 fn fsyncs(port: u16) -> u64 {
     let (_, text) = http_get(port, "/metrics");
@@ -816,9 +823,7 @@ fn fsyncs(port: u16) -> u64 {
 #[test]
 fn always_on_a_single_node_fsyncs_every_acknowledged_write() {
     let _g = serial();
-    let http = free_port_pair();
-    let http_arg = http.to_string();
-    let (_dir, node) = solo(&["--appendfsync", "always", "--http-port", &http_arg]);
+    let (_dir, node, http) = solo_always_with_metrics();
     let mut con = node.conn();
     let writes = 200u64;
     let run = |con: &mut redis::Connection| {
@@ -852,9 +857,7 @@ fn always_on_a_single_node_fsyncs_every_acknowledged_write() {
 #[test]
 fn everysec_set_at_run_time_fsyncs_a_lone_write_within_seconds() {
     let _g = serial();
-    let http = free_port_pair();
-    let http_arg = http.to_string();
-    let (_dir, node) = solo(&["--appendfsync", "always", "--http-port", &http_arg]);
+    let (_dir, node, http) = solo_always_with_metrics();
     let _: i64 = node.q(&["INCR", "ctr"]).unwrap();
     node.q::<()>(&["CONFIG", "SET", "appendfsync", "everysec"])
         .unwrap();
