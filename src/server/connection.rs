@@ -302,13 +302,8 @@ impl Client {
                 if !self.write_out(socket).await {
                     return;
                 }
-                // The commands that arrived while it was blocked; when they serve another
-                // blocked client, its reply goes out first, as after a read below.
-                let served = self.shared.engine.pubsub().blocking.served();
-                let flow = self.process_input(&mut input).await;
-                if self.shared.engine.pubsub().blocking.served() != served {
-                    BehindServed::default().await;
-                }
+                // The commands that arrived while it was blocked.
+                let flow = self.process_input_served_first(&mut input).await;
                 if !self.write_out(socket).await || flow == Flow::Close {
                     return;
                 }
@@ -351,12 +346,7 @@ impl Client {
                     let metrics = self.shared.engine.metrics();
                     metrics.net_input.fetch_add(n as u64, Ordering::Relaxed);
                     self.shared.stats.reads.fetch_add(1, Ordering::Relaxed);
-                    let served = self.shared.engine.pubsub().blocking.served();
-                    let flow = self.process_input(&mut input).await;
-                    if self.shared.engine.pubsub().blocking.served() != served {
-                        BehindServed::default().await;
-                    }
-                    flow
+                    self.process_input_served_first(&mut input).await
                 }
             };
             if !self.write_out(socket).await {
@@ -522,6 +512,18 @@ impl Client {
             max_multibulk: 1024 * 1024,
             max_inline: 64 * 1024,
         }
+    }
+
+    /// [`Client::process_input`], then, when its commands served a blocked client, one
+    /// turn at the back of the run queue ([`BehindServed`]) so that the served client's
+    /// reply is written before this connection's.
+    async fn process_input_served_first(&mut self, input: &mut BytesMut) -> Flow {
+        let served = self.shared.engine.pubsub().blocking.served();
+        let flow = self.process_input(input).await;
+        if self.shared.engine.pubsub().blocking.served() != served {
+            BehindServed::default().await;
+        }
+        flow
     }
 
     /// Parse and answer every complete request in `input`.
