@@ -56,8 +56,7 @@ run() {
   fi
   local spid=$!
   PIDS=("$spid")
-  for _ in $(seq 1 300); do redis-cli "${cli[@]}" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  redis-cli "${cli[@]}" ping >/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
+  wait_ping "${cli[@]}"
   sleep 1
   local rss0 heap0 rss1 heap1
   rss0=$(rss "$spid")

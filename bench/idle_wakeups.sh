@@ -52,13 +52,6 @@ snapshot() {
   done
 }
 
-wait_ping() {
-  for _ in $(seq 1 300); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done
-  echo "nothing answers on port $1:" >&2
-  cat "$WORK"/*.log >&2
-  exit 1
-}
-
 # count <mode> <pid>...: the wake-ups a second of each process over IDLE_SECS.
 count() {
   local mode=$1
@@ -111,7 +104,7 @@ run() {
       [ "$mode" = redis-aof ] && aof=(--appendonly yes --appendfsync everysec --dir "$WORK")
       redis-server --port "$PORT" --save "" "${aof[@]}" >"$WORK/redis.log" 2>&1 &
       PIDS=($!)
-      wait_ping "$PORT"
+      wait_ping -p "$PORT"
       ;;
     memory | durable | durable-everysec)
       local args=()
@@ -121,7 +114,7 @@ run() {
       "$TOLLGATE_BIN" --port "$PORT" --log warn "${args[@]}" ${TOLLGATE_ARGS:-} \
         >"$WORK/$mode.log" 2>&1 &
       PIDS=($!)
-      wait_ping "$PORT"
+      wait_ping -p "$PORT"
       ;;
     cluster)
       local peers="1@127.0.0.1:$((PORT + 10)),2@127.0.0.1:$((PORT + 11)),3@127.0.0.1:$((PORT + 12))"
@@ -133,7 +126,7 @@ run() {
           --data-dir "$WORK/node-$i" --log warn ${TOLLGATE_ARGS:-} >"$WORK/node-$i.log" 2>&1 &
         PIDS+=($!)
       done
-      for i in 0 1 2; do wait_ping $((PORT + i)); done
+      for i in 0 1 2; do wait_ping -p $((PORT + i)); done
       for _ in $(seq 1 100); do
         redis-cli -p "$PORT" RAFT.STATUS 2>/dev/null | grep -q '^leader_id:[0-9]' && break
         sleep 0.2

@@ -27,7 +27,7 @@ name_binary target/release/tollgate
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-wait_ping() {
+wait_loaded() {
   for _ in $(seq 1 6000); do
     [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ] && return 0
     sleep 0.01
@@ -43,7 +43,7 @@ if [ ! -s "$FILE" ]; then
     --logfile "$GEN/redis.log" &
   GPID=$!
   PIDS+=("$GPID")
-  wait_ping "$RPORT"
+  wait_loaded "$RPORT"
   python3 - "$SCALE" <<'EOF' | redis-cli -p "$RPORT" --pipe >/dev/null
 import base64, os, sys
 scale = float(sys.argv[1])
@@ -106,7 +106,7 @@ redis-server --port "$RPORT" --save "" --appendonly no --dir "$LOAD" \
   --logfile "$LOAD/redis.log" &
 RPID=$!
 PIDS+=("$RPID")
-wait_ping "$RPORT"
+wait_loaded "$RPORT"
 REDIS_S=$(python3 -c "import time; print(f'{time.time() - $START:.3f}')")
 REDIS_KEYS=$(redis-cli -p "$RPORT" dbsize)
 REDIS_OWN=$(grep -o 'DB loaded from disk: [0-9.]* seconds' "$LOAD/redis.log" | grep -o '[0-9.]*' || echo "?")
@@ -118,7 +118,7 @@ rm -rf "$LOAD"
 target/release/tollgate --port "$TPORT" --log warn >"$CACHE/tollgate.log" 2>&1 &
 TPID=$!
 PIDS+=("$TPID")
-wait_ping "$TPORT"
+wait_loaded "$TPORT"
 START=$(date +%s.%N)
 target/release/tollgate import-rdb "$FILE" --port "$TPORT" 2>&1 | sed 's/^/  /'
 TOLLGATE_S=$(python3 -c "import time; print(f'{time.time() - $START:.3f}')")

@@ -50,6 +50,15 @@ port_free() {
   fi
 }
 
+# wait_ping <redis-cli args...>: wait up to 30 s for the server those arguments reach to
+# answer PING; otherwise print the logs in $WORK and stop.
+wait_ping() {
+  for _ in $(seq 1 300); do redis-cli "$@" ping >/dev/null 2>&1 && return; sleep 0.1; done
+  echo "no server answers redis-cli $*:" >&2
+  cat "$WORK"/*.log >&2 2>/dev/null || true
+  exit 1
+}
+
 stop_all() {
   local pid
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
