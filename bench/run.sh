@@ -3,6 +3,9 @@
 # load, Tollgate's requests/s printed as a ratio of Redis's.
 #
 #   bench/run.sh [requests]      (default 200000 per row; RPORT/TPORT override the ports)
+#   DATA=bytes (default 3, redis-benchmark's -d): the value size of redis-benchmark's own
+#   tests (SET, GET, ...); DATA=200000 TESTS=set,get EXTRA="" MORE="" measures large values.
+#   TOLLGATE_BIN=<binary> runs that binary instead of building target/release/tollgate.
 #   ROUNDS=n (default 3): each row runs n times on each server, Redis first in odd rounds and
 #   Tollgate first in even ones; printed are the median rps of each side and the median of
 #   the rounds' ratios (one -P 32 row moved by 2x between single runs a minute apart).
@@ -31,10 +34,10 @@ ROUNDS=${ROUNDS:-3}
 if ! command -v redis-benchmark >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
-cargo build --release -q
+DATA=${DATA:-3}
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-name_binary target/release/tollgate
+tollgate_binary
 MORE=${MORE-hincrby zunionstore slidelog}
 more() { [[ " $MORE " == *" $1 "* ]]; }
 for m in $MORE; do
@@ -45,7 +48,7 @@ RPORT=${RPORT:-16379}
 TPORT=${TPORT:-16380}
 redis-server --port "$RPORT" --save "" --appendonly no >/tmp/bench-redis.log 2>&1 &
 RPID=$!
-target/release/tollgate --port "$TPORT" --log warn >/tmp/bench-tollgate.log 2>&1 &
+"$TOLLGATE_BIN" --port "$TPORT" --log warn >/tmp/bench-tollgate.log 2>&1 &
 TPID=$!
 trap 'kill $RPID $TPID 2>/dev/null || true' EXIT
 for port in $RPORT $TPORT; do
@@ -67,7 +70,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR
 once() {
   local port=$1 p=$2 row=$3
   if [[ $row == test:* ]]; then
-    redis-benchmark -p "$port" -n "$N" -c "$CLIENTS" -P "$p" -r 100000 -t "${row#test:}" --csv \
+    redis-benchmark -p "$port" -n "$N" -c "$CLIENTS" -P "$p" -r 100000 -d "$DATA" -t "${row#test:}" --csv \
       2>/dev/null | tail -n +2 | tr -d '"' | cut -d, -f2
   else
     # No globbing of the command's words: set -f.

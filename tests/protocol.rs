@@ -67,6 +67,39 @@ fn each_read_lands_at_the_front_of_the_query_buffer() {
 }
 
 #[test]
+fn a_large_request_or_reply_leaves_no_large_buffer_behind() {
+    // Once a request over 64 KiB ran and its reply was written, the connection's buffers
+    // shrink back (Redis trims an idle client's query buffer and frees written reply
+    // chunks); before, each kept up to 1 MiB until the connection closed.
+    let s = TestServer::start();
+    let mut a = s.conn();
+    let mut b = s.conn();
+    let id: i64 = q(&mut a, &["CLIENT", "ID"]);
+    let big = "x".repeat(500_000);
+    q::<()>(&mut a, &["SET", "big", &big]);
+    assert_eq!(q::<String>(&mut a, &["GET", "big"]).len(), 500_000);
+    assert_eq!(q::<String>(&mut a, &["PING"]), "PONG");
+    let list: String = q(&mut b, &["CLIENT", "LIST", "ID", &id.to_string()]);
+    let field = |name: &str| -> usize {
+        let tag = format!(" {name}=");
+        let at = list.find(&tag).unwrap_or_else(|| panic!("{name}: {list}")) + tag.len();
+        let end = list[at..].find(' ').map_or(list.len(), |e| at + e);
+        list[at..end].parse().unwrap()
+    };
+    assert!(field("rbs") <= 64 * 1024, "{list}");
+    assert!(field("qbuf-free") <= 64 * 1024, "{list}");
+    let info: String = q(&mut b, &["INFO", "clients"]);
+    let out: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("client_recent_max_output_buffer:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(out <= 64 * 1024, "{info}");
+}
+
+#[test]
 fn resp3_replies_use_resp3_types() {
     let s = TestServer::start();
     let mut c = s.conn3();

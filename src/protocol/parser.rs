@@ -328,6 +328,46 @@ fn parse_multibulk<T: Default>(
     Ok(Some((request, tag)))
 }
 
+/// Bulk strings at least this long get room for all their bytes as soon as their header
+/// arrives (Redis's `PROTO_MBULK_BIG_ARG`).
+pub const BIG_ARG: usize = 32 * 1024;
+
+/// Where the first incomplete argument of the partial request at the front of `buf` ends
+/// (its bytes and CRLF included), when that argument is a bulk string of at least
+/// [`BIG_ARG`] bytes whose header has arrived; `None` for anything else (a small or
+/// complete request, an inline one, a header not yet complete or malformed: the parser
+/// reports those). The connection makes room for that many bytes at once, as Redis's
+/// `processMultibulkBuffer` does, so that the value arrives in as few reads as the socket
+/// allows instead of one per doubling of the buffer.
+pub fn big_bulk_end(buf: &[u8], limits: &Limits) -> Option<usize> {
+    if buf.first() != Some(&b'*') {
+        return None;
+    }
+    let header = |pos: usize| -> Option<(i64, usize)> {
+        let eol = find_crlf(&buf[..buf.len().min(pos + MAX_HEADER)], pos)?;
+        Some((parse_len(&buf[pos + 1..eol])?, eol + 2))
+    };
+    let (count, mut pos) = header(0)?;
+    if count <= 0 || count > limits.max_multibulk as i64 {
+        return None;
+    }
+    for _ in 0..count {
+        if buf.get(pos) != Some(&b'$') {
+            return None;
+        }
+        let (len, start) = header(pos)?;
+        if len < 0 || len as u64 > limits.max_bulk as u64 {
+            return None;
+        }
+        let end = start + len as usize + 2;
+        if end > buf.len() {
+            return (len as usize >= BIG_ARG).then_some(end);
+        }
+        pos = end;
+    }
+    None
+}
+
 /// A frame of `bytes` (at most 64 KiB) with arguments at `spans` (at most `FRAME_ARGS`).
 #[inline(never)]
 fn frame(bytes: &[u8], spans: &[(usize, usize)]) -> Frame {
@@ -487,6 +527,39 @@ mod tests {
         max_multibulk: 1024 * 1024,
         max_inline: 64 * 1024,
     };
+
+    #[test]
+    fn big_bulk_end_finds_a_large_value_on_its_way() {
+        // SET k <40,000 bytes>: the value's end is after its header, its bytes and CRLF.
+        let head = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$40000\r\n";
+        let mut buf = head.to_vec();
+        assert_eq!(big_bulk_end(&buf, &L), Some(head.len() + 40_002));
+        buf.extend_from_slice(&[b'x'; 1000]);
+        assert_eq!(big_bulk_end(&buf, &L), Some(head.len() + 40_002));
+        // Small values, complete requests, partial headers, inline and malformed input:
+        // nothing to make room for.
+        assert_eq!(
+            big_bulk_end(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100\r\nab", &L),
+            None
+        );
+        assert_eq!(big_bulk_end(b"*1\r\n$4\r\nPING\r\n", &L), None);
+        assert_eq!(
+            big_bulk_end(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$400", &L),
+            None
+        );
+        assert_eq!(big_bulk_end(b"SET k v", &L), None);
+        assert_eq!(big_bulk_end(b"", &L), None);
+        assert_eq!(big_bulk_end(b"*2\r\n$3\r\nGET\r\n+1\r\n", &L), None);
+        assert_eq!(big_bulk_end(b"*1\r\n$-5\r\n", &L), None);
+        assert_eq!(big_bulk_end(b"*1\r\n$99999999999999999999\r\n", &L), None);
+        // Over the bulk limit: the parser's error, not an allocation.
+        let small = Limits {
+            max_bulk: 16 * 1024,
+            ..L
+        };
+        assert_eq!(big_bulk_end(b"*1\r\n$40000\r\n", &small), None);
+        assert_eq!(big_bulk_end(b"*1\r\n$40000\r\n", &L), Some(12 + 40_002));
+    }
 
     fn parse(s: &[u8]) -> Result<Option<Vec<Bytes>>, ProtocolError> {
         Ok(

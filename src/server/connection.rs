@@ -61,9 +61,15 @@ impl From<Reply> for Answer {
 /// 120 KiB).
 const KEPT_OPS: usize = 1024;
 
-/// The most capacity an empty query or reply buffer keeps between reads (1 MiB): a larger
-/// one is dropped, and the next read or reply starts a new one.
-const KEPT_BUFFER: usize = 1024 * 1024;
+/// The most capacity an empty query or reply buffer keeps between reads (64 KiB, four
+/// reads' worth): a larger one is dropped once its request ran or its reply was written,
+/// and the next read or reply starts a new one. Redis trims a client's query buffer once
+/// it has been idle 2 s, or is over twice its recent peak (`clientsCronResizeQueryBuffer`),
+/// and its reply buffer is 16 KiB plus a list of chunks freed as they are written; this
+/// was 1 MiB, which each connection that ever sent or fetched a large value kept until it
+/// closed. Only a request or reply over 64 KiB
+/// meets the cost: a new buffer grown for it (about one more copy of its bytes).
+const KEPT_BUFFER: usize = 64 * 1024;
 
 /// Bytes a read asks the socket for (into the worker's scratch buffer when the query
 /// buffer is empty, or behind a partial request).
@@ -567,7 +573,12 @@ impl Client {
                         break Flow::Continue;
                     }
                 }
-                Ok(None) => break Flow::Continue,
+                Ok(None) => {
+                    if !input.is_empty() {
+                        room_for_big_arg(input, &limits);
+                    }
+                    break Flow::Continue;
+                }
                 Err(e) => {
                     self.flush_pending().await;
                     Reply::err(e.to_string()).encode(self.resp, &mut self.out);
@@ -1210,6 +1221,19 @@ impl Client {
     /// This client's id.
     pub(super) fn id(&self) -> u64 {
         self.handle.info.lock().id
+    }
+}
+
+/// A large value on its way (a partial request whose next argument is a bulk string of at
+/// least `parser::BIG_ARG` bytes): make room for all of it now, as Redis does, rather than
+/// a read per doubling of the buffer. Off the hot path: only a partial request gets here.
+#[cold]
+#[inline(never)]
+fn room_for_big_arg(input: &mut BytesMut, limits: &Limits) {
+    if let Some(end) = crate::protocol::parser::big_bulk_end(input, limits) {
+        if end > input.capacity() {
+            input.reserve(end - input.len());
+        }
     }
 }
 
