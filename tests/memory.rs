@@ -485,3 +485,51 @@ fn file_descriptor_limit_lowers_maxclients_and_extra_clients_are_refused() {
         "ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with 224"
     );
 }
+
+/// `THP_enabled` of a process's `/proc/<pid>/status` (1: transparent huge pages allowed).
+fn thp_enabled(pid: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .expect("THP_enabled in /proc/<pid>/status (Linux 5.0 and later)")
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn disable_thp_turns_transparent_huge_pages_off_for_the_process() {
+    let _serial = serial();
+    // Redis's `disable-thp`, default yes: the server turns them off for itself at start
+    // (the kernel keeps the flag per process and children inherit it, so "no" leaves the
+    // server with what this test process has).
+    let s = Server::start(&[]);
+    assert_eq!(thp_enabled(&s.child.id().to_string()), "0");
+    assert!(s
+        .log_text()
+        .contains("transparent huge pages disabled for this process"));
+    let mut c = s.conn();
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "disable-thp"]);
+    assert_eq!(got, ["disable-thp", "yes"]);
+    assert_eq!(
+        err(&mut c, &["CONFIG", "SET", "disable-thp", "no"]),
+        "ERR CONFIG SET failed (possibly related to argument 'disable-thp') - can't set immutable config"
+    );
+    drop(s);
+    let kept = Server::start(&["--disable-thp", "no"]);
+    assert_eq!(
+        thp_enabled(&kept.child.id().to_string()),
+        thp_enabled("self")
+    );
+    let mut c = kept.conn();
+    let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "disable-thp"]);
+    assert_eq!(got, ["disable-thp", "no"]);
+    drop(kept);
+    let bad = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["--port", "0", "--disable-thp", "maybe"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let text = String::from_utf8_lossy(&bad.stderr);
+    assert!(text.contains("disable-thp"), "{text}");
+}

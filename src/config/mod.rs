@@ -555,6 +555,8 @@ pub struct Config {
     pub aclfile: Option<std::path::PathBuf>,
     /// `protected-mode`: refuse non-loopback clients while the default user has no password.
     pub protected_mode: bool,
+    /// `disable-thp`: transparent huge pages off for this process (`server::thp`).
+    pub disable_thp: bool,
     /// `acl-pubsub-default allchannels` (true) or `resetchannels` (false, Redis 7.0's
     /// default): the channels of a new ACL user and of the `reset` rule.
     pub acl_pubsub_all: bool,
@@ -628,6 +630,7 @@ impl Default for Config {
             requirepass: None,
             aclfile: None,
             protected_mode: true,
+            disable_thp: true,
             acl_pubsub_all: false,
             acllog_max_len: 128,
             tls: TlsConfig::default(),

@@ -215,6 +215,11 @@ pub static PARAMS: &[Param] = &[
         c.protected_mode = v == "yes";
         Ok(())
     }, Apply::Nothing),
+    Param::live("disable-thp", Kind::Bool, "yes", |c| yes_no(c.disable_thp), |c, v| {
+        c.disable_thp = v == "yes";
+        Ok(())
+    }, Apply::Nothing)
+    .at_start_only(),
     // TLS (see the README's "Security" section).
     Param::live("tls-port", Kind::Int(0, 65535), "0", |c| c.tls.port.to_string(), |c, v| {
         c.tls.port = number(v);
@@ -917,7 +922,6 @@ pub const REDIS_IMMUTABLE: &[&str] = &[
     "cluster-enabled",
     "cluster-port",
     "daemonize",
-    "disable-thp",
     "enable-module-command",
     "enable-protected-configs",
     "io-threads",

@@ -27,6 +27,7 @@ pub mod logging;
 pub mod persistence;
 pub mod pubsub;
 pub mod security;
+pub mod thp;
 pub mod tls;
 pub mod transaction;
 
@@ -277,6 +278,12 @@ impl Server {
     /// Bind the client port; in cluster mode also open the Raft storage and cluster port and
     /// join the cluster.
     pub async fn bind(mut config: Config) -> std::io::Result<Server> {
+        match thp::apply(config.disable_thp) {
+            Ok(done) => tracing::info!("{done}"),
+            Err(e) => {
+                tracing::warn!(error = %e, "disable-thp yes: could not disable transparent huge pages")
+            }
+        }
         let reserved_fds = fds::reserved(config.cluster.as_ref().map(|c| c.peers.len()));
         let fit =
             fds::fit_maxclients(config.maxclients, reserved_fds).map_err(std::io::Error::other)?;
