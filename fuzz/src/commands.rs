@@ -19,7 +19,12 @@
 //! 2. a second fresh state given the same batches and stamps answers byte-identical
 //!    replies and ends with a byte-identical keyspace snapshot (`store::snapshot::encode`:
 //!    every key, value, order, encoding and deadline), the "replicas never diverge" rule;
-//! 3. the engine still answers a plain command afterwards.
+//! 3. a third state that installs the second's Raft snapshot (`ReplicatedState`'s
+//!    `snapshot` and `restore`: keyspace, scripts, functions, users) at a batch boundary
+//!    the first input byte picks, then applies the remaining batches, answers the same
+//!    (but for OBJECT IDLETIME and FREQ, which are each node's own) and ends with the same
+//!    keyspace: a replica that caught up from a snapshot;
+//! 4. the engine still answers a plain command afterwards.
 //!
 //! Memory stays bounded by the dictionaries, not by a setting: the engine's string-size
 //! check is a constant (512 MB, Redis's `proto-max-bulk-len` default), so byte offsets
@@ -28,14 +33,17 @@
 //! HRANDFIELD, ZRANDMEMBER repeat members |count| times, in Redis too) stay small except
 //! for -2^63, which must be refused.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use tollgate::command::{self, CommandSpec};
+use tollgate::engine::replicated::ReplicatedState;
 use tollgate::engine::{apply_ops, Op, Stamp, State};
 use tollgate::persistence::rdb::crc64::crc64;
 use tollgate::protocol::Reply;
 use tollgate::scripting::{ScriptEngine, ScriptLimits};
+use tollgate_raft::StateMachine;
 
 /// Key names: few, so that commands meet each other's data and types.
 const KEYS: &[&str] = &["a", "b", "c", "{a}d", "e"];
@@ -1113,6 +1121,21 @@ fn internal_error(reply: &Reply) -> Option<&str> {
     }
 }
 
+/// Whether a command's reply is the node's own: OBJECT IDLETIME and FREQ read the access
+/// time and counter each node keeps for eviction, which are not replicated state (a
+/// restored key starts them afresh, as a key loaded from an RDB file does).
+fn per_node(op: &Op) -> bool {
+    match op {
+        Op::Command(args, _) => {
+            args.len() > 1
+                && args[0].eq_ignore_ascii_case(b"object")
+                && (args[1].eq_ignore_ascii_case(b"idletime")
+                    || args[1].eq_ignore_ascii_case(b"freq"))
+        }
+        _ => false,
+    }
+}
+
 /// A command as a line of quoted arguments.
 fn op_line(op: &Op) -> String {
     match op {
@@ -1157,12 +1180,24 @@ pub fn check(data: &[u8]) {
             panic!("internal error:\n{}\n--\n{e}", describe(&run));
         }
     }
-    // The same batches on a second fresh state, as a replica applies them.
-    let mut second = state();
+    // The same batches on a second fresh state, as a replica applies them; at a cut the
+    // input picks, a third state installs the second's Raft snapshot (keyspace, scripts,
+    // functions, users) and applies the rest, as a replica that fell behind does.
+    let second = Arc::new(Mutex::new(state()));
+    let third = Arc::new(Mutex::new(state()));
+    let cut = usize::from(data.first().copied().unwrap_or(0) >> 1) % (run.batches.len() + 1);
     let mut db = 0;
     for (i, (ops, st)) in run.batches.iter().enumerate() {
-        let result = apply_ops(&mut second, db, run.resp, ops, *st);
-        db = result.db;
+        if i == cut {
+            let snapshot = ReplicatedState::new(second.clone()).snapshot();
+            if let Err(e) = ReplicatedState::new(third.clone()).restore(&snapshot) {
+                panic!(
+                    "snapshot after batch {i} does not restore: {e}\n{}",
+                    describe(&run)
+                );
+            }
+        }
+        let result = apply_ops(&mut second.lock(), db, run.resp, ops, *st);
         let replies = result.replies.unwrap_or_default();
         if replies != run.replies[i] {
             panic!(
@@ -1170,12 +1205,34 @@ pub fn check(data: &[u8]) {
                 describe(&run)
             );
         }
+        if i >= cut {
+            let restored = apply_ops(&mut third.lock(), db, run.resp, ops, *st);
+            let restored = restored.replies.unwrap_or_default();
+            for (j, (r, op)) in restored.iter().zip(ops).enumerate() {
+                if r != &run.replies[i][j] && !per_node(op) {
+                    panic!(
+                        "after a snapshot installed before batch {cut}, command {j} of batch \
+                         {i} answers differently:\n{}\n-- the restored state answered:\n{r:?}",
+                        describe(&run)
+                    );
+                }
+            }
+        }
+        db = result.db;
     }
-    let (a, b) = (
-        tollgate::store::snapshot::encode(&first.ks),
-        tollgate::store::snapshot::encode(&second.ks),
+    let a = tollgate::store::snapshot::encode(&first.ks);
+    assert!(
+        a == tollgate::store::snapshot::encode(&second.lock().ks),
+        "keyspaces differ after:\n{}",
+        describe(&run)
     );
-    assert!(a == b, "keyspaces differ after:\n{}", describe(&run));
+    if cut < run.batches.len() {
+        assert!(
+            a == tollgate::store::snapshot::encode(&third.lock().ks),
+            "the keyspace restored before batch {cut} differs at the end:\n{}",
+            describe(&run)
+        );
+    }
     // The engine still works.
     let end = run.batches.last().map_or(stamp(0, 0), |(_, st)| *st);
     let after = apply_ops(
