@@ -14,7 +14,8 @@
 //! A run is up to 30 commands in batches (a pipeline's batch, or a MULTI/EXEC block: a
 //! batch whose commands run back to back under one stamp), each batch with its own
 //! `Stamp` (time moves 0 ms to a day between batches, so keys expire and limiter windows
-//! roll). It checks, each a panic:
+//! roll); some batches also carry what a cluster leader proposes besides commands (an
+//! expiry purge, an eviction, the out-of-memory marker). It checks, each a panic:
 //! 1. no reply is an "internal error" (the apply path turns a panic into one);
 //! 2. a second fresh state given the same batches and stamps answers byte-identical
 //!    replies and ends with a byte-identical keyspace snapshot (`store::snapshot::encode`:
@@ -1072,10 +1073,29 @@ pub fn generate(data: &[u8], state: &mut State) -> Run {
         } else {
             1 + usize::from(head & 3)
         };
-        let mut ops = Vec::with_capacity(size);
+        let mut ops = Vec::with_capacity(size + 1);
         for _ in 0..size.min(MAX_COMMANDS - commands) {
             ops.push(Op::Command(command(&mut c, &mem), None));
             commands += 1;
+        }
+        // Sometimes what a cluster leader proposes besides commands: the keys its expiry
+        // sampler found expired, keys evicted under maxmemory, or the out-of-memory state
+        // for the commands that follow.
+        match c.byte() % 16 {
+            15 => {
+                let keys = (0..1 + c.byte() % 3)
+                    .map(|_| arg(&mut c, "k", &mem))
+                    .collect();
+                ops.push(Op::PurgeExpired { db: 0, keys });
+            }
+            14 => {
+                let keys = (0..1 + c.byte() % 2)
+                    .map(|_| arg(&mut c, "k", &mem))
+                    .collect();
+                ops.insert(0, Op::Evict { db: 0, keys });
+            }
+            13 => ops.insert(0, Op::OutOfMemory),
+            _ => {}
         }
         now_ms += c.pick(&[0, 0, 1, 999, 1000, 1001, 60_000, 3_600_000, 86_400_000]);
         let st = stamp(now_ms, u64::from(c.byte()));
@@ -1157,9 +1177,15 @@ pub fn describe(run: &Run) -> String {
             (st.now_us - stamp(0, 0).now_us) / 1000,
             st.seed
         ));
-        for (j, op) in ops.iter().enumerate() {
+        let mut j = 0;
+        for op in ops {
             out.push_str(&op_line(op));
-            if let Some(r) = run.replies.get(i).and_then(|r| r.get(j)) {
+            if !matches!(op, Op::Command(..)) {
+                out.push('\n');
+                continue;
+            }
+            j += 1;
+            if let Some(r) = run.replies.get(i).and_then(|r| r.get(j - 1)) {
                 out.push_str(&format!("\n    -> {r:?}"));
             }
             out.push('\n');
@@ -1208,7 +1234,8 @@ pub fn check(data: &[u8]) {
         if i >= cut {
             let restored = apply_ops(&mut third.lock(), db, run.resp, ops, *st);
             let restored = restored.replies.unwrap_or_default();
-            for (j, (r, op)) in restored.iter().zip(ops).enumerate() {
+            let commands = ops.iter().filter(|op| matches!(op, Op::Command(..)));
+            for (j, (r, op)) in restored.iter().zip(commands).enumerate() {
                 if r != &run.replies[i][j] && !per_node(op) {
                     panic!(
                         "after a snapshot installed before batch {cut}, command {j} of batch \
