@@ -329,6 +329,17 @@ const SCRIPTS: &[&str] = &[
     "return redis.call('SORT', KEYS[1], 'ALPHA')",
 ];
 
+/// Scripts that fill a key past the listpack and intset limits (128 entries, 512
+/// integers), so the large encodings and the conversions to them are reached too.
+const FILLS: &[&str] = &[
+    "for i = 1, 600 do redis.call('SADD', KEYS[1], i) end return redis.call('SCARD', KEYS[1])",
+    "for i = 1, 200 do redis.call('ZADD', KEYS[1], i / 3, 'm' .. i) end return 1",
+    "for i = 1, 200 do redis.call('HSET', KEYS[1], 'f' .. i, i) end return 1",
+    "for i = 1, 200 do redis.call('RPUSH', KEYS[1], i) end return 1",
+    "for i = 1, 200 do redis.call('PFADD', KEYS[1], i) end return 1",
+    "for i = 1, 200 do redis.call('SADD', KEYS[1], 'm' .. i) end return 1",
+];
+
 /// Function libraries for FUNCTION LOAD.
 const LIBRARIES: &[&str] = &[
     "#!lua name=lib\nredis.register_function('f', function(keys, args) return redis.call('GET', keys[1]) end)",
@@ -701,6 +712,7 @@ const SHAPES: &[(&str, &str, &[&str])] = &[
     ),
     // Scripting.
     ("EVAL", "script nk k* v*", &[]),
+    ("EVAL", "fill 1 k", &[]),
     ("EVAL_RO", "script nk k* v*", &[]),
     ("EVALSHA", "sha nk k* v*", &[]),
     ("EVALSHA_RO", "sha nk k* v*", &[]),
@@ -895,6 +907,7 @@ fn arg(c: &mut Choices, kind: &str, mem: &Memory) -> Bytes {
             2 => s("x"),
             _ => sha1_of(c.pick(SCRIPTS)),
         },
+        "fill" => s(c.pick(FILLS)),
         "lib" => s(c.pick(LIBRARIES)),
         "fn" => s(c.pick(FUNCTIONS)),
         "payload" => payload(c, mem),
