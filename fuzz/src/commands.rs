@@ -340,6 +340,14 @@ const FILLS: &[&str] = &[
     "for i = 1, 200 do redis.call('SADD', KEYS[1], 'm' .. i) end return 1",
 ];
 
+/// Scripts that run the command given as their arguments.
+const WRAPPERS: &[&str] = &[
+    "return redis.pcall(unpack(ARGV))",
+    "redis.setresp(3) return redis.pcall(unpack(ARGV))",
+    "return {redis.pcall(unpack(ARGV))}",
+    "redis.setresp(3) local r = redis.pcall(unpack(ARGV)) return cjson.encode({r})",
+];
+
 /// Function libraries for FUNCTION LOAD.
 const LIBRARIES: &[&str] = &[
     "#!lua name=lib\nredis.register_function('f', function(keys, args) return redis.call('GET', keys[1]) end)",
@@ -1030,6 +1038,18 @@ fn command(c: &mut Choices, mem: &Memory) -> Vec<Bytes> {
         }
     }
     // (Not on 0: an input used up reads zeros.)
+    if c.byte() % 16 == 15 {
+        // The same command through a script: the Lua bridge converts its arguments and its
+        // reply (RESP2 or RESP3) both ways.
+        let wrapper = c.pick(WRAPPERS);
+        let mut call = vec![
+            Bytes::from_static(b"EVAL"),
+            Bytes::from_static(wrapper.as_bytes()),
+            Bytes::from_static(b"0"),
+        ];
+        call.extend(args);
+        args = call;
+    }
     match c.byte() % 32 {
         31 => {
             let extra = arg(c, "any", mem);
