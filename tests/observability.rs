@@ -1413,3 +1413,152 @@ fn info_stats_count_subscriptions_as_redis_does() {
     assert_eq!(ours.1, want("2", "1", "1"));
     assert_eq!(ours.2, want("1", "1", "1"));
 }
+
+/// `latency-tracking` and `latency-tracking-info-percentiles`, against redis-server: the
+/// steps of Redis's own `unit/info` latencystats tests (a unit its external mode skips),
+/// compared by which commands INFO latencystats lists and which percentiles it prints.
+#[test]
+fn latency_tracking_settings_match_redis() {
+    let reference = RedisServer::start();
+    let s = TestServer::start();
+    let mut theirs = reference.conn();
+    let mut ours = s.conn();
+    // INFO latencystats as `command:percentile names` (values differ), sorted.
+    let lines = |c: &mut redis::Connection| -> Vec<String> {
+        let text: String = redis::cmd("INFO").arg("latencystats").query(c).unwrap();
+        let mut out: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("latency_percentiles_usec_"))
+            .map(|l| {
+                let (cmd, values) = l.split_once(':').unwrap();
+                let names: Vec<&str> = values
+                    .split(',')
+                    .filter(|kv| !kv.is_empty())
+                    .map(|kv| kv.split('=').next().unwrap())
+                    .collect();
+                format!("{cmd}:{}", names.join(","))
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let run = |c: &mut redis::Connection, args: &[&str]| -> String {
+        match redis::cmd(args[0]).arg(&args[1..]).query::<redis::Value>(c) {
+            Ok(v) => format!("{v:?}"),
+            Err(e) => common::error_text(&e),
+        }
+    };
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "RESETSTAT"],
+        &["CONFIG", "SET", "latency-tracking", "no"],
+        &["SET", "a", "b"],
+        &["GET", "a"],
+    ];
+    for step in steps {
+        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
+    }
+    // Nothing called while tracking was off is listed.
+    assert_eq!(lines(&mut theirs), lines(&mut ours));
+    assert_eq!(lines(&mut ours), Vec::<String>::new());
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "SET", "latency-tracking", "yes"],
+        &["SET", "a", "b"],
+        &["CONFIG", "GET", "latency-tracking"],
+        &["CONFIG", "SET", "latency-tracking", "maybe"],
+    ];
+    for step in steps {
+        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
+    }
+    assert_eq!(lines(&mut theirs), lines(&mut ours));
+    assert!(lines(&mut ours).contains(&"set:p50,p99,p99.9".to_string()));
+    assert!(!lines(&mut ours).iter().any(|l| l.starts_with("get:")));
+    // Percentiles: set, printed as Redis prints them, refused whole when one is bad.
+    let steps: &[&[&str]] = &[
+        &[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "0.0 50.0 100.0",
+        ],
+        &["CONFIG", "GET", "latency-tracking-info-percentiles"],
+        &[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "10.0 50.0 a",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "10.0 50.0 101.0",
+        ],
+        &[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "10  50",
+        ],
+        &["CONFIG", "SET", "latency-tracking-info-percentiles", "nan"],
+        &["CONFIG", "SET", "latency-tracking-info-percentiles", "inf"],
+        &["CONFIG", "GET", "latency-tracking-info-percentiles"],
+    ];
+    for step in steps {
+        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
+    }
+    assert_eq!(lines(&mut theirs), lines(&mut ours));
+    assert!(lines(&mut ours).contains(&"set:p0,p50,p100".to_string()));
+    let steps: &[&[&str]] = &[
+        &[
+            "CONFIG",
+            "SET",
+            "latency-tracking-info-percentiles",
+            "0x10 99.99999 12.3456789",
+        ],
+        &["CONFIG", "GET", "latency-tracking-info-percentiles"],
+    ];
+    for step in steps {
+        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
+    }
+    assert_eq!(lines(&mut theirs), lines(&mut ours));
+    assert!(lines(&mut ours).contains(&"set:p16,p99.99999,p12.345679".to_string()));
+    // None: each line is empty after its colon.
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "SET", "latency-tracking-info-percentiles", ""],
+        &["CONFIG", "GET", "latency-tracking-info-percentiles"],
+    ];
+    for step in steps {
+        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
+    }
+    assert_eq!(lines(&mut theirs), lines(&mut ours));
+    assert!(lines(&mut ours).contains(&"set:".to_string()));
+    // RESETSTAT forgets what was tracked. Off, the section is empty; on again, it shows
+    // what was tracked before, and not what was called while off.
+    let steps: &[&[&str]] = &[
+        &["CONFIG", "SET", "latency-tracking-info-percentiles", "50"],
+        &["CONFIG", "RESETSTAT"],
+        &["GET", "a"],
+        &["CONFIG", "SET", "latency-tracking", "no"],
+        &["SET", "a", "b"],
+        &["INCR", "n"],
+    ];
+    for step in steps {
+        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
+    }
+    assert_eq!(lines(&mut theirs), lines(&mut ours));
+    assert_eq!(lines(&mut ours), Vec::<String>::new());
+    let on: &[&str] = &["CONFIG", "SET", "latency-tracking", "yes"];
+    assert_eq!(run(&mut theirs, on), run(&mut ours, on));
+    assert_eq!(lines(&mut theirs), lines(&mut ours));
+    // (The INFO just made ran with tracking on: it is listed now.)
+    assert_eq!(
+        lines(&mut ours),
+        [
+            "config|resetstat:p50",
+            "config|set:p50",
+            "get:p50",
+            "info:p50"
+        ]
+        .map(String::from)
+    );
+}

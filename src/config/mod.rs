@@ -595,6 +595,10 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     /// `slowlog-max-len`.
     pub slowlog_max_len: usize,
+    /// `latency-tracking`: whether INFO latencystats lists the commands called.
+    pub latency_tracking: bool,
+    /// `latency-tracking-info-percentiles`: the percentiles INFO latencystats shows.
+    pub latency_tracking_info_percentiles: Vec<f64>,
     /// The compact encodings' thresholds (`hash-max-listpack-entries`, ...).
     pub encodings: crate::store::encoding::EncodingLimits,
     /// `latency-monitor-threshold`, in milliseconds (0: the latency monitor is off).
@@ -648,6 +652,8 @@ impl Default for Config {
             stored: BTreeMap::new(),
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             encodings: crate::store::encoding::EncodingLimits {
                 hash: Default::default(),
                 zset: crate::store::zset::ZsetLimits::REDIS,

@@ -346,6 +346,16 @@ pub static PARAMS: &[Param] = &[
         c.slowlog_max_len = number(v);
         Ok(())
     }, Apply::Slowlog),
+    Param::live("latency-tracking", Kind::Bool, "yes", |c| yes_no(c.latency_tracking), |c, v| {
+        c.latency_tracking = v == "yes";
+        Ok(())
+    }, Apply::Slowlog),
+    Param::live("latency-tracking-info-percentiles", Kind::Text, "50 99 99.9", |c| {
+        c.latency_tracking_info_percentiles.iter().map(|p| percentile_text(*p)).collect::<Vec<_>>().join(" ")
+    }, |c, v| {
+        c.latency_tracking_info_percentiles = percentiles(v)?;
+        Ok(())
+    }, Apply::Nothing),
     Param::live("enable-debug-command", Kind::Enum(&["no", "yes", "local"]), "no", |c| yes_no(c.enable_debug_command), |c, v| {
         if v == "local" {
             return Err("'local' is not supported by Tollgate: use yes (trusted networks only) or no".into());
@@ -906,6 +916,38 @@ pub fn config_get(config: &Config, patterns: &[&[u8]]) -> Vec<(String, String)> 
         }
     }
     out
+}
+
+/// `latency-tracking-info-percentiles`' value: percentiles between 0 and 100, separated by
+/// single spaces (Redis splits the value on each space), `""` for none; Redis's texts.
+fn percentiles(v: &str) -> Result<Vec<f64>, String> {
+    if v.is_empty() {
+        return Ok(Vec::new());
+    }
+    v.split(' ')
+        .map(|p| {
+            use crate::numbers::long_double::{check, Check};
+            // Redis reads each with `string2ld` (inf is a number there, NaN is not).
+            if check(p.as_bytes()) == Check::NotFloat {
+                return Err("Invalid latency-tracking-info-percentiles parameters");
+            }
+            let p = crate::numbers::strtod(p.as_bytes()).value;
+            if !(0.0..=100.0).contains(&p) {
+                return Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
+                );
+            }
+            Ok(p)
+        })
+        .collect::<Result<_, _>>()
+        .map_err(str::to_string)
+}
+
+/// A percentile as Redis prints it: `%f`, then without trailing zeros and point
+/// (`trimDoubleString`): 50 → "50", 99.9 → "99.9".
+pub fn percentile_text(p: f64) -> String {
+    let text = format!("{p:.6}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Redis 7.0.15's immutable parameters (set only at start-up) that Tollgate has no

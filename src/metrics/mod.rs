@@ -24,7 +24,7 @@ pub mod latency;
 pub mod slowlog;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -48,6 +48,10 @@ pub struct CommandStats {
     pub rejected: AtomicU64,
     /// Execution times; allocated on the first call.
     time: OnceLock<Box<Histogram>>,
+    /// Calls made while `latency-tracking` was off, in the off spells that ended.
+    untracked: AtomicU64,
+    /// Calls counted when `latency-tracking` was last turned off.
+    off_since: AtomicU64,
 }
 
 impl CommandStats {
@@ -315,6 +319,9 @@ pub struct Metrics {
     pub slowlog: slowlog::SlowLog,
     /// LATENCY.
     pub latency: latency::LatencyMonitor,
+    /// `latency-tracking`: whether calls count for INFO latencystats (see
+    /// [`Metrics::set_latency_tracking`]).
+    latency_tracking: AtomicBool,
     /// The lower of the slow log's and the latency monitor's thresholds, in nanoseconds:
     /// the one comparison per command that decides whether either looks at it.
     watch_ns: AtomicU64,
@@ -335,6 +342,7 @@ impl Default for Metrics {
             slowlog: Default::default(),
             latency: Default::default(),
             watch_ns: AtomicU64::new(slowlog::SlowLog::default().threshold_ns()),
+            latency_tracking: AtomicBool::new(true),
         }
     }
 }
@@ -346,6 +354,38 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
+    /// Follow `latency-tracking`. Redis stops recording into a command's latency
+    /// histogram while it is off; here the histogram is also the command's call count
+    /// (INFO commandstats, `/metrics`), so every call is still recorded, and what the
+    /// switch changes is which commands INFO latencystats lists: those with a call made
+    /// while tracking was on ([`Metrics::tracked_calls`]). Their percentiles include the
+    /// calls made while it was off. The calls of each off spell are counted here, at the
+    /// switch, so the path of a call does not look at the setting.
+    pub fn set_latency_tracking(&self, on: bool) {
+        if self.latency_tracking.swap(on, Ordering::Relaxed) == on {
+            return;
+        }
+        for s in self.commands.iter() {
+            let calls = s.calls();
+            if on {
+                let off = calls.saturating_sub(s.off_since.load(Ordering::Relaxed));
+                s.untracked.fetch_add(off, Ordering::Relaxed);
+            } else {
+                s.off_since.store(calls, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Calls of `s` made while `latency-tracking` was on.
+    pub fn tracked_calls(&self, s: &CommandStats) -> u64 {
+        let calls = s.calls();
+        let mut off = s.untracked.load(Ordering::Relaxed);
+        if !self.latency_tracking.load(Ordering::Relaxed) {
+            off += calls.saturating_sub(s.off_since.load(Ordering::Relaxed));
+        }
+        calls.saturating_sub(off)
+    }
+
     /// Follow `slowlog-log-slower-than` (microseconds, negative: off) and `slowlog-max-len`.
     pub fn configure_slowlog(&self, threshold_us: i64, max_len: usize) {
         self.slowlog.configure(threshold_us, max_len);
@@ -473,6 +513,8 @@ impl Metrics {
             if let Some(h) = s.time.get() {
                 h.reset();
             }
+            s.untracked.store(0, Ordering::Relaxed);
+            s.off_since.store(0, Ordering::Relaxed);
         }
         self.errors.lock().clear();
         self.net_input.store(0, Ordering::Relaxed);

@@ -361,21 +361,34 @@ fn commandstats_section(shared: &Shared, out: &mut String) {
     }
 }
 
+/// `# Latencystats`: for each command called while `latency-tracking` was on, the
+/// percentiles `latency-tracking-info-percentiles` names, as Redis prints them; nothing
+/// while tracking is off (as Redis, which keeps the histograms for when it is on again).
 fn latencystats_section(shared: &Shared, out: &mut String) {
     out.push_str("# Latencystats\r\n");
-    for (name, s) in shared.engine.metrics().commands() {
-        let Some(h) = s.time().filter(|h| h.count() > 0) else {
+    let percentiles: Vec<(String, f64)> = {
+        let config = shared.config.read();
+        if !config.latency_tracking {
+            return;
+        }
+        config
+            .latency_tracking_info_percentiles
+            .iter()
+            .map(|&p| (crate::config::params::percentile_text(p), p / 100.0))
+            .collect()
+    };
+    let metrics = shared.engine.metrics();
+    for (name, s) in metrics.commands() {
+        let Some(h) = s.time().filter(|_| metrics.tracked_calls(s) > 0) else {
             continue;
         };
-        let p = |q: f64| h.percentile_ns(q) as f64 / 1000.0;
-        let _ = write!(
-            out,
-            "latency_percentiles_usec_{}:p50={:.3},p99={:.3},p99.9={:.3}\r\n",
-            name,
-            p(0.5),
-            p(0.99),
-            p(0.999)
-        );
+        let _ = write!(out, "latency_percentiles_usec_{name}:");
+        for (i, (text, q)) in percentiles.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let usec = h.percentile_ns(*q) as f64 / 1000.0;
+            let _ = write!(out, "{sep}p{text}={usec:.3}");
+        }
+        out.push_str("\r\n");
     }
 }
 

@@ -342,6 +342,9 @@ impl Server {
         engine
             .metrics()
             .configure_latency(config.latency_monitor_threshold);
+        engine
+            .metrics()
+            .set_latency_tracking(config.latency_tracking);
         engine.set_busy_threshold(Duration::from_millis(config.busy_reply_threshold));
         engine.set_hll_sparse_max_bytes(config.hll_sparse_max_bytes);
         engine.set_no_good_replicas(no_good_replicas(&config));
@@ -762,6 +765,7 @@ pub fn apply_config(
             let metrics = shared.engine.metrics();
             metrics.configure_slowlog(new.slowlog_log_slower_than, new.slowlog_max_len);
             metrics.configure_latency(new.latency_monitor_threshold);
+            metrics.set_latency_tracking(new.latency_tracking);
             Ok(())
         }
         Apply::Encodings => {
