@@ -103,6 +103,7 @@ pub(crate) fn run(
     };
     vm.reset_for_run(ctx.seed);
     vm.collect_if_crowded();
+    vm.reset_ids(super::lua::SCRIPT_IDS);
     let nargs: c_int = if inv.is_function { 2 } else { 0 };
     // SAFETY: engine-side stack work on our own state, relaxed so it cannot fail.
     vm.relaxed(|l| unsafe {

@@ -399,6 +399,7 @@ impl Functions {
     fn run_library_code(&mut self, code: &[u8], load: &mut LoadState) -> Result<(), String> {
         let vm = &self.vm;
         vm.collect_if_crowded();
+        vm.reset_ids(super::lua::LIBRARY_IDS);
         // SAFETY: engine-side stack work on our own state, relaxed; the chunk runs
         // in a protected call with the load state installed and is popped.
         let compiled = vm.relaxed(|l| unsafe {

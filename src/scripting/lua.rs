@@ -18,6 +18,22 @@ use std::time::{Duration, Instant};
 pub(crate) use mlua::ffi;
 pub(crate) use mlua::ffi::lua_State;
 
+extern "C" {
+    // Tollgate's patch of Lua 5.1 (vendor/lua-src/TOLLGATE.md): tables, functions,
+    // userdata and threads carry a creation id, hashed as a table key instead of their
+    // address and printed by `tostring`, so a script iterates and prints the same on
+    // every node.
+    /// Restart the creation ids at `base`.
+    fn lua_tgresetids(l: *mut lua_State, base: std::ffi::c_uint);
+    /// The creation id of the collectable value at `idx` (0 for others).
+    fn lua_tgid(l: *mut lua_State, idx: c_int) -> std::ffi::c_uint;
+}
+
+/// Where the creation ids of a script run's objects start.
+pub(crate) const SCRIPT_IDS: u32 = 1 << 31;
+/// Where the creation ids of a function library's objects start (each load).
+pub(crate) const LIBRARY_IDS: u32 = 1 << 30;
+
 use super::rand48::Rand48;
 use super::ScriptControl;
 
@@ -404,6 +420,14 @@ impl Vm {
                 *cfg = CjsonConfig::default();
             }
         });
+    }
+
+    /// Restart the creation ids of new tables, functions, userdata and threads at `base`
+    /// (before a script run or a library load): the same objects get the same ids on
+    /// every node, whatever ran on the VM before.
+    pub(crate) fn reset_ids(&self, base: u32) {
+        // SAFETY: sets one counter of our own state.
+        unsafe { lua_tgresetids(self.l, base) }
     }
 
     /// Count a script call; true every `period` calls (for Redis's periodic GC step).
@@ -848,7 +872,12 @@ pub(crate) unsafe fn tostring(l: *mut lua_State, idx: c_int) -> Vec<u8> {
             let name = CStr::from_ptr(ffi::lua_typename(l, t))
                 .to_string_lossy()
                 .into_owned();
-            format!("{}: {:p}", name, ffi::lua_topointer(l, idx)).into_bytes()
+            if t == ffi::LUA_TLIGHTUSERDATA {
+                format!("{}: {:p}", name, ffi::lua_topointer(l, idx)).into_bytes()
+            } else {
+                // The creation id, as Lua's own `tostring` prints it (not the address).
+                format!("{}: 0x{:08x}", name, lua_tgid(l, idx)).into_bytes()
+            }
         }
     }
 }
