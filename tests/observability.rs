@@ -1442,21 +1442,25 @@ fn latency_tracking_settings_match_redis() {
         out.sort();
         out
     };
-    let run = |c: &mut redis::Connection, args: &[&str]| -> String {
-        match redis::cmd(args[0]).arg(&args[1..]).query::<redis::Value>(c) {
-            Ok(v) => format!("{v:?}"),
-            Err(e) => common::error_text(&e),
+    // Each step on both servers: the same reply or the same error text.
+    fn same(theirs: &mut redis::Connection, ours: &mut redis::Connection, steps: &[&[&str]]) {
+        let run = |c: &mut redis::Connection, args: &[&str]| -> String {
+            match redis::cmd(args[0]).arg(&args[1..]).query::<redis::Value>(c) {
+                Ok(v) => format!("{v:?}"),
+                Err(e) => common::error_text(&e),
+            }
+        };
+        for step in steps {
+            assert_eq!(run(theirs, step), run(ours, step), "{step:?}");
         }
-    };
+    }
     let steps: &[&[&str]] = &[
         &["CONFIG", "RESETSTAT"],
         &["CONFIG", "SET", "latency-tracking", "no"],
         &["SET", "a", "b"],
         &["GET", "a"],
     ];
-    for step in steps {
-        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
-    }
+    same(&mut theirs, &mut ours, steps);
     // Nothing called while tracking was off is listed.
     assert_eq!(lines(&mut theirs), lines(&mut ours));
     assert_eq!(lines(&mut ours), Vec::<String>::new());
@@ -1466,9 +1470,7 @@ fn latency_tracking_settings_match_redis() {
         &["CONFIG", "GET", "latency-tracking"],
         &["CONFIG", "SET", "latency-tracking", "maybe"],
     ];
-    for step in steps {
-        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
-    }
+    same(&mut theirs, &mut ours, steps);
     assert_eq!(lines(&mut theirs), lines(&mut ours));
     assert!(lines(&mut ours).contains(&"set:p50,p99,p99.9".to_string()));
     assert!(!lines(&mut ours).iter().any(|l| l.starts_with("get:")));
@@ -1503,9 +1505,7 @@ fn latency_tracking_settings_match_redis() {
         &["CONFIG", "SET", "latency-tracking-info-percentiles", "inf"],
         &["CONFIG", "GET", "latency-tracking-info-percentiles"],
     ];
-    for step in steps {
-        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
-    }
+    same(&mut theirs, &mut ours, steps);
     assert_eq!(lines(&mut theirs), lines(&mut ours));
     assert!(lines(&mut ours).contains(&"set:p0,p50,p100".to_string()));
     let steps: &[&[&str]] = &[
@@ -1517,9 +1517,7 @@ fn latency_tracking_settings_match_redis() {
         ],
         &["CONFIG", "GET", "latency-tracking-info-percentiles"],
     ];
-    for step in steps {
-        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
-    }
+    same(&mut theirs, &mut ours, steps);
     assert_eq!(lines(&mut theirs), lines(&mut ours));
     assert!(lines(&mut ours).contains(&"set:p16,p99.99999,p12.345679".to_string()));
     // None: each line is empty after its colon.
@@ -1527,9 +1525,7 @@ fn latency_tracking_settings_match_redis() {
         &["CONFIG", "SET", "latency-tracking-info-percentiles", ""],
         &["CONFIG", "GET", "latency-tracking-info-percentiles"],
     ];
-    for step in steps {
-        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
-    }
+    same(&mut theirs, &mut ours, steps);
     assert_eq!(lines(&mut theirs), lines(&mut ours));
     assert!(lines(&mut ours).contains(&"set:".to_string()));
     // RESETSTAT forgets what was tracked. Off, the section is empty; on again, it shows
@@ -1542,13 +1538,14 @@ fn latency_tracking_settings_match_redis() {
         &["SET", "a", "b"],
         &["INCR", "n"],
     ];
-    for step in steps {
-        assert_eq!(run(&mut theirs, step), run(&mut ours, step), "{step:?}");
-    }
+    same(&mut theirs, &mut ours, steps);
     assert_eq!(lines(&mut theirs), lines(&mut ours));
     assert_eq!(lines(&mut ours), Vec::<String>::new());
-    let on: &[&str] = &["CONFIG", "SET", "latency-tracking", "yes"];
-    assert_eq!(run(&mut theirs, on), run(&mut ours, on));
+    same(
+        &mut theirs,
+        &mut ours,
+        &[&["CONFIG", "SET", "latency-tracking", "yes"]],
+    );
     assert_eq!(lines(&mut theirs), lines(&mut ours));
     // (The INFO just made ran with tracking on: it is listed now.)
     assert_eq!(

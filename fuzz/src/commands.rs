@@ -43,7 +43,6 @@ use tollgate::engine::replicated::ReplicatedState;
 use tollgate::engine::{apply_ops, Op, Stamp, State};
 use tollgate::persistence::rdb::crc64::crc64;
 use tollgate::protocol::Reply;
-use tollgate::scripting::{ScriptEngine, ScriptLimits};
 use tollgate_raft::StateMachine;
 
 /// Key names: few, so that commands meet each other's data and types.
@@ -1154,27 +1153,8 @@ pub fn generate(data: &[u8], state: &mut State) -> Run {
     run
 }
 
-/// A fresh state whose Lua VMs have a 32 MiB cap (as `lua`'s). No script loops forever
-/// (nothing would kill it in-process: SCRIPT KILL comes from another client).
-pub fn state() -> State {
-    let mut state = State::default();
-    state.scripts = ScriptEngine::new(ScriptLimits {
-        memory_bytes: 32 << 20,
-    });
-    state
-}
-
-/// Whether a reply (or anything nested in it) reports an internal error.
-fn internal_error(reply: &Reply) -> Option<&str> {
-    match reply {
-        Reply::Error(e) if e.contains("internal error") => Some(e),
-        Reply::Array(items) | Reply::Set(items) => items.iter().find_map(internal_error),
-        Reply::Map(pairs) => pairs
-            .iter()
-            .find_map(|(k, v)| internal_error(k).or_else(|| internal_error(v))),
-        _ => None,
-    }
-}
+pub use crate::lua::state;
+use crate::lua::internal_error;
 
 /// Whether a command's reply is the node's own: OBJECT IDLETIME and FREQ read the access
 /// time and counter each node keeps for eviction, which are not replicated state (a

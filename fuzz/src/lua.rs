@@ -335,8 +335,10 @@ fn value(c: &mut Choices, kind: Arg, vars: usize) -> String {
 }
 
 /// A fresh state whose Lua VMs have a 32 MiB cap (the server's is 256 MiB; a smaller cap
-/// reaches "not enough memory" sooner, so runs stay fast).
-fn state() -> State {
+/// reaches "not enough memory" sooner, so runs stay fast). The `commands` target's states
+/// too: no script there loops forever (nothing would kill it in-process: SCRIPT KILL comes
+/// from another client).
+pub fn state() -> State {
     let mut state = State::default();
     state.scripts = ScriptEngine::new(ScriptLimits {
         memory_bytes: 32 << 20,
@@ -346,7 +348,7 @@ fn state() -> State {
 
 /// Whether a reply (or anything nested in it) reports an internal error: a panic the
 /// apply path or a C function caught.
-fn internal_error(reply: &Reply) -> Option<&str> {
+pub(crate) fn internal_error(reply: &Reply) -> Option<&str> {
     match reply {
         Reply::Error(e) if e.contains("internal error") => Some(e),
         Reply::Array(items) | Reply::Set(items) => items.iter().find_map(internal_error),
