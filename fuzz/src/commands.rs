@@ -1153,8 +1153,8 @@ pub fn generate(data: &[u8], state: &mut State) -> Run {
     run
 }
 
-pub use crate::lua::state;
 use crate::lua::internal_error;
+pub use crate::lua::state;
 
 /// Whether a command's reply is the node's own: OBJECT IDLETIME and FREQ read the access
 /// time and counter each node keeps for eviction, which are not replicated state (a
