@@ -839,27 +839,7 @@ fn command_op(args: &[&str]) -> Op {
     )
 }
 
-/// Choices read from the input, one byte each (0 once the input is used up).
-struct Choices<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl Choices<'_> {
-    fn byte(&mut self) -> u8 {
-        let b = self.data.get(self.pos).copied().unwrap_or(0);
-        self.pos += 1;
-        b
-    }
-
-    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-        from[usize::from(self.byte()) % from.len()]
-    }
-
-    fn done(&self) -> bool {
-        self.pos >= self.data.len()
-    }
-}
+use crate::lua::Choices;
 
 /// What the generator remembers of the run: the last bulk reply (a DUMP payload, a
 /// SCRIPT LOAD sha) to feed back as an argument.

@@ -223,29 +223,30 @@ const COMMANDS: &[(&str, &[Arg])] = {
     ]
 };
 
-/// Choices read from the input, one byte each (0 once the input is used up).
-struct Choices<'a> {
-    data: &'a [u8],
-    pos: usize,
+/// Choices read from the input, one byte each (0 once the input is used up); the
+/// `commands` target's generator reads its input the same way.
+pub(crate) struct Choices<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl Choices<'_> {
-    fn byte(&mut self) -> u8 {
+    pub(crate) fn byte(&mut self) -> u8 {
         let b = self.data.get(self.pos).copied().unwrap_or(0);
         self.pos += 1;
         b
     }
 
-    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+    pub(crate) fn pick<T: Copy>(&mut self, from: &[T]) -> T {
         from[usize::from(self.byte()) % from.len()]
     }
 
     /// A choice that comes up for one byte value in `n`.
-    fn one_in(&mut self, n: u8) -> bool {
+    pub(crate) fn one_in(&mut self, n: u8) -> bool {
         self.byte().is_multiple_of(n)
     }
 
-    fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.pos >= self.data.len()
     }
 }
